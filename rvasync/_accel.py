@@ -1,0 +1,64 @@
+"""Choose between the compiled hot paths (``rvasync_native``) and their pure-Python twins.
+
+Each hot path NAME exists twice with one interface, the way msgpack-python keeps
+``_cmsgpack`` beside ``fallback``: ``rvasync_native.NAME`` (Cython, built by
+``pip install``) and ``rvasync.fallback.NAME`` (pure Python). The native one is
+used whenever it imports, unless the environment sets ``RVASYNC_PURE=1``.
+Tests use :func:`implementations` to run the same properties against both.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from types import ModuleType
+
+__all__ = ["implementations", "load", "native_enabled", "pure_forced"]
+
+_loaded: dict[str, ModuleType] = {}
+_native_used: dict[str, bool] = {}
+
+
+def pure_forced() -> bool:
+    """True when ``RVASYNC_PURE`` asks for the pure-Python twins."""
+    return os.environ.get("RVASYNC_PURE", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def native_module(name: str) -> ModuleType | None:
+    """The compiled module for hot path ``name``, or None if it is not built."""
+    try:
+        return importlib.import_module(f"rvasync_native.{name}")
+    except ImportError:
+        return None
+
+
+def pure_module(name: str) -> ModuleType:
+    """The pure-Python twin of hot path ``name``."""
+    return importlib.import_module(f"rvasync.fallback.{name}")
+
+
+def load(name: str) -> ModuleType:
+    """The implementation of hot path ``name`` this process uses (cached)."""
+    module = _loaded.get(name)
+    if module is None:
+        native = None if pure_forced() else native_module(name)
+        module = native if native is not None else pure_module(name)
+        _loaded[name] = module
+        _native_used[name] = native is not None
+    return module
+
+
+def implementations(name: str) -> list[ModuleType]:
+    """Every implementation of ``name`` available here: pure first, then native if built."""
+    found = [pure_module(name)]
+    native = native_module(name)
+    if native is not None:
+        found.append(native)
+    return found
+
+
+def native_enabled() -> bool:
+    """True if the hot paths loaded so far (and all of them, once loaded) are the compiled ones."""
+    if pure_forced():
+        return False
+    return bool(_native_used) and all(_native_used.values())

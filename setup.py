@@ -1,0 +1,61 @@
+"""Build rvasync_native's Cython modules; the package still installs (pure-Python) if they cannot be built.
+
+RVASYNC_NATIVE_ONLY=codec,subjects limits the build to those modules (handy while developing one).
+RVASYNC_NO_NATIVE=1 skips the native build entirely.
+"""
+
+import glob
+import os
+import sys
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+
+class OptionalBuildExt(build_ext):
+    """A failed compile leaves the pure-Python twins in charge instead of failing the install."""
+
+    def run(self):
+        try:
+            super().run()
+        except Exception as exc:  # compiler missing, Cython error ...
+            print(f"rvasync: native build skipped ({exc}); using pure-Python twins", file=sys.stderr)
+
+    def build_extension(self, ext):
+        try:
+            super().build_extension(ext)
+        except Exception as exc:
+            print(f"rvasync: could not build {ext.name} ({exc}); its pure-Python twin is used",
+                  file=sys.stderr)
+
+
+def native_extensions():
+    if os.environ.get("RVASYNC_NO_NATIVE"):
+        return []
+    try:
+        from Cython.Build import cythonize
+    except ImportError:
+        print("rvasync: Cython not available; installing pure-Python only", file=sys.stderr)
+        return []
+    only = {n for n in os.environ.get("RVASYNC_NATIVE_ONLY", "").split(",") if n}
+    exts = []
+    for path in sorted(glob.glob(os.path.join("rvasync_native", "*.pyx"))):
+        name = os.path.splitext(os.path.basename(path))[0]
+        if only and name not in only:
+            continue
+        exts.append(Extension(f"rvasync_native.{name}", [path], extra_compile_args=["-O2"]))
+    if not exts:
+        return []
+    return cythonize(
+        exts,
+        compiler_directives={
+            "language_level": 3,
+            "boundscheck": False,
+            "wraparound": False,
+            "cdivision": True,
+        },
+        quiet=True,
+    )
+
+
+setup(ext_modules=native_extensions(), cmdclass={"build_ext": OptionalBuildExt})
