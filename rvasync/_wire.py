@@ -1,0 +1,76 @@
+"""Constants of the rvasync wire format, shared by both codec implementations.
+
+The pure codec (``rvasync.fallback.codec``) and the compiled one
+(``rvasync_native.codec``) must produce byte-identical output and accept
+exactly the same inputs, so every number they both depend on lives here,
+in a module that imports nothing from the rest of the package.
+The format itself is described in ``docs/messages.md``.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ARRAY_ELEMENT",
+    "DATETIME_MAX_SECONDS",
+    "DATETIME_MIN_SECONDS",
+    "FIELD_ID_MAX",
+    "HEADER",
+    "INT_RANGE",
+    "MAX_MESSAGE_SIZE",
+    "MAX_NESTING_DEPTH",
+    "U64_MAX",
+    "WIRE_VERSION",
+]
+
+#: Version of the layout after the magic bytes; bumped on any incompatible change.
+WIRE_VERSION = 1
+
+#: Every encoded message starts with these four bytes. 0xC1 is the one byte
+#: msgpack never uses, so no plain msgpack document can pass for a message.
+HEADER = b"\xc1RV" + bytes([WIRE_VERSION])
+
+#: Largest encoded message, in bytes (encode and decode both refuse more).
+MAX_MESSAGE_SIZE = 64 * 1024 * 1024
+
+#: Deepest nesting of messages inside messages. The outermost message is at
+#: depth 0, a message in one of its MSG/MSGARRAY fields at depth 1, and so on.
+#: It bounds recursion in the codec and rejects hostile inputs early.
+MAX_NESTING_DEPTH = 100
+
+#: Field identifiers are unsigned 16-bit; 0 means "no identifier".
+FIELD_ID_MAX = 0xFFFF
+
+#: DateTime seconds are 40-bit signed.
+DATETIME_MIN_SECONDS = -(2**39)
+DATETIME_MAX_SECONDS = 2**39 - 1
+
+U64_MAX = 2**64 - 1
+
+#: Inclusive value range of every integer type, keyed by wire type code
+#: (the ``FieldType`` values; kept numeric here so this module has no imports).
+INT_RANGE: dict[int, tuple[int, int]] = {
+    14: (-(2**7), 2**7 - 1),  # I8
+    16: (-(2**15), 2**15 - 1),  # I16
+    18: (-(2**31), 2**31 - 1),  # I32
+    20: (-(2**63), 2**63 - 1),  # I64
+    15: (0, 2**8 - 1),  # U8
+    17: (0, 2**16 - 1),  # U16
+    19: (0, 2**32 - 1),  # U32
+    21: (0, U64_MAX),  # U64
+    26: (0, 2**16 - 1),  # IPPORT16
+}
+
+#: Numeric array type code -> (struct format letter, element size in bytes,
+#: scalar type code of one element). Arrays travel as little-endian packed bytes.
+ARRAY_ELEMENT: dict[int, tuple[str, int, int]] = {
+    34: ("b", 1, 14),  # I8ARRAY
+    36: ("h", 2, 16),  # I16ARRAY
+    38: ("i", 4, 18),  # I32ARRAY
+    40: ("q", 8, 20),  # I64ARRAY
+    35: ("B", 1, 15),  # U8ARRAY
+    37: ("H", 2, 17),  # U16ARRAY
+    39: ("I", 4, 19),  # U32ARRAY
+    41: ("Q", 8, 21),  # U64ARRAY
+    44: ("f", 4, 24),  # F32ARRAY
+    45: ("d", 8, 25),  # F64ARRAY
+}

@@ -1,0 +1,28 @@
+"""Message wire codec: ``encode(msg) -> bytes`` and ``decode(data) -> Message``.
+
+Two implementations share one interface and produce identical bytes: the
+compiled ``rvasync_native.codec`` (used when built) and the pure-Python
+``rvasync.fallback.codec`` (``RVASYNC_PURE=1`` forces it). Most code calls
+``Message.to_bytes`` / ``Message.from_bytes``, which land here.
+"""
+
+from __future__ import annotations
+
+from rvasync._accel import load
+from rvasync._wire import HEADER, MAX_MESSAGE_SIZE, MAX_NESTING_DEPTH, WIRE_VERSION
+
+__all__ = [
+    "HEADER",
+    "MAX_MESSAGE_SIZE",
+    "MAX_NESTING_DEPTH",
+    "WIRE_VERSION",
+    "decode",
+    "encode",
+    "implementation",
+]
+
+#: The module doing the work (``rvasync_native.codec`` or ``rvasync.fallback.codec``).
+implementation = load("codec")
+
+encode = implementation.encode
+decode = implementation.decode

@@ -1,0 +1,561 @@
+"""Messages: ordered collections of self-describing fields, plus address and CM information.
+
+Storage is chosen for the delivery path. A message keeps its fields as one
+list of ``(name, id, type, value)`` tuples (immutable, so they can be shared
+freely) and, only when some field has an identifier, a dict from identifier
+to tuple for constant-time lookup by id. Delivering one message to many
+listeners makes one cheap ``Message`` object per listener that *shares* that
+storage; whichever side first changes its fields copies the list first
+(copy-on-write), so listeners never see each other's changes, nor the
+sender's changes made after the send.
+
+``Field`` objects are immutable snapshots built on demand (iteration,
+:meth:`Message.field`); change a message through the message itself.
+"""
+
+from __future__ import annotations
+
+import copy as _copy
+import math
+import numbers
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from rvasync import fieldtypes as _ft
+from rvasync._wire import FIELD_ID_MAX, U64_MAX
+from rvasync.errors import ConversionError, InvalidArgument
+from rvasync.fieldtypes import ARRAY_TYPES, FieldType, field_label
+
+__all__ = ["CmLabel", "Field", "Message"]
+
+_new = object.__new__
+_MISSING: Any = object()
+
+
+def _check_name(name: Any) -> str | None:
+    """``name`` as an exact str (or None) after checking it is a usable field name."""
+    if name is None:
+        return None
+    if name.__class__ is not str:
+        if not isinstance(name, str):
+            raise ConversionError(f"field name must be a str or None, got {type(name).__name__}")
+        name = str.__str__(name)
+    if not name:
+        raise InvalidArgument("field name must not be empty (use None for an unnamed field)")
+    if not name.isascii():
+        try:
+            name.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidArgument(f"field name {name!r} is not valid Unicode") from None
+    return name
+
+
+def _check_id(field_id: Any, name: str | None) -> int:
+    if field_id.__class__ is not int:
+        if isinstance(field_id, bool) or not isinstance(field_id, numbers.Integral):
+            raise ConversionError(f"field id must be an int, got {type(field_id).__name__}")
+        field_id = int(field_id)
+    if field_id:
+        if not 0 < field_id <= FIELD_ID_MAX:
+            raise InvalidArgument(
+                f"{field_label(name)}: field id {field_id} out of range (0 = none, else 1..65535)"
+            )
+        if name is None:
+            raise InvalidArgument(
+                f"field id {field_id} needs a field name (an unnamed field has id 0)"
+            )
+    return field_id
+
+
+def _check_user_name(name: Any) -> None:
+    if isinstance(name, str) and name[:1] == "_":
+        raise InvalidArgument(
+            f"field name {name!r} is reserved: names starting with '_' belong to the library"
+        )
+
+
+def _typed_value(name: str | None, value: Any, ftype: Any) -> tuple[FieldType, Any]:
+    if ftype is None:
+        return _ft.infer(value, name)
+    ftype = _ft.as_field_type(ftype)
+    return ftype, _ft.convert(ftype, value, name)
+
+
+# -- Field ----------------------------------------------------------------------
+
+
+class Field:
+    """One field of a message: ``name``, ``id`` (0 = none), ``type`` and ``value``.
+
+    Fields are immutable; building one checks and converts the value exactly
+    as :meth:`Message.add` does. ``count`` is the number of elements of an
+    array value, 1 for everything else.
+    """
+
+    __slots__ = ("id", "name", "type", "value")
+
+    name: str | None
+    id: int
+    type: FieldType
+    value: Any
+
+    def __init__(
+        self, name: str | None, value: Any, type: FieldType | int | None = None, field_id: int = 0
+    ) -> None:
+        name = _check_name(name)
+        field_id = _check_id(field_id, name)
+        ftype, stored = _typed_value(name, value, type)
+        _set_name(self, name)
+        _set_id(self, field_id)
+        _set_type(self, ftype)
+        _set_value(self, stored)
+
+    @classmethod
+    def _from_tuple(cls, entry: tuple) -> Field:
+        field = _new(cls)
+        _set_name(field, entry[0])
+        _set_id(field, entry[1])
+        _set_type(field, entry[2])
+        _set_value(field, entry[3])
+        return field
+
+    def _tuple(self) -> tuple:
+        return (self.name, self.id, self.type, self.value)
+
+    @property
+    def count(self) -> int:
+        """Elements in an array value; 1 for every other type."""
+        return len(self.value) if self.type in ARRAY_TYPES else 1
+
+    def __setattr__(self, key: str, value: Any) -> None:
+        raise AttributeError("Field is immutable; change the value through its Message")
+
+    def __delattr__(self, key: str) -> None:
+        raise AttributeError("Field is immutable")
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Field):
+            return NotImplemented
+        return (
+            self.name == other.name
+            and self.id == other.id
+            and self.type == other.type
+            and _ft.values_equal(self.type, self.value, other.value)
+        )
+
+    __hash__ = None  # type: ignore[assignment]  # values may be lists
+
+    def __repr__(self) -> str:
+        tail = f", field_id={self.id}" if self.id else ""
+        return f"Field({self.name!r}, {self.value!r}, FieldType.{self.type.name}{tail})"
+
+    def __reduce__(self) -> tuple:
+        return (Field, (self.name, self.value, self.type, self.id))
+
+
+_set_name = Field.name.__set__  # type: ignore[attr-defined]
+_set_id = Field.id.__set__  # type: ignore[attr-defined]
+_set_type = Field.type.__set__  # type: ignore[attr-defined]
+_set_value = Field.value.__set__  # type: ignore[attr-defined]
+_from_tuple = Field._from_tuple
+
+
+# -- CmLabel --------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CmLabel:
+    """Certified-delivery label of a message.
+
+    ``sender`` is the sending CM transport's correspondent name, ``sequence``
+    its sequence number (None when delivery is not certified to this
+    listener), ``time_limit`` the seconds the sender keeps certifying delivery
+    (0 = no limit).
+    """
+
+    sender: str
+    sequence: int | None
+    time_limit: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.sender, str):
+            raise ConversionError(f"CmLabel sender must be a str, got {type(self.sender).__name__}")
+        if not self.sender:
+            raise InvalidArgument("CmLabel sender must not be empty")
+        seq = self.sequence
+        if seq is not None:
+            if isinstance(seq, bool) or not isinstance(seq, int):
+                raise ConversionError(
+                    f"CmLabel sequence must be an int or None, got {type(seq).__name__}"
+                )
+            if not 0 <= seq <= U64_MAX:
+                raise InvalidArgument(f"CmLabel sequence {seq} out of range 0..2**64-1")
+        limit = self.time_limit
+        if isinstance(limit, bool) or not isinstance(limit, numbers.Real):
+            raise ConversionError(
+                f"CmLabel time_limit must be a number, got {type(limit).__name__}"
+            )
+        limit = float(limit)
+        if not (math.isfinite(limit) and limit >= 0.0):
+            raise InvalidArgument(
+                f"CmLabel time_limit must be finite and >= 0 (0 = no limit), got {limit}"
+            )
+        object.__setattr__(self, "time_limit", limit)
+
+
+# -- Message --------------------------------------------------------------------
+
+_codec: Any = None
+
+
+def _load_codec() -> Any:
+    global _codec
+    from rvasync import codec
+
+    _codec = codec
+    return codec
+
+
+def _value_repr(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+class Message:
+    """A Rendezvous message: subject, optional reply subject and an ordered list of fields.
+
+    ``fields`` may be a mapping of name to value (types inferred) or an
+    iterable of :class:`Field`. Subjects are plain attributes here; transports
+    check them when sending. ``listener`` and ``closure`` are set on the copy
+    each listener receives; ``cm`` holds the certified-delivery label, if any.
+    """
+
+    __slots__ = (
+        "_fields",
+        "_ids",
+        "_shared",
+        "closure",
+        "cm",
+        "listener",
+        "reply_subject",
+        "subject",
+    )
+
+    subject: str | None
+    reply_subject: str | None
+    listener: Any
+    closure: Any
+    cm: CmLabel | None
+
+    def __init__(
+        self,
+        subject: str | None = None,
+        fields: Mapping[str, Any] | Iterable[Field] | None = None,
+        *,
+        reply_subject: str | None = None,
+    ) -> None:
+        self.subject = subject
+        self.reply_subject = reply_subject
+        self.listener = None
+        self.closure = None
+        self.cm = None
+        self._fields: list[tuple] = []
+        self._ids: dict[int, tuple] | None = None
+        self._shared = False
+        if fields is not None:
+            self._extend(fields)
+
+    def _extend(self, fields: Mapping[str, Any] | Iterable[Field]) -> None:
+        if isinstance(fields, Mapping):
+            for name, value in fields.items():
+                self.add(name, value)
+            return
+        try:
+            items = iter(fields)
+        except TypeError:
+            raise ConversionError(
+                f"fields must be a mapping or an iterable of Field, got {type(fields).__name__}"
+            ) from None
+        for item in items:
+            if not isinstance(item, Field):
+                raise ConversionError(
+                    f"fields must be a mapping or an iterable of Field; got a {type(item).__name__}"
+                )
+            _check_user_name(item.name)
+            self._append(item._tuple())
+
+    # -- internal storage helpers --------------------------------------------
+
+    def _own(self) -> None:
+        """Copy shared storage before the first change (the copy-on-write step)."""
+        self._fields = self._fields.copy()
+        if self._ids:
+            self._ids = self._ids.copy()
+        self._shared = False
+
+    def _append(self, entry: tuple) -> None:
+        field_id = entry[1]
+        if field_id and self._ids is not None and field_id in self._ids:
+            raise InvalidArgument(
+                f"{field_label(entry[0])}: field id {field_id} is already used in this message "
+                f"(by field {self._ids[field_id][0]!r})"
+            )
+        if self._shared:
+            self._own()
+        self._fields.append(entry)
+        if field_id:
+            if self._ids is None:
+                self._ids = {}
+            self._ids[field_id] = entry
+
+    def _index(self, name: str) -> int:
+        for index, entry in enumerate(self._fields):
+            if entry[0] == name:
+                return index
+        return -1
+
+    def _pop(self, index: int) -> tuple:
+        if self._shared:
+            self._own()
+        entry = self._fields.pop(index)
+        if entry[1]:
+            del self._ids[entry[1]]  # type: ignore[union-attr]
+        return entry
+
+    # -- adding and changing -------------------------------------------------
+
+    def add(
+        self,
+        name: str | None,
+        value: Any,
+        type: FieldType | int | None = None,
+        field_id: int = 0,
+    ) -> Field:
+        """Append a field and return it.
+
+        Several fields may share a name. ``type=None`` infers the type from
+        the value; an explicit type converts and range-checks it. A non-zero
+        ``field_id`` (1..65535) must be unique in this message and needs a
+        name. Names starting with ``_`` are reserved.
+        """
+        _check_user_name(name)
+        return self._add(name, value, type, field_id)
+
+    def _add_reserved(
+        self,
+        name: str | None,
+        value: Any,
+        type: FieldType | int | None = None,
+        field_id: int = 0,
+    ) -> Field:
+        """Like :meth:`add` but allows names starting with ``_`` (library use only)."""
+        return self._add(name, value, type, field_id)
+
+    def _add(self, name: Any, value: Any, ftype: Any, field_id: Any) -> Field:
+        name = _check_name(name)
+        field_id = _check_id(field_id, name)
+        ftype, stored = _typed_value(name, value, ftype)
+        entry = (name, field_id, ftype, stored)
+        self._append(entry)
+        return _from_tuple(entry)
+
+    def __setitem__(self, name: str, value: Any) -> None:
+        """Update the first field called ``name`` (keeping its type and id), or add one."""
+        _check_user_name(name)
+        index = self._index(name)
+        if index < 0:
+            self._add(name, value, None, 0)
+            return
+        _, field_id, ftype, _ = self._fields[index]
+        entry = (name, field_id, ftype, _ft.convert(ftype, value, name))
+        if self._shared:
+            self._own()
+        self._fields[index] = entry
+        if field_id:
+            self._ids[field_id] = entry  # type: ignore[index]
+
+    def __delitem__(self, name: str) -> None:
+        index = self._index(name)
+        if index < 0:
+            raise KeyError(name)
+        self._pop(index)
+
+    def remove(self, name: str) -> Field | None:
+        """Remove the first field called ``name``; return it, or None if there is none."""
+        index = self._index(name)
+        return _from_tuple(self._pop(index)) if index >= 0 else None
+
+    def remove_by_id(self, field_id: int) -> Field | None:
+        """Remove the field with identifier ``field_id``; return it, or None if there is none."""
+        entry = self._ids.get(field_id) if self._ids else None
+        if entry is None:
+            return None
+        for index, candidate in enumerate(self._fields):
+            if candidate is entry:
+                return _from_tuple(self._pop(index))
+        raise AssertionError("field id index out of step with the field list")
+
+    # -- reading ------------------------------------------------------------
+
+    def __getitem__(self, name: str) -> Any:
+        """Value of the first field called ``name`` (KeyError if none)."""
+        for entry in self._fields:
+            if entry[0] == name:
+                return entry[3]
+        raise KeyError(name)
+
+    def get(self, name: str, default: Any = None) -> Any:
+        """Value of the first field called ``name``, or ``default``."""
+        for entry in self._fields:
+            if entry[0] == name:
+                return entry[3]
+        return default
+
+    def get_all(self, name: str) -> list[Any]:
+        """Values of every field called ``name``, in order."""
+        return [entry[3] for entry in self._fields if entry[0] == name]
+
+    def field(self, name: str) -> Field:
+        """The first field called ``name`` (KeyError if none)."""
+        for entry in self._fields:
+            if entry[0] == name:
+                return _from_tuple(entry)
+        raise KeyError(name)
+
+    def field_by_id(self, field_id: int) -> Field:
+        """The field with identifier ``field_id``, in constant time (KeyError if none)."""
+        entry = self._ids.get(field_id) if self._ids else None
+        if entry is None:
+            raise KeyError(field_id)
+        return _from_tuple(entry)
+
+    def __contains__(self, name: object) -> bool:
+        return any(entry[0] == name for entry in self._fields)
+
+    def __len__(self) -> int:
+        return len(self._fields)
+
+    def __bool__(self) -> bool:
+        # A message is a message even with no fields: ``if msg:`` after
+        # ``queue.poll()`` must not mistake an empty message for None.
+        return True
+
+    def __iter__(self) -> Iterator[Field]:
+        return map(_from_tuple, self._fields.copy())
+
+    # -- comparison, copies, representation ------------------------------------
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Message):
+            return NotImplemented
+        if self.subject != other.subject or self.reply_subject != other.reply_subject:
+            return False
+        mine, theirs = self._fields, other._fields
+        if mine is theirs or mine == theirs:
+            return True
+        if len(mine) != len(theirs):
+            return False
+        for a, b in zip(mine, theirs, strict=True):
+            if a[0] != b[0] or a[1] != b[1] or a[2] != b[2]:
+                return False
+            if not _ft.values_equal(a[2], a[3], b[3]):
+                return False
+        return True
+
+    __hash__ = None  # type: ignore[assignment]  # mutable
+
+    def copy(self) -> Message:
+        """An independent copy (subject, reply subject, cm, listener, closure and fields).
+
+        The field storage is shared copy-on-write, so this is cheap; values
+        that are themselves mutable (nested messages, array lists) are shared,
+        not copied: use ``copy.deepcopy`` for a fully separate tree.
+        """
+        return self._delivery_copy(self.listener, self.closure)
+
+    __copy__ = copy
+
+    def __deepcopy__(self, memo: dict) -> Message:
+        clone = _new(Message)
+        clone.subject = self.subject
+        clone.reply_subject = self.reply_subject
+        clone.listener = self.listener
+        clone.closure = self.closure
+        clone.cm = self.cm
+        clone._fields = [
+            entry
+            if entry[3].__class__ in _IMMUTABLE_VALUES
+            else (entry[0], entry[1], entry[2], _copy.deepcopy(entry[3], memo))
+            for entry in self._fields
+        ]
+        clone._ids = {entry[1]: entry for entry in clone._fields if entry[1]} or None
+        clone._shared = False
+        return clone
+
+    def _delivery_copy(self, listener: Any, closure: Any) -> Message:
+        """A new Message for one delivery, sharing this one's field storage copy-on-write.
+
+        Both sides are marked shared; whichever changes its fields first copies
+        them. Nested values (sub-messages, array lists) are not copied.
+        """
+        clone = _new(Message)
+        clone.subject = self.subject
+        clone.reply_subject = self.reply_subject
+        clone.listener = listener
+        clone.closure = closure
+        clone.cm = self.cm
+        clone._fields = self._fields
+        clone._ids = self._ids
+        clone._shared = True
+        self._shared = True
+        return clone
+
+    def _share(self) -> None:
+        """Mark the field storage shared so the next change copies it first.
+
+        The transport calls this when it keeps a reference to a sent message,
+        so the sender changing its message afterwards cannot alter what
+        listeners receive. Only the field list is protected: nested values and
+        the subject attributes are the caller's business.
+        """
+        self._shared = True
+
+    def __repr__(self) -> str:
+        parts = [f"subject={self.subject!r}"]
+        if self.reply_subject is not None:
+            parts.append(f"reply_subject={self.reply_subject!r}")
+        if self.cm is not None:
+            parts.append(f"cm={self.cm!r}")
+        shown = []
+        for name, field_id, ftype, value in self._fields[:20]:
+            label = "" if name is None else name
+            if field_id:
+                label += f"#{field_id}"
+            shown.append(f"{label}:{ftype.name}={_value_repr(value)}")
+        if len(self._fields) > 20:
+            shown.append(f"... {len(self._fields) - 20} more")
+        return f"<Message {' '.join(parts)} fields=[{', '.join(shown)}]>"
+
+    # -- wire form ------------------------------------------------------------
+
+    def to_bytes(self) -> bytes:
+        """The self-describing wire form (see docs/messages.md)."""
+        return (_codec or _load_codec()).encode(self)
+
+    @classmethod
+    def from_bytes(cls, data: bytes | bytearray | memoryview) -> Message:
+        """Decode a wire form made by :meth:`to_bytes`; any bad input raises MalformedMessage."""
+        return (_codec or _load_codec()).decode(data)
+
+    def __reduce__(self) -> tuple:
+        return (_message_from_bytes, (self.to_bytes(),))
+
+
+def _message_from_bytes(data: bytes) -> Message:
+    return Message.from_bytes(data)
+
+
+_IMMUTABLE_VALUES = frozenset((str, bytes, int, float, bool, type(None)))
+
+_ft._bind_message_class(Message)

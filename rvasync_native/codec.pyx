@@ -1,0 +1,987 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""Compiled message codec (twin of ``rvasync.fallback.codec``).
+
+Same wire format, same functions, byte-identical output. Where the pure twin
+builds Python lists and hands them to msgpack, this module writes msgpack
+bytes straight from the field tuples into a C buffer, and reads them back
+with a bounds-checked parser that validates while it builds the Message. It
+emits exactly the encodings msgpack-python picks (smallest int format,
+str8 for short strings, bin for bytes, float64 for floats) so both twins
+agree byte for byte; the test suite checks that on random messages.
+
+Every read checks the remaining length first (the module is compiled without
+bounds checking), and a declared array length is refused before anything is
+allocated if the input could not possibly hold that many elements.
+"""
+
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.float cimport PyFloat_AsDouble, PyFloat_FromDouble
+from cpython.long cimport (
+    PyLong_AsLongLongAndOverflow,
+    PyLong_AsUnsignedLongLong,
+    PyLong_FromLongLong,
+    PyLong_FromUnsignedLongLong,
+)
+from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
+from cpython.number cimport PyNumber_Index
+from cpython.unicode cimport PyUnicode_AsUTF8AndSize, PyUnicode_DecodeUTF8
+from libc.math cimport isinf
+from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+from libc.string cimport memcpy
+
+import ipaddress
+
+from rvasync._wire import (
+    HEADER,
+    MAX_MESSAGE_SIZE,
+    MAX_NESTING_DEPTH,
+)
+from rvasync.errors import InvalidArgument, MalformedMessage, MessageTooLarge
+from rvasync.fieldtypes import FieldType, field_label
+from rvasync.message import CmLabel, Message
+from rvasync.rvdatetime import DateTime
+
+__all__ = ["MAX_MESSAGE_SIZE", "decode", "encode"]
+
+cdef object _new = object.__new__
+cdef object _IPv4 = ipaddress.IPv4Address
+cdef bytes _HEADER = HEADER
+cdef Py_ssize_t _HEADER_LEN = len(HEADER)
+cdef Py_ssize_t _MAX_SIZE = MAX_MESSAGE_SIZE
+cdef int _MAX_DEPTH = MAX_NESTING_DEPTH
+
+cdef enum:
+    T_MSG = 1
+    T_DATETIME = 3
+    T_OPAQUE = 7
+    T_STRING = 8
+    T_BOOL = 9
+    T_I8 = 14
+    T_U8 = 15
+    T_I16 = 16
+    T_U16 = 17
+    T_I32 = 18
+    T_U32 = 19
+    T_I64 = 20
+    T_U64 = 21
+    T_F32 = 24
+    T_F64 = 25
+    T_IPPORT16 = 26
+    T_IPADDR32 = 27
+    T_I8ARRAY = 34
+    T_U8ARRAY = 35
+    T_I16ARRAY = 36
+    T_U16ARRAY = 37
+    T_I32ARRAY = 38
+    T_U32ARRAY = 39
+    T_I64ARRAY = 40
+    T_U64ARRAY = 41
+    T_F32ARRAY = 44
+    T_F64ARRAY = 45
+    T_XML = 47
+    T_STRINGARRAY = 48
+    T_MSGARRAY = 49
+    N_CODES = 50
+
+# type code -> FieldType member (None for unused codes)
+cdef list _TYPES = [None] * N_CODES
+for _t in FieldType:
+    _TYPES[<int>_t] = _t
+
+# element size of numeric arrays, 0 for other codes
+cdef int _ELEM_SIZE[N_CODES]
+cdef int _i
+for _i in range(N_CODES):
+    _ELEM_SIZE[_i] = 0
+_ELEM_SIZE[T_I8ARRAY] = 1
+_ELEM_SIZE[T_U8ARRAY] = 1
+_ELEM_SIZE[T_I16ARRAY] = 2
+_ELEM_SIZE[T_U16ARRAY] = 2
+_ELEM_SIZE[T_I32ARRAY] = 4
+_ELEM_SIZE[T_U32ARRAY] = 4
+_ELEM_SIZE[T_F32ARRAY] = 4
+_ELEM_SIZE[T_I64ARRAY] = 8
+_ELEM_SIZE[T_U64ARRAY] = 8
+_ELEM_SIZE[T_F64ARRAY] = 8
+
+
+cdef inline bint _int_in_range(int code, bint negative, int64_t i, uint64_t u):
+    """Whether an integer (``i`` if negative, else ``u``) fits type ``code``."""
+    if negative:
+        if code == T_I8:
+            return i >= -128
+        if code == T_I16:
+            return i >= -32768
+        if code == T_I32:
+            return i >= -2147483648
+        if code == T_I64:
+            return True
+        return False
+    if code == T_I8:
+        return u <= 127
+    if code == T_U8:
+        return u <= 255
+    if code == T_I16:
+        return u <= 32767
+    if code == T_U16 or code == T_IPPORT16:
+        return u <= 65535
+    if code == T_I32:
+        return u <= 2147483647
+    if code == T_U32:
+        return u <= 4294967295
+    if code == T_I64:
+        return u <= 9223372036854775807
+    return code == T_U64
+
+
+# =============================================================================
+# writer
+# =============================================================================
+
+cdef struct Writer:
+    unsigned char* buf
+    Py_ssize_t pos
+    Py_ssize_t cap
+
+
+cdef int _grow(Writer* w, Py_ssize_t n) except -1:
+    cdef Py_ssize_t cap = w.cap * 2
+    cdef unsigned char* grown
+    if cap < w.pos + n:
+        cap = w.pos + n
+    grown = <unsigned char*>PyMem_Realloc(w.buf, cap)
+    if grown == NULL:
+        raise MemoryError()
+    w.buf = grown
+    w.cap = cap
+    return 0
+
+
+cdef inline int _reserve(Writer* w, Py_ssize_t n) except -1:
+    if w.pos + n > w.cap:
+        _grow(w, n)
+    return 0
+
+
+cdef inline int _put1(Writer* w, uint8_t b) except -1:
+    _reserve(w, 1)
+    w.buf[w.pos] = b
+    w.pos += 1
+    return 0
+
+
+cdef inline int _put_be(Writer* w, uint8_t tag, uint64_t v, int nbytes) except -1:
+    """``tag`` then ``v`` as ``nbytes`` big-endian bytes (msgpack's byte order)."""
+    cdef int k
+    _reserve(w, 1 + nbytes)
+    w.buf[w.pos] = tag
+    for k in range(nbytes):
+        w.buf[w.pos + nbytes - k] = <uint8_t>(v >> (8 * k))
+    w.pos += 1 + nbytes
+    return 0
+
+
+cdef inline int _put_raw(Writer* w, const char* data, Py_ssize_t n) except -1:
+    _reserve(w, n)
+    if n:
+        memcpy(w.buf + w.pos, data, n)
+    w.pos += n
+    return 0
+
+
+cdef int _w_uint(Writer* w, uint64_t u) except -1:
+    if u < 128:
+        return _put1(w, <uint8_t>u)
+    if u < 256:
+        return _put_be(w, 0xCC, u, 1)
+    if u < 65536:
+        return _put_be(w, 0xCD, u, 2)
+    if u < 4294967296:
+        return _put_be(w, 0xCE, u, 4)
+    return _put_be(w, 0xCF, u, 8)
+
+
+cdef int _w_sint(Writer* w, int64_t i) except -1:
+    if i >= -32:
+        if i >= 0:
+            return _w_uint(w, <uint64_t>i)
+        return _put1(w, <uint8_t>(i & 0xFF))
+    if i >= -128:
+        return _put_be(w, 0xD0, <uint64_t>i, 1)
+    if i >= -32768:
+        return _put_be(w, 0xD1, <uint64_t>i, 2)
+    if i >= -2147483648:
+        return _put_be(w, 0xD2, <uint64_t>i, 4)
+    return _put_be(w, 0xD3, <uint64_t>i, 8)
+
+
+
+cdef int _w_int(Writer* w, object value) except -1:
+    """A Python int, in the smallest msgpack format (as msgpack-python chooses)."""
+    cdef int overflow = 0
+    cdef long long i = PyLong_AsLongLongAndOverflow(value, &overflow)
+    if overflow == 0:
+        return _w_sint(w, i)
+    if overflow > 0:
+        return _w_uint(w, PyLong_AsUnsignedLongLong(value))
+    raise OverflowError("int too small for msgpack")
+
+
+cdef int _w_double(Writer* w, double d) except -1:
+    cdef uint64_t bits
+    memcpy(&bits, &d, 8)
+    return _put_be(w, 0xCB, bits, 8)
+
+
+cdef int _w_str(Writer* w, object text) except -1:
+    cdef Py_ssize_t n
+    cdef const char* data = PyUnicode_AsUTF8AndSize(text, &n)
+    if n < 32:
+        _put1(w, <uint8_t>(0xA0 | n))
+    elif n < 256:
+        _put_be(w, 0xD9, n, 1)
+    elif n < 65536:
+        _put_be(w, 0xDA, n, 2)
+    else:
+        _put_be(w, 0xDB, n, 4)
+    return _put_raw(w, data, n)
+
+
+cdef int _w_bin_header(Writer* w, Py_ssize_t n) except -1:
+    if n < 256:
+        return _put_be(w, 0xC4, n, 1)
+    if n < 65536:
+        return _put_be(w, 0xC5, n, 2)
+    return _put_be(w, 0xC6, n, 4)
+
+
+cdef int _w_bytes(Writer* w, bytes data) except -1:
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(data)
+    _w_bin_header(w, n)
+    return _put_raw(w, PyBytes_AS_STRING(data), n)
+
+
+cdef int _w_array(Writer* w, Py_ssize_t n) except -1:
+    if n < 16:
+        return _put1(w, <uint8_t>(0x90 | n))
+    if n < 65536:
+        return _put_be(w, 0xDC, n, 2)
+    return _put_be(w, 0xDD, n, 4)
+
+
+cdef int _w_opt_str(Writer* w, object value, str what) except -1:
+    if value is None:
+        return _put1(w, 0xC0)
+    if not isinstance(value, str):
+        raise InvalidArgument(f"message {what} must be a str or None, got {type(value).__name__}")
+    return _w_str(w, value)
+
+
+cdef inline int _put_le(Writer* w, uint64_t v, int nbytes) except -1:
+    cdef int k
+    for k in range(nbytes):
+        w.buf[w.pos + k] = <uint8_t>(v >> (8 * k))
+    w.pos += nbytes
+    return 0
+
+
+cdef object _modified(object name, int code, object exc):
+    return InvalidArgument(
+        f"{field_label(name)}: {_TYPES[code].name} list was changed in place and no longer "
+        f"holds valid elements ({exc})"
+    )
+
+
+cdef int _w_numbers(Writer* w, int code, object name, object value) except -1:
+    """A numeric array as bin of little-endian elements, range-checked like array.array."""
+    cdef list items = value
+    cdef Py_ssize_t n = len(items), k
+    cdef int size = _ELEM_SIZE[code]
+    cdef object item
+    cdef double d
+    cdef float f
+    cdef uint32_t bits32
+    cdef uint64_t bits64, u
+    cdef long long i
+    cdef int overflow
+    cdef bint ok
+    _w_bin_header(w, n * size)
+    _reserve(w, n * size)
+    for k in range(n):
+        item = items[k]
+        try:
+            if code == T_F64ARRAY:
+                d = PyFloat_AsDouble(item)
+                memcpy(&bits64, &d, 8)
+                _put_le(w, bits64, 8)
+                continue
+            if code == T_F32ARRAY:
+                d = PyFloat_AsDouble(item)
+                f = <float>d
+                if isinf(f) and not isinf(d) and d == d:
+                    raise OverflowError("float too large to pack with f format")
+                memcpy(&bits32, &f, 4)
+                _put_le(w, bits32, 4)
+                continue
+            if type(item) is not int:
+                item = PyNumber_Index(item)
+            overflow = 0
+            i = PyLong_AsLongLongAndOverflow(item, &overflow)
+            if overflow == 0:
+                ok = _elem_fits(code, i < 0, i, <uint64_t>i)
+                u = <uint64_t>i
+            elif overflow > 0 and code == T_U64ARRAY:
+                u = PyLong_AsUnsignedLongLong(item)
+                ok = True
+            else:
+                ok = False
+            if not ok:
+                raise OverflowError(f"{item} out of range for {_TYPES[code].name} elements")
+            _put_le(w, u, size)
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise _modified(name, code, exc) from None
+    return 0
+
+
+cdef inline bint _elem_fits(int code, bint negative, int64_t i, uint64_t u):
+    if code == T_I8ARRAY:
+        return _int_in_range(T_I8, negative, i, u)
+    if code == T_U8ARRAY:
+        return _int_in_range(T_U8, negative, i, u)
+    if code == T_I16ARRAY:
+        return _int_in_range(T_I16, negative, i, u)
+    if code == T_U16ARRAY:
+        return _int_in_range(T_U16, negative, i, u)
+    if code == T_I32ARRAY:
+        return _int_in_range(T_I32, negative, i, u)
+    if code == T_U32ARRAY:
+        return _int_in_range(T_U32, negative, i, u)
+    if code == T_I64ARRAY:
+        return True
+    return not negative  # U64ARRAY
+
+
+cdef int _w_child(Writer* w, object value, object name, int depth) except -1:
+    if not isinstance(value, Message):
+        raise InvalidArgument(
+            f"{field_label(name)}: a MSGARRAY list was changed in place and holds a "
+            f"{type(value).__name__}, not a Message"
+        )
+    if depth >= _MAX_DEPTH:
+        raise InvalidArgument(
+            f"{field_label(name)}: messages nested deeper than {_MAX_DEPTH} levels "
+            f"cannot be encoded"
+        )
+    return _w_message(w, value, depth + 1)
+
+
+cdef int _w_message(Writer* w, object msg, int depth) except -1:
+    cdef list fields = msg._fields
+    cdef Py_ssize_t n = len(fields), k, m
+    cdef tuple entry
+    cdef object name, value, cm, item
+    cdef list items
+    cdef int code
+    cdef int64_t seconds, micros
+
+    _w_array(w, 4)
+    _w_opt_str(w, msg.subject, "subject")
+    _w_opt_str(w, msg.reply_subject, "reply_subject")
+    cm = msg.cm
+    if cm is None:
+        _put1(w, 0xC0)
+    else:
+        if not isinstance(cm, CmLabel):
+            raise InvalidArgument(f"message cm must be a CmLabel or None, got {type(cm).__name__}")
+        _w_array(w, 3)
+        _w_str(w, cm.sender)
+        if cm.sequence is None:
+            _put1(w, 0xC0)
+        else:
+            _w_int(w, cm.sequence)
+        _w_double(w, PyFloat_AsDouble(cm.time_limit))
+    _w_array(w, 4 * n)
+    for k in range(n):
+        entry = <tuple>fields[k]
+        name = entry[0]
+        if name is None:
+            _put1(w, 0xC0)
+        else:
+            _w_str(w, name)
+        _w_int(w, entry[1])
+        code = entry[2]
+        _w_uint(w, <uint64_t>code)
+        value = entry[3]
+        if code == T_STRING:
+            _w_str(w, value)
+        elif (T_I8 <= code <= T_U64) or code == T_IPPORT16:
+            _w_int(w, value)
+        elif code == T_F64:
+            _w_double(w, PyFloat_AsDouble(value))
+        elif code == T_BOOL:
+            _put1(w, 0xC3 if value is True else 0xC2)
+        elif code == T_OPAQUE or code == T_XML:
+            _w_bytes(w, value)
+        elif code == T_MSG:
+            _w_child(w, value, name, depth)
+        elif code == T_DATETIME:
+            seconds = value._seconds
+            micros = value._microseconds
+            _w_sint(w, seconds * 16777216 + micros)
+        elif code == T_F32:
+            _w_f32(w, PyFloat_AsDouble(value))
+        elif code == T_IPADDR32:
+            _w_bytes(w, value.packed)
+        elif code == T_STRINGARRAY:
+            items = value
+            for m in range(len(items)):
+                if not isinstance(items[m], str):
+                    raise InvalidArgument(
+                        f"{field_label(name)}: STRINGARRAY list was changed in place; element "
+                        f"{m} is a {type(items[m]).__name__}, not a str"
+                    )
+            m = len(items)
+            _w_array(w, m)
+            for item in items:
+                _w_str(w, item)
+        elif code == T_MSGARRAY:
+            items = value
+            m = len(items)
+            _w_array(w, m)
+            for item in items:
+                _w_child(w, item, name, depth)
+        else:
+            _w_numbers(w, code, name, value)
+    return 0
+
+
+cdef int _w_f32(Writer* w, double d) except -1:
+    cdef float f = <float>d
+    cdef uint32_t bits
+    memcpy(&bits, &f, 4)
+    _reserve(w, 6)
+    w.buf[w.pos] = 0xC4
+    w.buf[w.pos + 1] = 4
+    w.pos += 2
+    return _put_le(w, bits, 4)
+
+
+def encode(msg):
+    """The wire form of ``msg`` (see ``rvasync.fallback.codec.encode``)."""
+    cdef Writer w
+    if not isinstance(msg, Message):
+        raise InvalidArgument(f"encode needs a Message, got {type(msg).__name__}")
+    w.cap = 512
+    w.pos = 0
+    w.buf = <unsigned char*>PyMem_Malloc(w.cap)
+    if w.buf == NULL:
+        raise MemoryError()
+    try:
+        _put_raw(&w, PyBytes_AS_STRING(_HEADER), _HEADER_LEN)
+        try:
+            _w_message(&w, msg, 0)
+        except UnicodeEncodeError as exc:
+            raise InvalidArgument(
+                f"message holds a string that is not valid Unicode ({exc.reason})"
+            ) from None
+        if w.pos > _MAX_SIZE:
+            raise MessageTooLarge(
+                f"encoded message is {w.pos} bytes, over the {_MAX_SIZE}-byte limit"
+            )
+        return PyBytes_FromStringAndSize(<char*>w.buf, w.pos)
+    finally:
+        PyMem_Free(w.buf)
+
+
+# =============================================================================
+# reader
+# =============================================================================
+
+cdef enum Kind:
+    K_NIL
+    K_FALSE
+    K_TRUE
+    K_UINT      # non-negative integer in .u
+    K_NEGINT    # negative integer in .i
+    K_FLOAT     # .d (from float32 or float64)
+    K_STR       # .ptr, .n
+    K_BIN       # .ptr, .n
+    K_ARRAY     # .n elements follow
+
+
+cdef struct Reader:
+    const unsigned char* p
+    const unsigned char* end
+
+
+cdef struct Item:
+    int kind
+    uint64_t u
+    int64_t i
+    double d
+    const unsigned char* ptr
+    Py_ssize_t n
+
+
+cdef inline uint64_t _be(const unsigned char* p, int nbytes):
+    cdef uint64_t v = 0
+    cdef int k
+    for k in range(nbytes):
+        v = (v << 8) | p[k]
+    return v
+
+
+cdef inline uint64_t _le(const unsigned char* p, int nbytes):
+    cdef uint64_t v = 0
+    cdef int k
+    for k in range(nbytes - 1, -1, -1):
+        v = (v << 8) | p[k]
+    return v
+
+
+cdef int _bad(str text) except -1:
+    raise MalformedMessage(text)
+
+
+cdef inline int _need(Reader* r, Py_ssize_t n) except -1:
+    if r.end - r.p < n:
+        raise MalformedMessage("truncated message: data ends inside a value")
+    return 0
+
+
+cdef int _payload(Reader* r, Item* it, int kind, int lenbytes) except -1:
+    """A str/bin header with a ``lenbytes`` length, then skip over its bytes."""
+    _need(r, lenbytes)
+    it.n = <Py_ssize_t>_be(r.p, lenbytes)
+    r.p += lenbytes
+    if r.end - r.p < it.n:
+        raise MalformedMessage(f"truncated message: a value declares {it.n} bytes")
+    it.kind = kind
+    it.ptr = r.p
+    r.p += it.n
+    return 0
+
+
+cdef int _array_len(Reader* r, Item* it, Py_ssize_t n) except -1:
+    # Every element takes at least one byte: refuse impossible lengths up front.
+    if n > r.end - r.p:
+        raise MalformedMessage(
+            f"truncated message: an array declares {n} elements but only "
+            f"{r.end - r.p} bytes remain"
+        )
+    it.kind = K_ARRAY
+    it.n = n
+    return 0
+
+
+cdef int _next(Reader* r, Item* it) except -1:
+    """Parse the next msgpack value header into ``it`` (str/bin bytes are skipped over)."""
+    cdef unsigned char b
+    cdef uint32_t bits32
+    cdef float f
+    cdef uint64_t raw
+    cdef int64_t signed_value
+    it.u = 0
+    it.i = 0
+    _need(r, 1)
+    b = r.p[0]
+    r.p += 1
+    if b <= 0x7F:
+        it.kind = K_UINT
+        it.u = b
+    elif b >= 0xE0:
+        it.kind = K_NEGINT
+        it.i = <int64_t>b - 256
+    elif 0xA0 <= b <= 0xBF:
+        it.n = b & 0x1F
+        if r.end - r.p < it.n:
+            raise MalformedMessage("truncated message: data ends inside a string")
+        it.kind = K_STR
+        it.ptr = r.p
+        r.p += it.n
+    elif 0x90 <= b <= 0x9F:
+        _array_len(r, it, b & 0x0F)
+    elif b == 0xC0:
+        it.kind = K_NIL
+    elif b == 0xC2:
+        it.kind = K_FALSE
+    elif b == 0xC3:
+        it.kind = K_TRUE
+    elif b == 0xC4:
+        _payload(r, it, K_BIN, 1)
+    elif b == 0xC5:
+        _payload(r, it, K_BIN, 2)
+    elif b == 0xC6:
+        _payload(r, it, K_BIN, 4)
+    elif b == 0xCA:
+        _need(r, 4)
+        bits32 = <uint32_t>_be(r.p, 4)
+        r.p += 4
+        memcpy(&f, &bits32, 4)
+        it.kind = K_FLOAT
+        it.d = f
+    elif b == 0xCB:
+        _need(r, 8)
+        raw = _be(r.p, 8)
+        r.p += 8
+        memcpy(&it.d, &raw, 8)
+        it.kind = K_FLOAT
+    elif 0xCC <= b <= 0xCF:
+        _need(r, 1 << (b - 0xCC))
+        it.kind = K_UINT
+        it.u = _be(r.p, 1 << (b - 0xCC))
+        r.p += 1 << (b - 0xCC)
+    elif 0xD0 <= b <= 0xD3:
+        _need(r, 1 << (b - 0xD0))
+        raw = _be(r.p, 1 << (b - 0xD0))
+        r.p += 1 << (b - 0xD0)
+        if b == 0xD0:
+            signed_value = <signed char>raw
+        elif b == 0xD1:
+            signed_value = <short>raw
+        elif b == 0xD2:
+            signed_value = <int>raw
+        else:
+            signed_value = <int64_t>raw
+        if signed_value < 0:
+            it.kind = K_NEGINT
+            it.i = signed_value
+        else:
+            it.kind = K_UINT
+            it.u = <uint64_t>signed_value
+    elif 0xD9 <= b <= 0xDB:
+        _payload(r, it, K_STR, 1 << (b - 0xD9))
+    elif b == 0xDC:
+        _need(r, 2)
+        raw = _be(r.p, 2)
+        r.p += 2
+        _array_len(r, it, <Py_ssize_t>raw)
+    elif b == 0xDD:
+        _need(r, 4)
+        raw = _be(r.p, 4)
+        r.p += 4
+        _array_len(r, it, <Py_ssize_t>raw)
+    elif (0x80 <= b <= 0x8F) or b == 0xDE or b == 0xDF:
+        raise MalformedMessage("unexpected msgpack map (the format has none)")
+    elif (0xC7 <= b <= 0xC9) or (0xD4 <= b <= 0xD8):
+        raise MalformedMessage("unexpected msgpack extension type (the format has none)")
+    else:
+        raise MalformedMessage(f"invalid msgpack byte 0x{b:02x}")
+    return 0
+
+
+cdef str _kind_name(Item* it):
+    if it.kind == K_NIL:
+        return "nil"
+    if it.kind == K_FALSE or it.kind == K_TRUE:
+        return "bool"
+    if it.kind == K_UINT or it.kind == K_NEGINT:
+        return "int"
+    if it.kind == K_FLOAT:
+        return "float"
+    if it.kind == K_STR:
+        return "str"
+    if it.kind == K_BIN:
+        return "bytes"
+    return "list"
+
+
+cdef inline object _text(Item* it):
+    try:
+        return PyUnicode_DecodeUTF8(<char*>it.ptr, it.n, NULL)
+    except UnicodeDecodeError as exc:
+        raise MalformedMessage(f"invalid msgpack body: a string is not valid UTF-8 ({exc.reason})") from None
+
+
+cdef inline object _bytes(Item* it):
+    return PyBytes_FromStringAndSize(<char*>it.ptr, it.n)
+
+
+cdef object _int_object(Item* it):
+    if it.kind == K_UINT:
+        return PyLong_FromUnsignedLongLong(it.u)
+    return PyLong_FromLongLong(it.i)
+
+
+cdef object _read_opt_str(Reader* r, str what):
+    cdef Item it
+    _next(r, &it)
+    if it.kind == K_NIL:
+        return None
+    if it.kind != K_STR:
+        _bad(f"{what} must be a str or nil, got {_kind_name(&it)}")
+    return _text(&it)
+
+
+cdef object _read_cm(Reader* r):
+    cdef Item it
+    cdef object sender
+    cdef object sequence = None
+    _next(r, &it)
+    if it.kind == K_NIL:
+        return None
+    if it.kind != K_ARRAY or it.n != 3:
+        _bad(f"CM label must be an array of 3, got {_kind_name(&it)}")
+    _next(r, &it)
+    if it.kind != K_STR or it.n == 0:
+        _bad("CM label sender must be a non-empty str")
+    sender = _text(&it)
+    _next(r, &it)
+    if it.kind == K_NIL:
+        sequence = None
+    elif it.kind == K_UINT:
+        sequence = PyLong_FromUnsignedLongLong(it.u)
+    else:
+        _bad(f"CM label sequence must be nil or an unsigned int, got {_kind_name(&it)}")
+    _next(r, &it)
+    if it.kind != K_FLOAT:
+        _bad(f"CM label time_limit must be a float, got {_kind_name(&it)}")
+    if not (0.0 <= it.d and not isinf(it.d)):
+        _bad(f"CM label time_limit must be finite and >= 0, got {it.d}")
+    return CmLabel(sender, sequence, it.d)
+
+
+cdef list _read_numbers(Item* it, int code):
+    cdef int size = _ELEM_SIZE[code]
+    cdef Py_ssize_t n, k
+    cdef const unsigned char* p = it.ptr
+    cdef list out
+    cdef uint64_t raw
+    cdef uint32_t bits32
+    cdef float f
+    cdef double d
+    if it.kind != K_BIN:
+        _bad(f"{_TYPES[code].name} value must be bin, got {_kind_name(it)}")
+    if it.n % size:
+        _bad(f"{_TYPES[code].name} holds {it.n} bytes, not a multiple of {size}")
+    n = it.n // size
+    out = [None] * n
+    for k in range(n):
+        raw = _le(p + k * size, size)
+        if code == T_I8ARRAY:
+            out[k] = <long>(<signed char>raw)
+        elif code == T_I16ARRAY:
+            out[k] = <long>(<short>raw)
+        elif code == T_I32ARRAY:
+            out[k] = <long>(<int>raw)
+        elif code == T_I64ARRAY:
+            out[k] = PyLong_FromLongLong(<int64_t>raw)
+        elif code == T_U64ARRAY:
+            out[k] = PyLong_FromUnsignedLongLong(raw)
+        elif code == T_F32ARRAY:
+            bits32 = <uint32_t>raw
+            memcpy(&f, &bits32, 4)
+            out[k] = PyFloat_FromDouble(f)
+        elif code == T_F64ARRAY:
+            memcpy(&d, &raw, 8)
+            out[k] = PyFloat_FromDouble(d)
+        else:  # U8, U16, U32
+            out[k] = PyLong_FromUnsignedLongLong(raw)
+    return out
+
+
+cdef object _read_child(Reader* r, int depth):
+    if depth >= _MAX_DEPTH:
+        _bad(f"messages nested deeper than {_MAX_DEPTH} levels")
+    return _read_message(r, depth + 1)
+
+
+cdef object _read_value(Reader* r, int code, int depth):
+    cdef Item it
+    cdef list out
+    cdef Py_ssize_t k
+    cdef uint64_t low
+    cdef int64_t wire = 0
+    cdef float f
+    cdef uint32_t bits32
+    cdef object dt
+    if code == T_MSG:
+        return _read_child(r, depth)
+    _next(r, &it)
+    if code == T_STRING:
+        if it.kind != K_STR:
+            _bad(f"STRING value must be a str, got {_kind_name(&it)}")
+        return _text(&it)
+    if (T_I8 <= code <= T_U64) or code == T_IPPORT16:
+        if it.kind != K_UINT and it.kind != K_NEGINT:
+            _bad(f"{_TYPES[code].name} value must be an int, got {_kind_name(&it)}")
+        if not _int_in_range(code, it.kind == K_NEGINT, it.i, it.u):
+            _bad(f"value {_int_object(&it)} out of range for {_TYPES[code].name}")
+        return _int_object(&it)
+    if code == T_F64:
+        if it.kind != K_FLOAT:
+            _bad(f"F64 value must be a float, got {_kind_name(&it)}")
+        return PyFloat_FromDouble(it.d)
+    if code == T_BOOL:
+        if it.kind == K_TRUE:
+            return True
+        if it.kind == K_FALSE:
+            return False
+        _bad(f"BOOL value must be a bool, got {_kind_name(&it)}")
+    if code == T_OPAQUE or code == T_XML:
+        if it.kind != K_BIN:
+            _bad(f"value must be bin, got {_kind_name(&it)}")
+        return _bytes(&it)
+    if code == T_DATETIME:
+        if it.kind == K_UINT:
+            if it.u > 9223372036854775807:
+                _bad(f"DATETIME value {it.u} is not a signed 64-bit value")
+            wire = <int64_t>it.u
+        elif it.kind == K_NEGINT:
+            wire = it.i
+        else:
+            _bad(f"DATETIME value must be an int, got {_kind_name(&it)}")
+        low = (<uint64_t>wire) & 0xFFFFFF
+        if low > 999999:
+            _bad(f"DATETIME microseconds {low} over 999999")
+        dt = _new(DateTime)
+        dt._seconds = (wire - <int64_t>low) // 16777216
+        dt._microseconds = low
+        return dt
+    if code == T_F32:
+        if it.kind != K_BIN or it.n != 4:
+            _bad(f"F32 value must be 4 bytes of bin, got {_kind_name(&it)}")
+        bits32 = <uint32_t>_le(it.ptr, 4)
+        memcpy(&f, &bits32, 4)
+        return PyFloat_FromDouble(f)
+    if code == T_IPADDR32:
+        if it.kind != K_BIN or it.n != 4:
+            _bad(f"IPADDR32 value must be 4 bytes of bin, got {_kind_name(&it)}")
+        return _IPv4(_bytes(&it))
+    if code == T_STRINGARRAY:
+        if it.kind != K_ARRAY:
+            _bad(f"STRINGARRAY value must be an array, got {_kind_name(&it)}")
+        out = [None] * it.n
+        for k in range(it.n):
+            out[k] = _read_array_str(r, k)
+        return out
+    if code == T_MSGARRAY:
+        if it.kind != K_ARRAY:
+            _bad(f"MSGARRAY value must be an array, got {_kind_name(&it)}")
+        out = [None] * it.n
+        for k in range(it.n):
+            try:
+                out[k] = _read_child(r, depth)
+            except MalformedMessage as exc:
+                raise MalformedMessage(f"element {k}: {exc}") from None
+        return out
+    return _read_numbers(&it, code)
+
+
+cdef object _read_array_str(Reader* r, Py_ssize_t index):
+    cdef Item it
+    _next(r, &it)
+    if it.kind != K_STR:
+        _bad(f"STRINGARRAY element {index} must be a str, got {_kind_name(&it)}")
+    return _text(&it)
+
+
+cdef object _read_message(Reader* r, int depth):
+    cdef Item it
+    cdef object subject, reply, cm, name, ftype, value, fid_obj
+    cdef list fields
+    cdef dict ids = None
+    cdef tuple entry
+    cdef Py_ssize_t nfields, k
+    cdef uint64_t fid
+    cdef int code
+    _next(r, &it)
+    if it.kind != K_ARRAY or it.n != 4:
+        _bad(
+            f"a message must be an array of 4 (subject, reply, cm, fields), got {_kind_name(&it)}"
+        )
+    subject = _read_opt_str(r, "subject")
+    reply = _read_opt_str(r, "reply subject")
+    cm = _read_cm(r)
+    _next(r, &it)
+    if it.kind != K_ARRAY:
+        _bad(f"fields must be an array, got {_kind_name(&it)}")
+    if it.n & 3:
+        _bad(f"fields array has {it.n} items, not a multiple of 4")
+    nfields = it.n >> 2
+    fields = [None] * nfields
+    for k in range(nfields):
+        name = None
+        try:
+            _next(r, &it)
+            if it.kind == K_STR and it.n > 0:
+                name = _text(&it)
+            elif it.kind != K_NIL:
+                _bad(f"name must be a non-empty str or nil, got {_kind_name(&it)}")
+            _next(r, &it)
+            if it.kind != K_UINT or it.u > 65535:
+                _bad(f"field id must be an int 0..65535, got {_kind_name(&it)}")
+            fid = it.u
+            _next(r, &it)
+            if it.kind != K_UINT or it.u >= N_CODES or _TYPES[it.u] is None:
+                _bad(f"unknown field type code ({_kind_name(&it)})")
+            code = <int>it.u
+            ftype = _TYPES[code]
+            value = _read_value(r, code, depth)
+            fid_obj = <long>fid
+            entry = (name, fid_obj, ftype, value)
+            if fid:
+                if name is None:
+                    _bad(f"field id {fid} on an unnamed field")
+                if ids is None:
+                    ids = {}
+                elif fid_obj in ids:
+                    _bad(f"duplicate field id {fid}")
+                ids[fid_obj] = entry
+        except MalformedMessage as exc:
+            where = f"field {name!r}" if name is not None else f"field {k}"
+            raise MalformedMessage(f"{where}: {exc}") from None
+        fields[k] = entry
+    msg = _new(Message)
+    msg.subject = subject
+    msg.reply_subject = reply
+    msg.listener = None
+    msg.closure = None
+    msg.cm = cm
+    msg._fields = fields
+    msg._ids = ids
+    msg._shared = False
+    return msg
+
+
+cdef object _as_view(object data):
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise MalformedMessage(
+            f"decode needs bytes, bytearray or memoryview, got {type(data).__name__}"
+        )
+    view = memoryview(data)
+    if view.ndim != 1 or view.format not in ("B", "b", "c") or not view.c_contiguous:
+        view = memoryview(view.tobytes())
+    elif view.format != "B":
+        view = view.cast("B")
+    return view
+
+
+def decode(data):
+    """The Message whose wire form is ``data`` (see ``rvasync.fallback.codec.decode``)."""
+    cdef const unsigned char[::1] buf
+    cdef Reader r
+    cdef Py_ssize_t size
+    view = _as_view(data)
+    size = view.nbytes
+    if size > _MAX_SIZE:
+        raise MessageTooLarge(f"input is {size} bytes, over the {_MAX_SIZE}-byte limit")
+    if size < _HEADER_LEN or view[: _HEADER_LEN - 1] != _HEADER[: _HEADER_LEN - 1]:
+        raise MalformedMessage("not an rvasync message (missing the \\xc1RV header)")
+    if view[_HEADER_LEN - 1] != _HEADER[_HEADER_LEN - 1]:
+        raise MalformedMessage(
+            f"unsupported wire format version {view[_HEADER_LEN - 1]} "
+            f"(this build reads {_HEADER[_HEADER_LEN - 1]})"
+        )
+    buf = view
+    r.p = &buf[0] + _HEADER_LEN
+    r.end = &buf[0] + size
+    try:
+        msg = _read_message(&r, 0)
+    except MalformedMessage:
+        raise
+    except Exception as exc:  # a check this module forgot must still not escape as non-RvError
+        raise MalformedMessage(f"invalid message: {type(exc).__name__}: {exc}") from None
+    if r.p != r.end:
+        raise MalformedMessage("trailing bytes after the message")
+    return msg
