@@ -1,0 +1,1 @@
+"""Protocol cores, sans-IO: state machines fed with inputs and the time, returning outputs."""
