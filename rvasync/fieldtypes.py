@@ -471,6 +471,15 @@ def infer(value: Any, name: str | None = None) -> tuple[FieldType, Any]:
     non-empty list or tuple of str/Message/int/float (ints and floats mixed
     give F64ARRAY) -> STRINGARRAY/MSGARRAY/I64ARRAY/F64ARRAY.
     """
+    cls = value.__class__
+    if cls is str:
+        if value.isascii():
+            return FieldType.STRING, value
+    elif cls is int:
+        if -(2**63) <= value < 2**63:
+            return FieldType.I64, value
+    elif cls is float:
+        return FieldType.F64, value
     ftype = _infer_type(value, name)
     if ftype is FieldType.I64 and value.__class__ is int and not -(2**63) <= value < 2**63:
         raise InvalidArgument(

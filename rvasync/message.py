@@ -26,6 +26,8 @@ from rvasync import fieldtypes as _ft
 from rvasync._wire import FIELD_ID_MAX, U64_MAX
 from rvasync.errors import ConversionError, InvalidArgument
 from rvasync.fieldtypes import ARRAY_TYPES, FieldType, field_label
+from rvasync.fieldtypes import convert as _convert
+from rvasync.fieldtypes import infer as _infer
 
 __all__ = ["CmLabel", "Field", "Message"]
 
@@ -88,9 +90,10 @@ def _typed_value(name: str | None, value: Any, ftype: Any) -> tuple[FieldType, A
 class Field:
     """One field of a message: ``name``, ``id`` (0 = none), ``type`` and ``value``.
 
-    Fields are immutable; building one checks and converts the value exactly
-    as :meth:`Message.add` does. ``count`` is the number of elements of an
-    array value, 1 for everything else.
+    ``Field(name, id, type, value)`` takes them in that order; ``type=None``
+    infers the type from the value. Building one checks and converts the
+    value exactly as :meth:`Message.add` does. Fields are immutable. ``count``
+    is the number of elements of an array value, 1 for everything else.
     """
 
     __slots__ = ("id", "name", "type", "value")
@@ -100,11 +103,9 @@ class Field:
     type: FieldType
     value: Any
 
-    def __init__(
-        self, name: str | None, value: Any, type: FieldType | int | None = None, field_id: int = 0
-    ) -> None:
+    def __init__(self, name: str | None, id: int, type: FieldType | int | None, value: Any) -> None:
         name = _check_name(name)
-        field_id = _check_id(field_id, name)
+        field_id = _check_id(id, name)
         ftype, stored = _typed_value(name, value, type)
         _set_name(self, name)
         _set_id(self, field_id)
@@ -147,11 +148,10 @@ class Field:
     __hash__ = None  # type: ignore[assignment]  # values may be lists
 
     def __repr__(self) -> str:
-        tail = f", field_id={self.id}" if self.id else ""
-        return f"Field({self.name!r}, {self.value!r}, FieldType.{self.type.name}{tail})"
+        return f"Field({self.name!r}, {self.id}, FieldType.{self.type.name}, {self.value!r})"
 
     def __reduce__(self) -> tuple:
-        return (Field, (self.name, self.value, self.type, self.id))
+        return (Field, (self.name, self.id, self.type, self.value))
 
 
 _set_name = Field.name.__set__  # type: ignore[attr-defined]
@@ -331,16 +331,19 @@ class Message:
         value: Any,
         type: FieldType | int | None = None,
         field_id: int = 0,
-    ) -> Field:
-        """Append a field and return it.
+    ) -> None:
+        """Append a field.
 
         Several fields may share a name. ``type=None`` infers the type from
         the value; an explicit type converts and range-checks it. A non-zero
         ``field_id`` (1..65535) must be unique in this message and needs a
         name. Names starting with ``_`` are reserved.
         """
-        _check_user_name(name)
-        return self._add(name, value, type, field_id)
+        # Fast path for the usual plain ASCII name; everything else is checked in full.
+        if name.__class__ is not str or not name or name[0] == "_" or not name.isascii():
+            _check_user_name(name)
+            name = _check_name(name)
+        self._insert(name, value, type, field_id)
 
     def _add_reserved(
         self,
@@ -348,27 +351,36 @@ class Message:
         value: Any,
         type: FieldType | int | None = None,
         field_id: int = 0,
-    ) -> Field:
+    ) -> None:
         """Like :meth:`add` but allows names starting with ``_`` (library use only)."""
-        return self._add(name, value, type, field_id)
+        self._insert(_check_name(name), value, type, field_id)
 
-    def _add(self, name: Any, value: Any, ftype: Any, field_id: Any) -> Field:
-        name = _check_name(name)
-        field_id = _check_id(field_id, name)
-        ftype, stored = _typed_value(name, value, ftype)
-        entry = (name, field_id, ftype, stored)
-        self._append(entry)
-        return _from_tuple(entry)
+    def _insert(self, name: str | None, value: Any, ftype: Any, field_id: Any) -> None:
+        """Append a field whose name has been checked."""
+        if field_id or field_id.__class__ is not int:
+            field_id = _check_id(field_id, name)
+        if ftype is None:
+            ftype, value = _infer(value, name)
+        else:
+            if ftype.__class__ is not FieldType:
+                ftype = _ft.as_field_type(ftype)
+            value = _convert(ftype, value, name)
+        if field_id:
+            self._append((name, field_id, ftype, value))
+            return
+        if self._shared:
+            self._own()
+        self._fields.append((name, 0, ftype, value))
 
     def __setitem__(self, name: str, value: Any) -> None:
         """Update the first field called ``name`` (keeping its type and id), or add one."""
         _check_user_name(name)
         index = self._index(name)
         if index < 0:
-            self._add(name, value, None, 0)
+            self._insert(_check_name(name), value, None, 0)
             return
         _, field_id, ftype, _ = self._fields[index]
-        entry = (name, field_id, ftype, _ft.convert(ftype, value, name))
+        entry = (name, field_id, ftype, _convert(ftype, value, name))
         if self._shared:
             self._own()
         self._fields[index] = entry

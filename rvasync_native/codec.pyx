@@ -14,6 +14,7 @@ bounds checking), and a declared array length is refused before anything is
 allocated if the input could not possibly hold that many elements.
 """
 
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.float cimport PyFloat_AsDouble, PyFloat_FromDouble
 from cpython.long cimport (
@@ -27,7 +28,7 @@ from cpython.number cimport PyNumber_Index
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize, PyUnicode_DecodeUTF8
 from libc.math cimport isinf
 from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t, uint64_t
-from libc.string cimport memcpy
+from libc.string cimport memcmp, memcpy
 
 import ipaddress
 
@@ -944,38 +945,19 @@ cdef object _read_message(Reader* r, int depth):
     return msg
 
 
-cdef object _as_view(object data):
-    if not isinstance(data, (bytes, bytearray, memoryview)):
-        raise MalformedMessage(
-            f"decode needs bytes, bytearray or memoryview, got {type(data).__name__}"
-        )
-    view = memoryview(data)
-    if view.ndim != 1 or view.format not in ("B", "b", "c") or not view.c_contiguous:
-        view = memoryview(view.tobytes())
-    elif view.format != "B":
-        view = view.cast("B")
-    return view
-
-
-def decode(data):
-    """The Message whose wire form is ``data`` (see ``rvasync.fallback.codec.decode``)."""
-    cdef const unsigned char[::1] buf
+cdef object _decode_raw(const unsigned char* base, Py_ssize_t size):
     cdef Reader r
-    cdef Py_ssize_t size
-    view = _as_view(data)
-    size = view.nbytes
     if size > _MAX_SIZE:
         raise MessageTooLarge(f"input is {size} bytes, over the {_MAX_SIZE}-byte limit")
-    if size < _HEADER_LEN or view[: _HEADER_LEN - 1] != _HEADER[: _HEADER_LEN - 1]:
+    if size < _HEADER_LEN or memcmp(base, PyBytes_AS_STRING(_HEADER), _HEADER_LEN - 1) != 0:
         raise MalformedMessage("not an rvasync message (missing the \\xc1RV header)")
-    if view[_HEADER_LEN - 1] != _HEADER[_HEADER_LEN - 1]:
+    if base[_HEADER_LEN - 1] != <unsigned char>PyBytes_AS_STRING(_HEADER)[_HEADER_LEN - 1]:
         raise MalformedMessage(
-            f"unsupported wire format version {view[_HEADER_LEN - 1]} "
+            f"unsupported wire format version {base[_HEADER_LEN - 1]} "
             f"(this build reads {_HEADER[_HEADER_LEN - 1]})"
         )
-    buf = view
-    r.p = &buf[0] + _HEADER_LEN
-    r.end = &buf[0] + size
+    r.p = base + _HEADER_LEN
+    r.end = base + size
     try:
         msg = _read_message(&r, 0)
     except MalformedMessage:
@@ -985,3 +967,23 @@ def decode(data):
     if r.p != r.end:
         raise MalformedMessage("trailing bytes after the message")
     return msg
+
+
+def decode(data):
+    """The Message whose wire form is ``data`` (see ``rvasync.fallback.codec.decode``)."""
+    cdef Py_buffer view
+    if type(data) is bytes:
+        return _decode_raw(<const unsigned char*>PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data))
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise MalformedMessage(
+            f"decode needs bytes, bytearray or memoryview, got {type(data).__name__}"
+        )
+    try:
+        PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+    except (BufferError, TypeError, ValueError):
+        # Not one C-contiguous block (a strided view): decode a contiguous copy.
+        return decode(memoryview(data).tobytes())
+    try:
+        return _decode_raw(<const unsigned char*>view.buf, view.len)
+    finally:
+        PyBuffer_Release(&view)

@@ -171,7 +171,7 @@ def test_every_type_round_trips(impl: ModuleType, ftype: FieldType) -> None:
 
 
 def test_f32_travels_as_float32(impl: ModuleType) -> None:
-    msg = Message(None, [Field("x", 0.1, F.F32), Field("v", [0.1, -2.5e-40], F.F32ARRAY)])
+    msg = Message(None, [Field("x", 0, F.F32, 0.1), Field("v", 0, F.F32ARRAY, [0.1, -2.5e-40])])
     back = impl.decode(impl.encode(msg))
     expected = struct.unpack("<f", struct.pack("<f", 0.1))[0]
     assert back["x"] == expected and back["v"][0] == expected
@@ -187,7 +187,7 @@ def test_special_floats(impl: ModuleType) -> None:
 
 def test_datetime_edges(impl: ModuleType) -> None:
     edges = [DateTime(-(2**39)), DateTime(2**39 - 1, 999_999), DateTime(-1, 1), DateTime(0)]
-    msg = Message(None, [Field("t", edge) for edge in edges])
+    msg = Message(None, [Field("t", 0, None, edge) for edge in edges])
     assert impl.decode(impl.encode(msg)).get_all("t") == edges
 
 
@@ -234,10 +234,10 @@ def test_decode_accepts_buffers(impl: ModuleType) -> None:
 
 
 def test_encode_too_large(impl: ModuleType) -> None:
-    msg = Message("BIG", [Field("blob", bytes(MAX_MESSAGE_SIZE), F.OPAQUE)])
+    msg = Message("BIG", [Field("blob", 0, F.OPAQUE, bytes(MAX_MESSAGE_SIZE))])
     with pytest.raises(rv.MessageTooLarge):
         impl.encode(msg)
-    fits = Message(None, [Field("blob", bytes(MAX_MESSAGE_SIZE - 64), F.OPAQUE)])
+    fits = Message(None, [Field("blob", 0, F.OPAQUE, bytes(MAX_MESSAGE_SIZE - 64))])
     assert len(impl.encode(fits)) <= MAX_MESSAGE_SIZE
 
 
@@ -309,7 +309,7 @@ def assert_malformed(impl: ModuleType, data: Any, *words: str) -> None:
 
 def test_valid_hand_built_message(impl: ModuleType) -> None:
     msg = impl.decode(wire(node(["a", 1, int(F.I32), -5, None, 0, int(F.STRING), "x"])))
-    assert msg == Message("S", [Field("a", -5, F.I32, 1), Field(None, "x")])
+    assert msg == Message("S", [Field("a", 1, F.I32, -5), Field(None, 0, None, "x")])
 
 
 @pytest.mark.parametrize(
