@@ -32,7 +32,6 @@ from rvasync.fieldtypes import infer as _infer
 __all__ = ["CmLabel", "Field", "Message"]
 
 _new = object.__new__
-_MISSING: Any = object()
 
 
 def _check_name(name: Any) -> str | None:
