@@ -1,0 +1,249 @@
+"""The results page (docs/performance.md) from a results document.
+
+The page is generated: a hand-written header (``benchmarks/page_header.md``,
+explaining the method), the run's machine and command, a headline table of
+ratios, and per scenario a table (median over repetitions, min-max, ratio,
+secondary metrics) with a chart. Everything is computed from the JSON alone, so
+``python -m benchmarks report`` can regenerate the page without measuring.
+
+Ratios are rvasync's headline row over each row: for "higher is better"
+metrics a ratio above 1 means rvasync is ahead, for "lower is better" ones a
+ratio below 1 does; every table says which.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from benchmarks import charts
+from benchmarks.stats import ratio
+
+HEADER = Path(__file__).resolve().parent / "page_header.md"
+
+Row = Mapping[str, Any]
+ScenarioDoc = Mapping[str, Any]
+
+
+def fmt(value: float | None) -> str:
+    """A number for a table: thousands separators when large, 3 significant digits when small."""
+    if value is None:
+        return "—"
+    magnitude = abs(value)
+    if magnitude >= 1000:
+        return f"{value:,.0f}"
+    if magnitude >= 100:
+        return f"{value:.0f}"
+    if magnitude >= 10:
+        return f"{value:.1f}"
+    if magnitude >= 1:
+        return f"{value:.2f}"
+    if magnitude == 0:
+        return "0"
+    return f"{value:.3g}"
+
+
+def fmt_ratio(value: float | None) -> str:
+    """A ratio such as ``0.42x``."""
+    if value is None:
+        return "—"
+    return f"{value:.3g}x" if value < 10 else f"{value:,.0f}x"
+
+
+def median_of(row: Row, key: str) -> float | None:
+    """The row's median for metric ``key``, if it ran and reported it."""
+    if row.get("status") != "ok":
+        return None
+    summary = row.get("summary", {}).get(key)
+    return None if summary is None else float(summary["median"])
+
+
+def headline_row(scenario: ScenarioDoc) -> Row | None:
+    """rvasync's row the ratios use: the first that ran among those marked headline,
+    else the first rvasync row that ran."""
+    ran = [
+        r
+        for r in scenario["rows"]
+        if r["kind"] == "rvasync" and median_of(r, scenario["primary"]["key"]) is not None
+    ]
+    marked = [r for r in ran if r.get("headline", True)]
+    return (marked or ran or [None])[0]
+
+
+def row_ratio(scenario: ScenarioDoc, row: Row) -> float | None:
+    """rvasync's headline median over this row's median (None for the headline itself)."""
+    head = headline_row(scenario)
+    if head is None or head is row:
+        return None
+    key = scenario["primary"]["key"]
+    return ratio(median_of(head, key), median_of(row, key))
+
+
+def _better(metric: Mapping[str, Any]) -> str:
+    return "higher is better" if metric["better"] == "higher" else "lower is better"
+
+
+def _note(row: Row) -> str:
+    if row["status"] == "ok":
+        return ""
+    if row["status"] == "failed":
+        first = (row.get("error") or "failed").splitlines()[0]
+        return f"**failed**: {_escape(first)}"
+    return f"{row['status']}: {_escape(row.get('reason') or '')}"
+
+
+def _escape(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def scenario_table(scenario: ScenarioDoc) -> list[str]:
+    """The markdown table of one scenario."""
+    primary = scenario["primary"]
+    extras = scenario.get("extras", [])
+    head = [
+        "System",
+        f"{primary['label']} ({primary['unit']}), median",
+        "min - max",
+        "rvasync ÷ row",
+        *(f"{m['label']} ({m['unit']})" for m in extras),
+        "note",
+    ]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    headline = headline_row(scenario)
+    for row in scenario["rows"]:
+        summary = row.get("summary", {}).get(primary["key"]) if row["status"] == "ok" else None
+        spread = f"{fmt(summary['min'])} - {fmt(summary['max'])}" if summary else "—"
+        label = f"**{row['label']}**" if row is headline else row["label"]
+        cells = [
+            label,
+            fmt(median_of(row, primary["key"])),
+            spread,
+            "(headline)" if row is headline else fmt_ratio(row_ratio(scenario, row)),
+            *(fmt(median_of(row, m["key"])) for m in extras),
+            _note(row),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def headline_table(document: Mapping[str, Any]) -> list[str]:
+    """One line per scenario: rvasync's figure and its ratio to every other system."""
+    columns: list[tuple[str, str]] = []  # (system name, label)
+    for scenario in document["scenarios"]:
+        for row in scenario["rows"]:
+            if row["kind"] != "rvasync" and row["system"] not in [c[0] for c in columns]:
+                columns.append((row["system"], row["label"].split(" (")[0]))
+    head = ["Scenario", "rvasync", "better", *(f"rvasync ÷ {label}" for _, label in columns)]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for scenario in document["scenarios"]:
+        primary = scenario["primary"]
+        head_row = headline_row(scenario)
+        value = median_of(head_row, primary["key"]) if head_row else None
+        cells = [
+            f"[{scenario['title']}](#{anchor(scenario)})",
+            f"{fmt(value)} {primary['unit']}" if value is not None else _absent(scenario),
+            "↑" if primary["better"] == "higher" else "↓",
+        ]
+        for system, _ in columns:
+            rows = [r for r in scenario["rows"] if r["system"] == system]
+            ratios = [row_ratio(scenario, r) for r in rows if r["status"] == "ok"]
+            shown = [fmt_ratio(x) for x in ratios if x is not None]
+            if shown:
+                cells.append(" / ".join(shown))
+            elif rows and all(r["status"] == "n/a" for r in rows):
+                cells.append("n/a")
+            else:
+                cells.append("—")
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def _absent(scenario: ScenarioDoc) -> str:
+    rows = [r for r in scenario["rows"] if r["kind"] == "rvasync"]
+    if rows and all(r["status"] == "unavailable" for r in rows):
+        return "not in this build"
+    if any(r["status"] == "failed" for r in rows):
+        return "failed"
+    return "—"
+
+
+def anchor(scenario: ScenarioDoc) -> str:
+    """The heading anchor GitHub generates for a scenario's section."""
+    return f"scenario-{scenario['name']}".lower()
+
+
+def machine_lines(document: Mapping[str, Any]) -> list[str]:
+    """The run's machine, software and command."""
+    m = document.get("machine", {})
+    versions = m.get("versions", {})
+    shown = ", ".join(f"{k} {v}" for k, v in versions.items() if v)
+    native = ", ".join(m.get("rvasync_native", [])) or "none"
+    lines = [
+        f"- Date: {document.get('started', '?')} to {document.get('finished', '?')} (UTC)",
+        f"- Command: `{document.get('command', '?')}`",
+        f"- Mode: {document.get('mode', '?')}, {document.get('repeat', '?')} repetition(s) per "
+        "row; tables show the median over repetitions and the min - max",
+        f"- CPU: {m.get('cpu_model', '?')}, {m.get('cores', '?')} cores "
+        f"({m.get('usable_cores', '?')} usable)",
+        f"- Python: {m.get('python', '?')} on {m.get('platform', '?')}, "
+        f"event loop {m.get('event_loop', '?')}",
+        f"- Versions: {shown or '?'}",
+        f"- rvasync native hot paths built: {native}",
+    ]
+    if document.get("mode") == "quick":
+        lines.append(
+            "- **Quick mode**: smoke-test sizes and one repetition; these numbers only show "
+            "that everything runs, they are not for comparison."
+        )
+    return lines
+
+
+def render(document: Mapping[str, Any], chart_links: Mapping[str, str] | None = None) -> str:
+    """The whole page as markdown; ``chart_links`` maps scenario name to image path."""
+    chart_links = chart_links or {}
+    out: list[str] = []
+    if HEADER.exists():
+        out.append(HEADER.read_text().rstrip() + "\n")
+    else:
+        out.append("# Performance\n")
+    out.append("## This run\n")
+    out.extend(machine_lines(document))
+    out.append("")
+    out.append("## Headline: ratios\n")
+    out.append(
+        "rvasync's figure (its headline row) divided by each system's. ↑: higher is better, so "
+        "a ratio above 1 means rvasync is ahead; ↓: lower is better, so below 1 means rvasync "
+        "is ahead. Several figures in one cell are that system's rows in order.\n"
+    )
+    out.extend(headline_table(document))
+    out.append("")
+    for scenario in document["scenarios"]:
+        out.append(f'<a id="{anchor(scenario)}"></a>\n')
+        out.append(f"### {scenario['title']}\n")
+        out.append(f"`{scenario['name']}`: {scenario['description']}\n")
+        params = ", ".join(
+            f"{k}={v}" for k, v in scenario.get("params", {}).items() if k != "timeout"
+        )
+        out.append(
+            f"Primary metric: {scenario['primary']['label']} in {scenario['primary']['unit']}, "
+            f"{_better(scenario['primary'])}. Parameters: {params}.\n"
+        )
+        link = chart_links.get(scenario["name"])
+        if link:
+            out.append(f"![{scenario['title']}]({link})\n")
+        out.extend(scenario_table(scenario))
+        out.append("")
+    return "\n".join(out).rstrip() + "\n"
+
+
+def write_page(document: Mapping[str, Any], page: Path, images: Path) -> None:
+    """Draw the charts into ``images`` and write the page to ``page``."""
+    links: dict[str, str] = {}
+    for scenario in document["scenarios"]:
+        path = images / f"perf-{scenario['name']}.png"
+        if charts.render(scenario, path):
+            links[scenario["name"]] = Path(os.path.relpath(path, page.parent)).as_posix()
+    page.parent.mkdir(parents=True, exist_ok=True)
+    page.write_text(render(document, links))

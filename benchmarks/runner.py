@@ -1,0 +1,211 @@
+"""Run the selected scenarios on the selected systems and build the results document.
+
+For each (scenario, system, variant) row: enter the adapter's environment (a
+broker, ports ...), then per repetition start the layout's worker processes group
+by group, wait until all are ready, say ``go``, collect the active roles' results,
+say ``stop`` to the passive ones, collect theirs, and combine. Every wait is
+bounded, and every process is killed in ``finally`` blocks, also on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from benchmarks import machine
+from benchmarks.procs import Worker, WorkerError
+from benchmarks.registry import Params, Plan, Registry, Scenario, discover
+from benchmarks.report import fmt
+from benchmarks.stats import summarize_reps
+
+#: Seconds a worker group may take to get ready (imports, connecting, subscribing).
+READY_TIMEOUT = 90.0
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """What to run; built by the command line."""
+
+    quick: bool = False
+    repeat: int = 5
+    only: Sequence[str] | None = None
+    systems: Sequence[str] | None = None
+    command: str = "python -m benchmarks run"
+
+
+class RunFailed(RuntimeError):
+    """One repetition of one row failed; the message says where and why."""
+
+
+async def run_repetition(
+    plan: Plan, params: Params, env: dict[str, Any], workdir: Path, rep: int
+) -> dict[str, float]:
+    """One repetition of ``plan``: start its processes, let them run, combine their reports."""
+    scenario = plan.scenario
+    groups = scenario.layout(params)
+    workers: list[tuple[str, bool, Worker]] = []
+    try:
+        for group in groups:
+            started = []
+            for index in range(group.count):
+                spec = {
+                    "scenario": scenario.name,
+                    "system": plan.system.name,
+                    "variant": plan.variant.name,
+                    "role": group.role,
+                    "index": index,
+                    "params": dict(params),
+                    "env": env,
+                }
+                name = f"{scenario.name}.{plan.system.name}.{plan.variant.name or 'default'}"
+                name = f"{name}.rep{rep}.{group.role}{index}"
+                worker = Worker(name, spec, plan.variant.env, workdir)
+                await worker.start()
+                workers.append((group.role, group.passive, worker))
+                started.append(worker)
+            ready_timeout = float(params.get("ready_timeout", READY_TIMEOUT))
+            await asyncio.gather(*(w.expect("ready", ready_timeout) for w in started))
+        for _, _, worker in workers:
+            await worker.tell("go")
+        limit = float(params["timeout"]) + 10.0
+        active = [(r, w) for r, passive, w in workers if not passive]
+        passive = [(r, w) for r, is_passive, w in workers if is_passive]
+        results: dict[str, list[dict[str, Any]]] = {g.role: [] for g in groups}
+        active_results = await asyncio.gather(*(w.expect("result", limit) for _, w in active))
+        for worker in passive:
+            await worker[1].tell("stop")
+        passive_results = await asyncio.gather(*(w.expect("result", 30.0) for _, w in passive))
+        for (role, _), result in zip(
+            active + passive, [*active_results, *passive_results], strict=True
+        ):
+            results[role].append(result)
+        await asyncio.gather(*(w.finish() for _, _, w in workers))
+        return scenario.combine(results, params)
+    finally:
+        await asyncio.gather(*(w.kill() for _, _, w in workers), return_exceptions=True)
+
+
+def _check_numbers(scenario: Scenario, metrics: dict[str, float]) -> None:
+    value = metrics.get(scenario.primary.key)
+    if not isinstance(value, int | float) or not math.isfinite(value):
+        raise RunFailed(
+            f"{scenario.name}: no finite {scenario.primary.key!r} in the combined result {metrics}"
+        )
+
+
+async def run_plan(plan: Plan, params: Params, repeat: int, workdir: Path) -> dict[str, Any]:
+    """Every repetition of one row; returns the row as stored in the results JSON."""
+    row: dict[str, Any] = {
+        "system": plan.system.name,
+        "kind": plan.system.kind,
+        "variant": plan.variant.name,
+        "label": plan.label,
+        "headline": plan.variant.headline,
+        "status": plan.status,
+        "reason": plan.reason,
+        "reps": [],
+        "summary": {},
+        "error": None,
+        "seconds": 0.0,
+    }
+    if plan.status != "ok" or plan.adapter is None:
+        return row
+    started = time.monotonic()
+    try:
+        async with plan.adapter.environment(params, workdir) as env:
+            for rep in range(repeat):
+                metrics = await run_repetition(plan, params, env, workdir, rep)
+                _check_numbers(plan.scenario, metrics)
+                row["reps"].append(metrics)
+    except (WorkerError, RunFailed) as exc:
+        row["status"] = "failed"
+        row["error"] = str(exc)
+    except Exception as exc:  # a broken adapter or environment fails its row, not the run
+        row["status"] = "failed"
+        row["error"] = f"{type(exc).__name__}: {exc}\n" + "".join(
+            traceback.format_exception(exc)[-4:]
+        )
+    row["summary"] = summarize_reps(row["reps"])
+    row["seconds"] = round(time.monotonic() - started, 2)
+    return row
+
+
+def _format_row(scenario: Scenario, row: dict[str, Any]) -> str:
+    head = f"  {row['label']:<34} {row['status']:<11}"
+    if row["status"] == "ok":
+        s = row["summary"][scenario.primary.key]
+        return (
+            f"{head} {fmt(s['median']):>12} {scenario.primary.unit:<6}"
+            f" [{fmt(s['min'])} .. {fmt(s['max'])}]  ({row['seconds']:.1f}s)"
+        )
+    detail = row["error"] if row["status"] == "failed" else row["reason"]
+    return f"{head} {(detail or '').splitlines()[0] if detail else ''}"
+
+
+async def run(
+    options: RunOptions,
+    registry: Registry | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Run what ``options`` selects; return the results document (see :mod:`benchmarks.report`)."""
+    registry = registry or discover()
+    say = progress or (lambda line: print(line, file=sys.stderr, flush=True))
+    scenarios = registry.select_scenarios(options.only)
+    systems = registry.select_systems(options.systems)
+    document: dict[str, Any] = {
+        "schema": 1,
+        "started": datetime.now(UTC).isoformat(timespec="seconds"),
+        "command": options.command,
+        "mode": "quick" if options.quick else "full",
+        "repeat": options.repeat,
+        "machine": machine.describe(),
+        "systems": [asdict(s) for s in systems],
+        "scenarios": [],
+    }
+    with tempfile.TemporaryDirectory(prefix="rvasync-bench-") as tmp:
+        workdir = Path(tmp)
+        for scenario in scenarios:
+            params = scenario.resolved_params(options.quick)
+            say(f"{scenario.name}: {scenario.title}")
+            rows = []
+            for system in systems:
+                for plan in registry.plans(scenario, system, params):
+                    row = await run_plan(plan, params, options.repeat, workdir)
+                    say(_format_row(scenario, row))
+                    rows.append(row)
+            document["scenarios"].append(
+                {
+                    "name": scenario.name,
+                    "title": scenario.title,
+                    "description": scenario.description,
+                    "capability": scenario.capability,
+                    "params": {k: v for k, v in params.items() if k != "quick"},
+                    "primary": asdict(scenario.primary),
+                    "extras": [asdict(m) for m in scenario.extras],
+                    "chart": list(scenario.chart or (scenario.primary.key,)),
+                    "rows": rows,
+                }
+            )
+    document["finished"] = datetime.now(UTC).isoformat(timespec="seconds")
+    return document
+
+
+def failures(document: dict[str, Any]) -> list[str]:
+    """Rows that should have run and did not produce numbers, as ``scenario/label: error``."""
+    bad = []
+    for scenario in document["scenarios"]:
+        for row in scenario["rows"]:
+            if row["status"] == "failed":
+                bad.append(f"{scenario['name']}/{row['label']}: {row['error']}")
+            elif row["status"] == "ok" and not row["summary"]:
+                bad.append(f"{scenario['name']}/{row['label']}: produced no numbers")
+    return bad

@@ -1,0 +1,82 @@
+"""The contenders, with the reasons a system cannot take part in a capability at all."""
+
+from __future__ import annotations
+
+from benchmarks.registry import System, system
+
+_NO_FORMAT = "carries opaque bytes: it has no self-describing message format to encode"
+
+RVASYNC = system(
+    System(
+        name="rvasync",
+        label="rvasync",
+        kind="rvasync",
+        description="this project (uvloop event loop; native hot paths when built)",
+    )
+)
+
+NATS = system(
+    System(
+        name="nats",
+        label="NATS",
+        kind="peer",
+        description="nats-py client with a local nats-server broker process",
+        not_applicable={
+            "inproc": "nats-py has no in-process transport; every message goes through "
+            "nats-server (see the pub/sub scenarios)",
+            "codec": f"NATS {_NO_FORMAT}",
+            "match": "nats-py does no client-side subject matching; nats-server does, and the "
+            "fan-out scenarios measure it",
+        },
+        order=1,
+    )
+)
+
+ZMQ = system(
+    System(
+        name="zmq",
+        label="ZeroMQ",
+        kind="peer",
+        description="pyzmq (zmq.asyncio), brokerless, PUB/SUB and REQ/REP over TCP",
+        not_applicable={
+            "fanout": "ZeroMQ has no subject wildcards and filters by byte prefix per "
+            "socket; N listeners would be N sockets",
+            "codec": f"ZeroMQ {_NO_FORMAT}",
+            "match": "pyzmq has no subject index (libzmq filters prefixes inside each socket)",
+        },
+        order=2,
+    )
+)
+
+FLOOR = system(
+    System(
+        name="floor",
+        label="floor (bare UDP)",
+        kind="floor",
+        description="a bare uvloop UDP socket pair on 127.0.0.1: no framework, no subjects, "
+        "no loss recovery",
+        not_applicable={
+            "fanout": "a bare socket has no subjects, so no listeners to match",
+            "codec": "the floor moves raw bytes; there is nothing to encode",
+            "match": "a bare socket has no subjects to match",
+        },
+    )
+)
+
+MSGPACK = system(
+    System(
+        name="msgpack",
+        label="msgpack dict",
+        kind="reference",
+        description="msgpack.packb/unpackb of a dict holding the same values (reference)",
+    )
+)
+
+SCAN = system(
+    System(
+        name="scan",
+        label="linear scan",
+        kind="reference",
+        description="testing every pattern in turn with a plain element-wise matcher (reference)",
+    )
+)
