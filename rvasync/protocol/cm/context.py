@@ -1,0 +1,124 @@
+"""State both halves of a correspondent share: identity, ledger, outputs, timing.
+
+The sender half and the listener half of one CM transport write to the same
+ledger, emit into the same output list and must agree on where each peer
+lives (so a correspondent that moved is announced once, whichever half
+noticed). This module holds that shared part and the write-ahead rule.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+from rvasync.errors import InvalidArgument
+from rvasync.protocol.cm import advisories as adv
+from rvasync.protocol.cm.ledger import LedgerRecord, LedgerState
+from rvasync.protocol.cm.outputs import AppendLedger, Deliver, Output, Transmit
+from rvasync.protocol.cm.records import Record
+
+__all__ = ["CmTiming", "Context"]
+
+
+@dataclass(frozen=True, slots=True)
+class CmTiming:
+    """The protocol's intervals (seconds) and limits; defaults suit a LAN.
+
+    * ``confirm_request_interval``: a sender that has heard no confirmation
+      from a listener holding unconfirmed messages for this long asks it to
+      confirm (and presents DELIVERY.NO_RESPONSE), and again every interval.
+    * ``register_retry_interval`` / ``register_attempts``: a listener repeats
+      an unanswered registration request this often, this many times in all,
+      then presents REGISTRATION.NO_RESPONSE and stops asking.
+    * ``retransmit_interval``: a listener missing messages repeats its
+      retransmission request this often until they arrive or are reported
+      unavailable.
+    * ``sequence_reserve``: how many sequence numbers a sender reserves in one
+      ledger record for messages nobody is registered for.
+    * ``duplicate_window``: how many recent uncertified sequence numbers a
+      listener remembers per sender and subject to drop duplicates.
+    """
+
+    confirm_request_interval: float = 2.0
+    register_retry_interval: float = 1.0
+    register_attempts: int = 5
+    retransmit_interval: float = 1.0
+    sequence_reserve: int = 64
+    duplicate_window: int = 1024
+
+    def __post_init__(self) -> None:
+        for name in ("confirm_request_interval", "register_retry_interval", "retransmit_interval"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:
+                raise InvalidArgument(
+                    f"CmTiming.{name} must be a number of seconds > 0, got {value!r}"
+                )
+        for name in ("register_attempts", "sequence_reserve", "duplicate_window"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InvalidArgument(f"CmTiming.{name} must be an int >= 1, got {value!r}")
+
+
+class Context:
+    """Identity, ledger, output list and write-ahead gate of one correspondent."""
+
+    def __init__(
+        self, name: str, address: str, ledger: LedgerState, file_ledger: bool, timing: CmTiming
+    ) -> None:
+        self.name = name
+        self.address = address
+        self.ledger = ledger
+        self.file_ledger = file_ledger
+        self.timing = timing
+        self.outputs: list[Output] = []
+        self.lsn = 0
+        self.durable_lsn = 0
+        self._held: deque[tuple[int, Transmit]] = deque()
+        self.peers: dict[str, str] = {}
+        """Last known address of every correspondent we deal with, for MOVED."""
+
+    def record(self, record: LedgerRecord) -> None:
+        """Change persistent state: apply ``record`` and, for a file ledger, ask to append it."""
+        self.ledger.apply(record)
+        if self.file_ledger:
+            self.lsn += 1
+            self.outputs.append(AppendLedger(self.lsn, record))
+
+    def transmit(self, destination: str, record: Record, point_to_point: bool) -> None:
+        """Send a record, after every ledger record made so far is durable (write-ahead)."""
+        out = Transmit(destination, record, point_to_point)
+        if self._held or self.lsn > self.durable_lsn:
+            self._held.append((self.lsn, out))
+        else:
+            self.outputs.append(out)
+
+    def send_to(self, address: str, record: Record) -> None:
+        """Point-to-point transmit to a correspondent instance's address."""
+        self.transmit(address, record, True)
+
+    def durable(self, lsn: int) -> None:
+        """The driver wrote (and, for sync ledgers, synced) every append up to ``lsn``."""
+        if lsn > self.durable_lsn:
+            self.durable_lsn = min(lsn, self.lsn)
+        while self._held and self._held[0][0] <= self.durable_lsn:
+            self.outputs.append(self._held.popleft()[1])
+
+    @property
+    def held_count(self) -> int:
+        """Transmissions waiting for the ledger to become durable."""
+        return len(self._held)
+
+    def advise(self, advisory: adv.Advisory) -> None:
+        self.outputs.append(advisory)
+
+    def deliver(self, delivery: Deliver) -> None:
+        self.outputs.append(delivery)
+
+    def note_peer(self, name: str, address: str) -> bool:
+        """Remember where ``name`` speaks from; True (and MOVED presented) if that changed."""
+        known = self.peers.get(name)
+        self.peers[name] = address
+        if known is not None and known != address:
+            self.advise(adv.registration_moved(name))
+            return True
+        return False

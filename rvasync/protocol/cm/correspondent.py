@@ -1,0 +1,324 @@
+"""``CmCorrespondent``: the sans-IO state machine of one CM transport.
+
+It is both a sender and a listener, fed by three kinds of input, each with
+the current time ``now`` (wall-clock seconds, e.g. ``time.time()``: message
+expiry times are stored in the ledger and must mean the same after a
+restart):
+
+* application calls: :meth:`send`, :meth:`listen`, :meth:`close_listener`,
+  :meth:`confirm`, :meth:`add_listener`, :meth:`remove_listener`,
+  :meth:`disallow_listener`, :meth:`allow_listener`, :meth:`expire_messages`,
+  :meth:`review_ledger`;
+* records from peers: :meth:`receive` (or :meth:`receive_fields` for the
+  flat mapping a message carried), and :meth:`receive_plain` for unlabeled
+  messages on a CM listener's subject;
+* the clock: :meth:`handle_timer` whenever :meth:`next_deadline` passes,
+  and the driver's :meth:`durable` acknowledgement of ledger appends.
+
+After any input the driver calls :meth:`drain` and carries out the outputs
+(:mod:`rvasync.protocol.cm.outputs`) in order. Nothing here blocks, sleeps or
+touches a socket or a file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from rvasync.errors import InvalidArgument, MalformedMessage
+from rvasync.protocol.cm import advisories as adv
+from rvasync.protocol.cm.context import CmTiming, Context
+from rvasync.protocol.cm.ledger import LedgerState
+from rvasync.protocol.cm.listener import ListenerHalf, SourceReview
+from rvasync.protocol.cm.names import (
+    check_cm_send_subject,
+    check_correspondent_name,
+    check_sequence,
+    check_time_limit,
+    hello_subject,
+    is_transient_name,
+    new_transient_name,
+)
+from rvasync.protocol.cm.outputs import Output, SendResult
+from rvasync.protocol.cm.records import (
+    Cancel,
+    Confirm,
+    ConfirmRequest,
+    DataRecord,
+    Hello,
+    Invite,
+    NotCertified,
+    Record,
+    RegisterReply,
+    RegisterRequest,
+    RetransmitRequest,
+    Unavailable,
+    parse_record,
+)
+from rvasync.protocol.cm.sender import SenderHalf, SubjectReview
+
+__all__ = ["CmCorrespondent"]
+
+
+class CmCorrespondent:
+    """One CM transport's certified-delivery protocol, without I/O.
+
+    ``name`` None generates a transient name. ``address`` is where peers
+    reach this instance point-to-point (the driver's inbox for it); it must
+    be unique to the instance, because a familiar name at a new address is
+    how peers notice that a correspondent moved. ``ledger`` is the replayed
+    state of a file ledger (see
+    :func:`~rvasync.protocol.cm.ledger_format.decode_ledger`) or None for a
+    fresh one; ``file_ledger`` makes the core emit
+    :class:`~rvasync.protocol.cm.outputs.AppendLedger` outputs and hold
+    transmissions until the records before them are durable.
+    ``require_old`` is the listener-side wish to get messages an earlier
+    instance of this name did not confirm.
+    """
+
+    def __init__(
+        self,
+        name: str | None,
+        address: str,
+        *,
+        now: float,
+        ledger: LedgerState | None = None,
+        file_ledger: bool = False,
+        require_old: bool = False,
+        default_time_limit: float = 0.0,
+        timing: CmTiming | None = None,
+    ) -> None:
+        if name is None:
+            name = new_transient_name()
+        else:
+            check_correspondent_name(name)
+        if not isinstance(address, str) or not address:
+            raise InvalidArgument(f"address must be a non-empty str, got {address!r}")
+        self._default_time_limit = check_time_limit(default_time_limit)
+        if ledger is None:
+            ledger = LedgerState(name=name)
+        elif ledger.name != name:
+            raise InvalidArgument(
+                f"the ledger belongs to correspondent {ledger.name!r}, not {name!r}; "
+                "each correspondent needs its own ledger"
+            )
+        self._ctx = Context(name, address, ledger, bool(file_ledger), timing or CmTiming())
+        self._sender = SenderHalf(self._ctx, now)
+        self._listener = ListenerHalf(self._ctx, bool(require_old))
+        self._collisions: set[str] = set()
+        self.malformed = 0
+        """Inbound records dropped as malformed (the driver may log them)."""
+        if not is_transient_name(name):
+            self._ctx.transmit(hello_subject(name), Hello(origin=name, address=address), False)
+
+    # --- identity ---------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        """This correspondent's name (reusable, or generated)."""
+        return self._ctx.name
+
+    @property
+    def address(self) -> str:
+        return self._ctx.address
+
+    @property
+    def persistent(self) -> bool:
+        """A reusable name with a file ledger: a later instance can continue this one."""
+        return self._ctx.file_ledger and not is_transient_name(self._ctx.name)
+
+    @property
+    def ledger(self) -> LedgerState:
+        """The live ledger state (equal to a replay of every record appended so far)."""
+        return self._ctx.ledger
+
+    @property
+    def control_subjects(self) -> tuple[str, ...]:
+        """Subjects the driver must listen on besides its address and the CM listeners' own."""
+        if is_transient_name(self._ctx.name):
+            return ()
+        return (hello_subject(self._ctx.name),)
+
+    # --- outputs and time ---------------------------------------------------------------
+
+    def drain(self) -> list[Output]:
+        """Every output produced since the last drain, in the order to carry them out."""
+        out = self._ctx.outputs
+        self._ctx.outputs = []
+        return out
+
+    def durable(self, lsn: int) -> None:
+        """Ledger appends up to ``lsn`` are written; held transmissions may now leave."""
+        if isinstance(lsn, bool) or not isinstance(lsn, int) or lsn < 0:
+            raise InvalidArgument(f"lsn must be an int >= 0, got {lsn!r}")
+        self._ctx.durable(lsn)
+
+    @property
+    def last_lsn(self) -> int:
+        """The number of the latest ledger append requested (0 if none)."""
+        return self._ctx.lsn
+
+    def next_deadline(self) -> float | None:
+        """When :meth:`handle_timer` next has work, or None if nothing is scheduled."""
+        a = self._sender.next_deadline()
+        b = self._listener.next_deadline()
+        if a is None:
+            return b
+        if b is None:
+            return a
+        return min(a, b)
+
+    def handle_timer(self, now: float) -> None:
+        """Expire messages, ask for confirmations, repeat registrations and gap requests."""
+        self._sender.handle_timer(now)
+        self._listener.handle_timer(now)
+
+    # --- sending ---------------------------------------------------------------------------
+
+    def send(
+        self, subject: str, payload: bytes, now: float, time_limit: float | None = None
+    ) -> SendResult:
+        """Send a labeled message; certified to every listener registered on ``subject``.
+
+        ``time_limit`` None uses the default; 0 means the message never
+        expires. A wildcard or reserved subject raises NotPermitted.
+        """
+        check_cm_send_subject(subject)
+        if isinstance(payload, (bytearray, memoryview)):
+            payload = bytes(payload)
+        if not isinstance(payload, bytes):
+            raise InvalidArgument(
+                f"payload must be bytes (an encoded message), not {type(payload).__name__}"
+            )
+        limit = self._default_time_limit if time_limit is None else check_time_limit(time_limit)
+        return self._sender.send(subject, payload, limit, now)
+
+    def add_listener(self, listener: str, subject: str) -> bool:
+        """Anticipate ``listener``: store messages on ``subject`` for it before it registers.
+
+        Returns False if it is already registered. A disallowed name raises
+        NotPermitted.
+        """
+        return self._sender.add_listener(listener, subject)
+
+    def remove_listener(self, listener: str, subject: str, now: float) -> None:
+        """End the agreement with ``listener`` on ``subject`` (it may register again)."""
+        self._sender.remove_listener(listener, subject, now)
+
+    def disallow_listener(self, listener: str, now: float) -> None:
+        """End every agreement with ``listener`` and refuse its registrations from now on."""
+        self._sender.disallow(listener, now)
+
+    def allow_listener(self, listener: str) -> None:
+        """Undo :meth:`disallow_listener`; the listener is invited to register again."""
+        self._sender.allow(listener)
+
+    def expire_messages(self, subject: str, sequence: int) -> int:
+        """Give up on stored messages on ``subject`` up to ``sequence`` (DELIVERY.FAILED each).
+
+        Returns how many were expired.
+        """
+        check_sequence(sequence)
+        return self._sender.expire_messages(subject, sequence)
+
+    def review_ledger(self, subject: str) -> list[SubjectReview]:
+        """Per outbound subject matching ``subject`` (wildcards allowed): the ledger's summary."""
+        return self._sender.review(subject)
+
+    # --- listening ---------------------------------------------------------------------------
+
+    def listen(self, subject: str, *, now: float, explicit_confirm: bool = False) -> int:
+        """Open a CM listener on ``subject`` (wildcards allowed); returns its id.
+
+        Senders this name had agreements with (per the ledger) on matching
+        subjects are asked at once to resume them.
+        """
+        return self._listener.listen(subject, explicit_confirm, now)
+
+    def close_listener(
+        self, listener_id: int, now: float, *, cancel_agreements: bool = False
+    ) -> None:
+        """Close a CM listener; see :meth:`ListenerHalf.close` for what happens to agreements."""
+        self._listener.close(listener_id, cancel_agreements, now)
+
+    def confirm(self, listener_id: int, sender: str, subject: str, sequence: int | None) -> bool:
+        """Listener ``listener_id`` has finished with message ``sequence`` from ``sender``.
+
+        The driver calls this when the consumer has taken the message (an
+        ``async for`` over the listener moved past it, or its callback
+        returned) unless the listener confirms explicitly, in which case
+        ``listener.confirm(msg)`` calls it. Confirmation reaches the sender
+        only for an unbroken run: confirming 57 before 55 and 56 sends
+        nothing until those are confirmed too.
+        """
+        return self._listener.confirm(listener_id, sender, subject, sequence)
+
+    def review_sources(self) -> list[SourceReview]:
+        """Listener-side state of every known (sender, subject)."""
+        return self._listener.review()
+
+    # --- inbound -------------------------------------------------------------------------------
+
+    def receive_fields(self, fields: Mapping[str, Any], now: float) -> bool:
+        """Parse and handle a record carried as a flat mapping; False if it was malformed."""
+        try:
+            record = parse_record(fields)
+        except MalformedMessage:
+            self.malformed += 1
+            return False
+        self.receive(record, now)
+        return True
+
+    def receive_plain(self, subject: str, payload: bytes) -> None:
+        """An unlabeled message arrived on a CM listener's subject: deliver it as it is."""
+        self._listener.deliver_plain(subject, payload)
+
+    def receive(self, record: Record, now: float) -> None:
+        """Handle one record from the network (multicast or point-to-point)."""
+        ctx = self._ctx
+        if record.origin == ctx.name:
+            if record.address == ctx.address:
+                if isinstance(record, DataRecord) and not record.retransmit:
+                    self._listener.deliver_own(record)
+                return
+            self._collision(record)
+            return
+        if isinstance(record, Hello):
+            return
+        if ctx.note_peer(record.origin, record.address):
+            # A sender that moved is asked to resume our agreements at once. A
+            # listener that moved is not followed here: its registration
+            # request decides (with require_old) what becomes of its messages.
+            self._listener.peer_moved(record.origin, record.address, now)
+        match record:
+            case DataRecord():
+                self._listener.on_data(record, now)
+            case RegisterRequest():
+                self._sender.on_register(record, now)
+            case RegisterReply():
+                self._listener.on_reply(record, now)
+            case NotCertified():
+                self._listener.on_not_certified(record, now)
+            case Confirm():
+                self._sender.on_confirm(record, now)
+            case ConfirmRequest():
+                self._listener.on_confirm_request(record, now)
+            case RetransmitRequest():
+                self._sender.on_retransmit_request(record, now)
+            case Unavailable():
+                self._listener.on_unavailable(record, now)
+            case Cancel():
+                self._sender.on_cancel(record, now)
+            case Invite():
+                self._listener.on_invite(record, now)
+            case _:
+                self.malformed += 1
+
+    def _collision(self, record: Record) -> None:
+        """Another live instance uses our name: say so, once per intruder, and tell it too."""
+        ctx = self._ctx
+        if record.address not in self._collisions:
+            self._collisions.add(record.address)
+            ctx.advise(adv.collision(ctx.name))
+        if isinstance(record, Hello) and not record.reply:
+            ctx.send_to(record.address, Hello(origin=ctx.name, address=ctx.address, reply=True))

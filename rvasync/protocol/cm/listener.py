@@ -1,0 +1,612 @@
+"""The listening half of a correspondent: discovery, registration, ordering, confirmation.
+
+For every (sender, subject) it hears labeled messages from, the listener
+keeps a *source*:
+
+* ``idle``: known from the ledger (a previous instance had an agreement) but
+  not yet heard in this one;
+* ``pending``: a registration request is out; inbound messages are held;
+* ``certified``: messages are delivered strictly in sequence order with their
+  sequence number; a gap holds later messages and asks the sender to resend
+  the missing ones; consumed messages are confirmed cumulatively, never past
+  one the application has not finished with;
+* ``uncertified``: the sender refused, removed us, or never answered;
+  messages are delivered as they come, without sequence numbers.
+
+Held messages that turn out to precede the agreement (the one that caused
+discovery, typically) are delivered uncertified, in order, when the sender's
+acceptance arrives.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from rvasync.errors import InvalidArgument
+from rvasync.protocol.cm import advisories as adv
+from rvasync.protocol.cm.context import Context
+from rvasync.protocol.cm.ledger import Source, SourceConfirmed, SourceRemoved
+from rvasync.protocol.cm.names import check_listen_pattern, check_sequence
+from rvasync.protocol.cm.outputs import Deliver
+from rvasync.protocol.cm.records import (
+    Cancel,
+    Confirm,
+    ConfirmRequest,
+    DataRecord,
+    Invite,
+    NotCertified,
+    RegisterReply,
+    RegisterRequest,
+    RetransmitRequest,
+    Unavailable,
+)
+from rvasync.subjects import SubjectIndex, subject_matches
+
+__all__ = ["ListenerHalf", "SourceReview"]
+
+IDLE = "idle"
+PENDING = "pending"
+CERTIFIED = "certified"
+UNCERTIFIED = "uncertified"
+
+# At most this many retransmission requests (missing ranges) go out per source at once.
+_MAX_RANGES_PER_REQUEST = 32
+
+
+@dataclass(frozen=True, slots=True)
+class SourceReview:
+    """Listener-side view of one (sender, subject), for inspection and tests."""
+
+    sender: str
+    subject: str
+    status: str
+    confirmed: int
+    expected: int
+    held: int
+    unconfirmed_deliveries: int
+
+
+@dataclass(slots=True)
+class _CmListener:
+    pattern: str
+    explicit_confirm: bool
+
+
+@dataclass(slots=True)
+class _Source:
+    sender: str
+    subject: str
+    address: str
+    confirmed: int
+    status: str = IDLE
+    why: str = ""
+    registering: bool = False
+    quiet: bool = False  # a resumption attempt that gives up silently, back to idle
+    attempts: int = 0
+    reg_deadline: float | None = None
+    gap_deadline: float | None = None
+    expected: int = 1
+    last_seen: int = 0
+    # sequence -> record, or None for a sequence the sender reported unavailable
+    held: dict[int, DataRecord | None] = field(default_factory=dict)
+    # delivered certified sequence -> ids of listeners that have not yet consumed it
+    pending: dict[int, set[int]] = field(default_factory=dict)
+    done: set[int] = field(default_factory=set)
+    seen: set[int] = field(default_factory=set)
+    seen_order: deque[int] = field(default_factory=deque)
+    highest_uncertified: int = 0
+
+
+class ListenerHalf:
+    """Inbound certified delivery for one correspondent (driven by ``CmCorrespondent``)."""
+
+    def __init__(self, ctx: Context, require_old: bool) -> None:
+        self._ctx = ctx
+        self._require_old = require_old
+        self._listeners: dict[int, _CmListener] = {}
+        self._index: SubjectIndex[int] = SubjectIndex()
+        self._next_id = 1
+        self._sources: dict[tuple[str, str], _Source] = {}
+        for (sender, subject), state in ctx.ledger.sources.items():
+            self._sources[(sender, subject)] = _Source(
+                sender, subject, state.address, state.confirmed, expected=state.confirmed + 1
+            )
+            if state.address:
+                ctx.peers.setdefault(sender, state.address)
+
+    # --- listeners ----------------------------------------------------------------------
+
+    def listen(self, pattern: str, explicit_confirm: bool, now: float) -> int:
+        """Open a CM listener; agreements a previous instance left in the ledger resume now.
+
+        Waiting for the sender's next message would stall when the sender has
+        nothing new to say and keeps asking our previous instance's address
+        for confirmations; so known senders are asked at once (quietly: if
+        they do not answer, the source waits for their next message).
+        """
+        check_listen_pattern(pattern)
+        listener_id = self._next_id
+        self._next_id += 1
+        self._listeners[listener_id] = _CmListener(pattern, bool(explicit_confirm))
+        self._index.add(pattern, listener_id)
+        for src in self._sources.values():
+            if src.status == IDLE and src.address and subject_matches(pattern, src.subject):
+                self._register(src, now)
+                src.quiet = True
+        return listener_id
+
+    def _check_listener(self, listener_id: object) -> _CmListener:
+        if isinstance(listener_id, bool) or not isinstance(listener_id, int):
+            raise InvalidArgument(f"listener_id must be an int, not {type(listener_id).__name__}")
+        listener = self._listeners.get(listener_id)
+        if listener is None:
+            raise InvalidArgument(f"no open CM listener has id {listener_id}")
+        return listener
+
+    def listener_ids(self, subject: str) -> tuple[int, ...]:
+        return tuple(sorted(self._index.match(subject)))
+
+    def close(self, listener_id: int, cancel_agreements: bool, now: float) -> None:
+        """Close a CM listener; with ``cancel_agreements``, end agreements nobody else needs.
+
+        Deliveries it had not consumed count as consumed when another listener
+        still covers the subject (this one simply dropped its copy). When none
+        does, the agreement either ends (``cancel_agreements``: the sender is
+        told, and presents REGISTRATION.CLOSED) or stands, in which case the
+        unconfirmed messages are forgotten here so that the sender, which
+        still stores them, redelivers them to a later listener.
+        """
+        listener = self._check_listener(listener_id)
+        del self._listeners[listener_id]
+        self._index.remove(listener.pattern, listener_id)
+        ctx = self._ctx
+        for key, src in list(self._sources.items()):
+            if not subject_matches(listener.pattern, src.subject):
+                continue
+            if self._index.match(src.subject):
+                for seq in [s for s, ids in src.pending.items() if listener_id in ids]:
+                    ids = src.pending[seq]
+                    ids.discard(listener_id)
+                    if not ids:
+                        del src.pending[seq]
+                        src.done.add(seq)
+                self._advance_confirmed(src)
+            elif cancel_agreements and src.status != IDLE:
+                if src.status in (CERTIFIED, PENDING) and src.address:
+                    ctx.send_to(
+                        src.address,
+                        Cancel(origin=ctx.name, address=ctx.address, subject=src.subject),
+                    )
+                if key in ctx.ledger.sources:
+                    ctx.record(SourceRemoved(sender=src.sender, subject=src.subject))
+                del self._sources[key]
+            else:
+                src.pending.clear()
+                src.done.clear()
+                src.held.clear()
+                src.gap_deadline = None
+                if src.status == CERTIFIED:
+                    src.expected = src.confirmed + 1
+                    src.last_seen = max(src.last_seen, src.confirmed)
+
+    # --- delivery -------------------------------------------------------------------------
+
+    def _deliver(self, rec: DataRecord, sequence: int | None) -> list[int]:
+        ids = self.listener_ids(rec.subject)
+        for listener_id in ids:
+            self._ctx.deliver(
+                Deliver(
+                    listener_id=listener_id,
+                    subject=rec.subject,
+                    sender=rec.origin,
+                    sequence=sequence,
+                    time_limit=rec.time_limit,
+                    payload=rec.payload,
+                )
+            )
+        return list(ids)
+
+    def deliver_plain(self, subject: str, payload: bytes) -> int:
+        """An unlabeled message (from an ordinary transport) on ``subject``."""
+        ids = self.listener_ids(subject)
+        for listener_id in ids:
+            self._ctx.deliver(Deliver(listener_id, subject, None, None, 0.0, payload))
+        return len(ids)
+
+    def deliver_own(self, rec: DataRecord) -> None:
+        """A labeled message this correspondent sent itself: delivered uncertified."""
+        self._deliver(rec, None)
+
+    def _deliver_uncertified(self, src: _Source, rec: DataRecord) -> None:
+        seq = rec.sequence
+        if seq in src.seen:
+            return
+        src.seen.add(seq)
+        src.seen_order.append(seq)
+        if len(src.seen_order) > self._ctx.timing.duplicate_window:
+            src.seen.discard(src.seen_order.popleft())
+        src.highest_uncertified = max(src.highest_uncertified, seq)
+        self._deliver(rec, None)
+
+    def _release_held_uncertified(self, src: _Source, below: int | None = None) -> None:
+        for seq in sorted(src.held):
+            if below is not None and seq >= below:
+                break
+            rec = src.held.pop(seq)
+            if rec is not None:
+                self._deliver_uncertified(src, rec)
+
+    def _deliver_certified(self, src: _Source, rec: DataRecord) -> None:
+        ids = self._deliver(rec, rec.sequence)
+        if ids:
+            src.pending[rec.sequence] = set(ids)
+        else:
+            src.done.add(rec.sequence)
+
+    def _drain(self, src: _Source) -> None:
+        """Deliver every held message that is next in sequence, reporting gone ones first."""
+        run_start: int | None = None
+        while src.expected in src.held:
+            seq = src.expected
+            rec = src.held.pop(seq)
+            src.expected += 1
+            if rec is None:
+                if run_start is None:
+                    run_start = seq
+                src.done.add(seq)
+                continue
+            if run_start is not None:
+                self._ctx.advise(
+                    adv.delivery_unavailable(src.subject, run_start, seq - 1, src.sender)
+                )
+                run_start = None
+            self._deliver_certified(src, rec)
+        if run_start is not None:
+            self._ctx.advise(
+                adv.delivery_unavailable(src.subject, run_start, src.expected - 1, src.sender)
+            )
+        self._advance_confirmed(src)
+
+    def _advance_confirmed(self, src: _Source) -> None:
+        if src.status != CERTIFIED:
+            return
+        confirmed = src.confirmed
+        while confirmed + 1 in src.done:
+            confirmed += 1
+            src.done.discard(confirmed)
+        if confirmed > src.confirmed:
+            src.confirmed = confirmed
+            ctx = self._ctx
+            ctx.record(SourceConfirmed(sender=src.sender, subject=src.subject, sequence=confirmed))
+            if src.address:
+                ctx.send_to(
+                    src.address,
+                    Confirm(
+                        origin=ctx.name,
+                        address=ctx.address,
+                        subject=src.subject,
+                        sequence=confirmed,
+                    ),
+                )
+
+    def confirm(self, listener_id: int, sender: str, subject: str, sequence: int | None) -> bool:
+        """The consumer behind ``listener_id`` is done with message ``sequence``.
+
+        Returns True if that settled a pending delivery; False for an
+        uncertified message (``sequence`` None), a repeat, or a message this
+        listener was not given (nothing to do in each case).
+        """
+        self._check_listener(listener_id)
+        if sequence is None:
+            return False
+        check_sequence(sequence)
+        src = self._sources.get((sender, subject))
+        if src is None or src.status != CERTIFIED:
+            return False
+        ids = src.pending.get(sequence)
+        if ids is None or listener_id not in ids:
+            return False
+        ids.discard(listener_id)
+        if not ids:
+            del src.pending[sequence]
+            src.done.add(sequence)
+            self._advance_confirmed(src)
+        return True
+
+    # --- gaps -------------------------------------------------------------------------------
+
+    def _missing_ranges(self, src: _Source) -> list[tuple[int, int]]:
+        ranges: list[tuple[int, int]] = []
+        cursor = src.expected
+        for seq in sorted(s for s in src.held if s >= cursor):
+            if seq > cursor:
+                ranges.append((cursor, seq - 1))
+                if len(ranges) >= _MAX_RANGES_PER_REQUEST:
+                    return ranges
+            cursor = seq + 1
+        if cursor <= src.last_seen:
+            ranges.append((cursor, src.last_seen))
+        return ranges
+
+    def _request_missing(self, src: _Source, now: float) -> None:
+        ctx = self._ctx
+        if src.status != CERTIFIED or src.expected > src.last_seen or not src.address:
+            src.gap_deadline = None
+            return
+        if not self._index.match(src.subject):
+            src.gap_deadline = None
+            return
+        for first, last in self._missing_ranges(src):
+            ctx.send_to(
+                src.address,
+                RetransmitRequest(
+                    origin=ctx.name,
+                    address=ctx.address,
+                    subject=src.subject,
+                    first=first,
+                    last=last,
+                ),
+            )
+        src.gap_deadline = now + ctx.timing.retransmit_interval
+
+    def _after_progress(self, src: _Source, now: float) -> None:
+        """Keep the gap timer in step: ask at once for a new gap, stop when none is left."""
+        if src.expected > src.last_seen:
+            src.gap_deadline = None
+        elif src.gap_deadline is None:
+            self._request_missing(src, now)
+
+    # --- registration -------------------------------------------------------------------------
+
+    def _register(self, src: _Source, now: float) -> None:
+        ctx = self._ctx
+        if src.status != CERTIFIED:
+            src.status = PENDING
+            src.why = ""
+        src.registering = True
+        src.quiet = False
+        src.attempts = 1
+        src.reg_deadline = now + ctx.timing.register_retry_interval
+        self._send_request(src)
+
+    def _send_request(self, src: _Source) -> None:
+        ctx = self._ctx
+        ctx.send_to(
+            src.address,
+            RegisterRequest(
+                origin=ctx.name,
+                address=ctx.address,
+                subject=src.subject,
+                require_old=self._require_old,
+                last_confirmed=src.confirmed,
+            ),
+        )
+
+    def on_data(self, rec: DataRecord, now: float) -> None:
+        if not self._index.match(rec.subject):
+            return
+        ctx = self._ctx
+        key = (rec.origin, rec.subject)
+        src = self._sources.get(key)
+        if src is None:
+            src = self._sources[key] = _Source(rec.origin, rec.subject, rec.address, 0)
+            ctx.advise(adv.registration_discovery(rec.subject, rec.origin))
+            ctx.record(
+                Source(sender=rec.origin, subject=rec.subject, address=rec.address, confirmed=0)
+            )
+        if src.status == IDLE:
+            src.address = rec.address
+            self._register(src, now)
+        seq = rec.sequence
+        if src.status == PENDING:
+            src.last_seen = max(src.last_seen, seq)
+            if seq not in src.held and seq not in src.seen:
+                src.held[seq] = rec
+        elif src.status == UNCERTIFIED:
+            self._deliver_uncertified(src, rec)
+        else:
+            src.last_seen = max(src.last_seen, seq)
+            if seq < src.expected or seq in src.held:
+                return
+            src.held[seq] = rec
+            self._drain(src)
+            self._after_progress(src, now)
+
+    def on_reply(self, rec: RegisterReply, now: float) -> None:
+        ctx = self._ctx
+        src = self._sources.get((rec.origin, rec.subject))
+        if src is None:
+            ctx.send_to(
+                rec.address, Cancel(origin=ctx.name, address=ctx.address, subject=rec.subject)
+            )
+            return
+        late = src.status == UNCERTIFIED and src.why == "no_response"
+        if not (src.registering or late):
+            return
+        src.registering = False
+        src.reg_deadline = None
+        src.attempts = 0
+        begin = rec.begin
+        if rec.resumed and src.status == CERTIFIED:
+            src.expected = max(src.expected, begin)
+            src.confirmed = max(src.confirmed, begin - 1)
+        else:
+            if src.status == CERTIFIED:
+                # The sender started over (it lost its state): so do we.
+                src.pending.clear()
+                src.done.clear()
+            if rec.resumed:
+                for seq in [s for s in src.held if s < begin]:
+                    del src.held[seq]  # confirmed by an earlier instance of ours
+            else:
+                self._release_held_uncertified(src, below=begin)
+            src.expected = max(begin, src.highest_uncertified + 1)
+            src.confirmed = src.expected - 1
+            src.done = {s for s in src.done if s > src.confirmed}
+            src.pending = {s: ids for s, ids in src.pending.items() if s > src.confirmed}
+        for seq in [s for s in src.held if s < src.expected]:
+            del src.held[seq]
+        src.status = CERTIFIED
+        src.why = ""
+        src.address = rec.address
+        src.last_seen = max(src.last_seen, rec.last_sent)
+        ctx.record(
+            Source(
+                sender=src.sender, subject=src.subject, address=src.address, confirmed=src.confirmed
+            )
+        )
+        ctx.advise(adv.registration_certified(src.subject, src.sender, begin))
+        if src.confirmed >= begin:
+            ctx.send_to(
+                src.address,
+                Confirm(
+                    origin=ctx.name,
+                    address=ctx.address,
+                    subject=src.subject,
+                    sequence=src.confirmed,
+                ),
+            )
+        self._drain(src)
+        # The sender pushes what we are owed; ask ourselves only if it does not arrive.
+        if src.expected <= src.last_seen:
+            src.gap_deadline = now + ctx.timing.retransmit_interval
+        else:
+            src.gap_deadline = None
+
+    def on_not_certified(self, rec: NotCertified, now: float) -> None:
+        ctx = self._ctx
+        src = self._sources.get((rec.origin, rec.subject))
+        if src is None or src.status == IDLE:
+            return
+        if src.status == UNCERTIFIED and src.why in ("removed", "disallowed"):
+            return
+        was = src.status
+        ctx.advise(adv.registration_not_certified(src.subject, src.sender))
+        if was == PENDING and rec.disallowed:
+            src.held.clear()  # a disallowed listener does not get the triggering message
+        else:
+            self._release_held_uncertified(src)
+        src.held.clear()
+        src.pending.clear()
+        src.done.clear()
+        src.status = UNCERTIFIED
+        src.why = "disallowed" if rec.disallowed else "removed"
+        src.registering = False
+        src.reg_deadline = None
+        src.gap_deadline = None
+        if (src.sender, src.subject) in ctx.ledger.sources:
+            ctx.record(SourceRemoved(sender=src.sender, subject=src.subject))
+
+    def on_confirm_request(self, rec: ConfirmRequest, now: float) -> None:
+        ctx = self._ctx
+        src = self._sources.get((rec.origin, rec.subject))
+        if src is None:
+            ctx.send_to(
+                rec.address, Cancel(origin=ctx.name, address=ctx.address, subject=rec.subject)
+            )
+            return
+        covered = bool(self._index.match(src.subject))
+        if src.status == IDLE or (src.status == UNCERTIFIED and src.why == "no_response"):
+            if covered:
+                src.address = rec.address
+                self._register(src, now)
+            return
+        if src.status == PENDING:
+            self._send_request(src)
+            return
+        if src.status != CERTIFIED:
+            return
+        src.last_seen = max(src.last_seen, rec.last_sent)
+        ctx.send_to(
+            src.address,
+            Confirm(
+                origin=ctx.name, address=ctx.address, subject=src.subject, sequence=src.confirmed
+            ),
+        )
+        if src.expected <= src.last_seen:
+            self._request_missing(src, now)
+
+    def on_unavailable(self, rec: Unavailable, now: float) -> None:
+        src = self._sources.get((rec.origin, rec.subject))
+        if src is None or src.status != CERTIFIED:
+            return
+        # The sender only reports ranges we asked for, all at or below last_seen.
+        for seq in range(max(rec.first, src.expected), min(rec.last, src.last_seen) + 1):
+            src.held.setdefault(seq, None)
+        self._drain(src)
+        self._after_progress(src, now)
+
+    def on_invite(self, rec: Invite, now: float) -> None:
+        src = self._sources.get((rec.origin, rec.subject))
+        if src is None or src.status != UNCERTIFIED or not self._index.match(src.subject):
+            return
+        src.address = rec.address
+        self._register(src, now)
+
+    def peer_moved(self, name: str, address: str, now: float) -> None:
+        """Sender ``name`` now speaks from ``address``: re-establish our agreements with it."""
+        ctx = self._ctx
+        for src in self._sources.values():
+            if src.sender != name:
+                continue
+            src.address = address
+            if (src.sender, src.subject) in ctx.ledger.sources:
+                ctx.record(
+                    Source(
+                        sender=src.sender,
+                        subject=src.subject,
+                        address=address,
+                        confirmed=src.confirmed,
+                    )
+                )
+            if src.status != IDLE and self._index.match(src.subject):
+                self._register(src, now)
+
+    # --- time ----------------------------------------------------------------------------------
+
+    def handle_timer(self, now: float) -> None:
+        ctx = self._ctx
+        for src in list(self._sources.values()):
+            if src.reg_deadline is not None and src.reg_deadline <= now:
+                if src.attempts < ctx.timing.register_attempts:
+                    src.attempts += 1
+                    src.reg_deadline = now + ctx.timing.register_retry_interval
+                    self._send_request(src)
+                elif src.quiet and src.status == PENDING:
+                    src.registering = False
+                    src.reg_deadline = None
+                    src.status = IDLE
+                    src.held.clear()  # the next message restarts registration
+                else:
+                    src.registering = False
+                    src.reg_deadline = None
+                    ctx.advise(adv.registration_no_response(src.subject, src.sender))
+                    if src.status == PENDING:
+                        src.status = UNCERTIFIED
+                        src.why = "no_response"
+                        self._release_held_uncertified(src)
+            if src.gap_deadline is not None and src.gap_deadline <= now:
+                self._request_missing(src, now)
+
+    def next_deadline(self) -> float | None:
+        best: float | None = None
+        for src in self._sources.values():
+            for when in (src.reg_deadline, src.gap_deadline):
+                if when is not None and (best is None or when < best):
+                    best = when
+        return best
+
+    def review(self) -> list[SourceReview]:
+        return [
+            SourceReview(
+                sender=src.sender,
+                subject=src.subject,
+                status=src.status,
+                confirmed=src.confirmed,
+                expected=src.expected,
+                held=sum(1 for r in src.held.values() if r is not None),
+                unconfirmed_deliveries=len(src.pending),
+            )
+            for src in sorted(self._sources.values(), key=lambda s: (s.sender, s.subject))
+        ]

@@ -1,0 +1,518 @@
+"""The sending half of a correspondent: sequencing, storage, agreements, confirmations.
+
+Every message gets the next sequence number of its subject. While at least
+one listener is registered on the subject the message is stored (in the
+ledger) until each registered listener has confirmed it (DELIVERY.CONFIRM per
+listener, then DELIVERY.COMPLETE) or its time limit passes (DELIVERY.FAILED
+naming the listeners still missing). A listener that leaves messages
+unconfirmed for a while is asked to confirm (DELIVERY.NO_RESPONSE); a
+listener missing messages asks for them and gets them point-to-point, or an
+``Unavailable`` record for the ones that are gone.
+
+Which listeners still need message ``n`` is not stored per message: it is
+every registration with ``begin <= n`` and ``confirmed < n``. That keeps the
+ledger to one record per message, one per confirmation and one per removal.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+
+from rvasync.errors import InvalidArgument, NotPermitted
+from rvasync.protocol.cm import advisories as adv
+from rvasync.protocol.cm.context import Context
+from rvasync.protocol.cm.ledger import (
+    Allowed,
+    Disallowed,
+    ListenerConfirmed,
+    MessageRemoved,
+    Registration,
+    RegistrationRemoved,
+    RegistrationState,
+    SenderSubject,
+    StoredMessage,
+    SubjectMark,
+)
+from rvasync.protocol.cm.names import (
+    check_cm_send_subject,
+    check_correspondent_name,
+    check_listen_pattern,
+)
+from rvasync.protocol.cm.outputs import SendResult
+from rvasync.protocol.cm.records import (
+    Cancel,
+    Confirm,
+    ConfirmRequest,
+    DataRecord,
+    Invite,
+    NotCertified,
+    RegisterReply,
+    RegisterRequest,
+    RetransmitRequest,
+    Unavailable,
+)
+from rvasync.subjects import has_wildcards, subject_matches
+
+__all__ = ["ListenerReview", "SenderHalf", "SubjectReview"]
+
+
+@dataclass(frozen=True, slots=True)
+class ListenerReview:
+    """One registered listener of a subject, as ``review_ledger`` reports it."""
+
+    name: str
+    last_confirmed: int
+    unconfirmed: int
+    """Stored messages this listener has yet to confirm."""
+    anticipated: bool
+    """Added by ``add_listener`` and not yet claimed by the listener itself."""
+
+
+@dataclass(frozen=True, slots=True)
+class SubjectReview:
+    """The ledger's view of one outbound subject."""
+
+    subject: str
+    last_sent: int
+    total_messages: int
+    total_size: int
+    """Sum of the stored payload sizes, in bytes."""
+    listeners: tuple[ListenerReview, ...]
+
+
+class SenderHalf:
+    """Outbound certified delivery for one correspondent (driven by ``CmCorrespondent``)."""
+
+    def __init__(self, ctx: Context, now: float) -> None:
+        self._ctx = ctx
+        self._last_sent: dict[str, int] = {}
+        self._expiries: list[tuple[float, str, int]] = []
+        # (subject, listener) -> when to ask that listener to confirm, if it owes any.
+        self._asks: dict[tuple[str, str], float] = {}
+        # Listeners refused or cut off by disallow: where they were, for invites on allow.
+        self._refused: dict[str, tuple[str, set[str]]] = {}
+        for subject, entry in ctx.ledger.subjects.items():
+            self._last_sent[subject] = entry.last_sent
+            for seq, message in entry.messages.items():
+                if message.expiry:
+                    heapq.heappush(self._expiries, (message.expiry, subject, seq))
+            for listener, reg in entry.registrations.items():
+                if reg.address:
+                    ctx.peers.setdefault(listener, reg.address)
+                    if self._owes(entry, reg):
+                        self._asks[(subject, listener)] = now + ctx.timing.confirm_request_interval
+
+    # --- helpers -----------------------------------------------------------------
+
+    @staticmethod
+    def _owes(entry: SenderSubject, reg: RegistrationState) -> bool:
+        """True if ``reg`` has stored messages still to confirm (messages are in order)."""
+        if not entry.messages:
+            return False
+        return next(reversed(entry.messages)) > reg.confirmed
+
+    def last_sent(self, subject: str) -> int:
+        return self._last_sent.get(subject, 0)
+
+    def _pending(self, entry: SenderSubject, seq: int) -> list[str]:
+        return [
+            name
+            for name, reg in entry.registrations.items()
+            if reg.begin <= seq and reg.confirmed < seq
+        ]
+
+    def _resolve_if_complete(self, subject: str, entry: SenderSubject, seq: int) -> None:
+        if seq in entry.messages and not self._pending(entry, seq):
+            self._ctx.record(MessageRemoved(subject=subject, sequence=seq))
+            self._ctx.advise(adv.delivery_complete(subject, seq))
+
+    def _resolve_all(self, subject: str, entry: SenderSubject) -> None:
+        for seq in list(entry.messages):
+            self._resolve_if_complete(subject, entry, seq)
+
+    def _write_registration(
+        self, subject: str, listener: str, reg: RegistrationState, entry: SenderSubject
+    ) -> None:
+        self._ctx.record(
+            Registration(
+                subject=subject,
+                listener=listener,
+                address=reg.address,
+                begin=reg.begin,
+                confirmed=reg.confirmed,
+                last_sent=self.last_sent(subject),
+                anticipated=reg.anticipated,
+            )
+        )
+
+    def _schedule_ask(self, subject: str, listener: str, now: float) -> None:
+        entry = self._ctx.ledger.subjects.get(subject)
+        reg = entry.registrations.get(listener) if entry is not None else None
+        if entry is not None and reg is not None and reg.address and self._owes(entry, reg):
+            self._asks[(subject, listener)] = now + self._ctx.timing.confirm_request_interval
+        else:
+            self._asks.pop((subject, listener), None)
+
+    def _refuse(self, subject: str, listener: str, address: str) -> None:
+        if address:
+            _, subjects = self._refused.setdefault(listener, (address, set()))
+            self._refused[listener] = (address, subjects | {subject})
+
+    # --- application calls ---------------------------------------------------------
+
+    def send(self, subject: str, payload: bytes, time_limit: float, now: float) -> SendResult:
+        ctx = self._ctx
+        lsn_before = ctx.lsn
+        seq = self.last_sent(subject) + 1
+        self._last_sent[subject] = seq
+        entry = ctx.ledger.subjects.get(subject)
+        certified = bool(entry is not None and entry.registrations)
+        if certified:
+            assert entry is not None
+            expiry = now + time_limit if time_limit > 0 else 0.0
+            ctx.record(
+                StoredMessage(
+                    subject=subject,
+                    sequence=seq,
+                    time_limit=time_limit,
+                    expiry=expiry,
+                    payload=payload,
+                )
+            )
+            if expiry:
+                heapq.heappush(self._expiries, (expiry, subject, seq))
+            for listener, reg in entry.registrations.items():
+                if reg.address and (subject, listener) not in self._asks:
+                    self._asks[(subject, listener)] = now + ctx.timing.confirm_request_interval
+        elif entry is None or seq > entry.last_sent:
+            ctx.record(
+                SubjectMark(subject=subject, last_sent=seq + ctx.timing.sequence_reserve - 1)
+            )
+        ctx.transmit(
+            subject,
+            DataRecord(
+                origin=ctx.name,
+                address=ctx.address,
+                subject=subject,
+                sequence=seq,
+                time_limit=time_limit,
+                payload=payload,
+            ),
+            False,
+        )
+        return SendResult(seq, ctx.lsn if ctx.lsn > lsn_before else None, certified)
+
+    def add_listener(self, listener: str, subject: str) -> bool:
+        ctx = self._ctx
+        check_correspondent_name(listener, what="listener name")
+        check_cm_send_subject(subject)
+        if listener == ctx.name:
+            raise InvalidArgument(
+                f"cannot add {listener!r} as a listener: it is this correspondent's own name"
+            )
+        if listener in ctx.ledger.disallowed:
+            raise NotPermitted(
+                f"cannot add listener {listener!r}: it is disallowed (allow it first)"
+            )
+        entry = ctx.ledger.subject(subject)
+        if listener in entry.registrations:
+            return False
+        last = self.last_sent(subject)
+        reg = RegistrationState(address="", begin=last + 1, confirmed=last, anticipated=True)
+        self._write_registration(subject, listener, reg, entry)
+        return True
+
+    def remove_listener(self, listener: str, subject: str, now: float) -> None:
+        ctx = self._ctx
+        check_correspondent_name(listener, what="listener name")
+        check_cm_send_subject(subject)
+        entry = ctx.ledger.subjects.get(subject)
+        if entry is None or listener not in entry.registrations:
+            raise InvalidArgument(
+                f"{listener!r} is not a registered listener for subject {subject!r}"
+            )
+        self._end_agreement(subject, listener, notify=True, disallowed=False)
+
+    def disallow(self, listener: str, now: float) -> None:
+        ctx = self._ctx
+        check_correspondent_name(listener, what="listener name")
+        if listener not in ctx.ledger.disallowed:
+            ctx.record(Disallowed(listener=listener))
+        for subject, entry in list(ctx.ledger.subjects.items()):
+            reg = entry.registrations.get(listener)
+            if reg is not None:
+                self._refuse(subject, listener, reg.address)
+                self._end_agreement(subject, listener, notify=True, disallowed=True)
+
+    def allow(self, listener: str) -> None:
+        ctx = self._ctx
+        check_correspondent_name(listener, what="listener name")
+        if listener in ctx.ledger.disallowed:
+            ctx.record(Allowed(listener=listener))
+        refused = self._refused.pop(listener, None)
+        if refused is not None:
+            address, subjects = refused
+            for subject in sorted(subjects):
+                ctx.send_to(address, Invite(origin=ctx.name, address=ctx.address, subject=subject))
+
+    def expire_messages(self, subject: str, sequence: int) -> int:
+        check_cm_send_subject(subject)
+        entry = self._ctx.ledger.subjects.get(subject)
+        if entry is None:
+            return 0
+        doomed = [seq for seq in entry.messages if seq <= sequence]
+        for seq in doomed:
+            self._fail(subject, entry, seq)
+        return len(doomed)
+
+    def review(self, pattern: str) -> list[SubjectReview]:
+        check_listen_pattern(pattern)
+        wild = has_wildcards(pattern)
+        out = []
+        for subject, entry in sorted(self._ctx.ledger.subjects.items()):
+            if (wild and not subject_matches(pattern, subject)) or (
+                not wild and subject != pattern
+            ):
+                continue
+            listeners = tuple(
+                ListenerReview(
+                    name=name,
+                    last_confirmed=reg.confirmed,
+                    unconfirmed=sum(
+                        1 for seq in entry.messages if seq > reg.confirmed and seq >= reg.begin
+                    ),
+                    anticipated=reg.anticipated,
+                )
+                for name, reg in sorted(entry.registrations.items())
+            )
+            out.append(
+                SubjectReview(
+                    subject=subject,
+                    last_sent=self.last_sent(subject),
+                    total_messages=len(entry.messages),
+                    total_size=sum(len(m.payload) for m in entry.messages.values()),
+                    listeners=listeners,
+                )
+            )
+        return out
+
+    # --- ending agreements and messages ----------------------------------------------
+
+    def _end_agreement(
+        self, subject: str, listener: str, *, notify: bool, disallowed: bool
+    ) -> None:
+        ctx = self._ctx
+        entry = ctx.ledger.subjects[subject]
+        reg = entry.registrations[listener]
+        ctx.record(RegistrationRemoved(subject=subject, listener=listener))
+        self._asks.pop((subject, listener), None)
+        ctx.advise(
+            adv.registration_closed(subject, listener, self.last_sent(subject), reg.confirmed)
+        )
+        if notify and reg.address:
+            ctx.send_to(
+                reg.address,
+                NotCertified(
+                    origin=ctx.name, address=ctx.address, subject=subject, disallowed=disallowed
+                ),
+            )
+        self._resolve_all(subject, entry)
+
+    def _fail(self, subject: str, entry: SenderSubject, seq: int) -> None:
+        message = entry.messages[seq]
+        missing = self._pending(entry, seq)
+        self._ctx.record(MessageRemoved(subject=subject, sequence=seq))
+        self._ctx.advise(adv.delivery_failed(subject, seq, message.payload, missing))
+
+    # --- records from listeners ---------------------------------------------------------
+
+    def on_register(self, rec: RegisterRequest, now: float) -> None:
+        ctx = self._ctx
+        subject, listener = rec.subject, rec.origin
+        if has_wildcards(subject):
+            return
+        if listener in ctx.ledger.disallowed:
+            self._refuse(subject, listener, rec.address)
+            ctx.send_to(
+                rec.address,
+                NotCertified(
+                    origin=ctx.name, address=ctx.address, subject=subject, disallowed=True
+                ),
+            )
+            return
+        entry = ctx.ledger.subject(subject)
+        last = self.last_sent(subject)
+        old = entry.registrations.get(listener)
+        if old is None:
+            reg = RegistrationState(rec.address, last + 1, last, False)
+            resumed, announce, confirmed_now = False, True, False
+        elif old.address == rec.address or rec.require_old:
+            confirmed = max(old.confirmed, min(rec.last_confirmed, last))
+            reg = RegistrationState(rec.address, confirmed + 1, confirmed, False)
+            resumed = True
+            announce = old.address != rec.address or old.anticipated
+            confirmed_now = confirmed > old.confirmed
+        else:
+            # A new instance that does not want old messages: drop what we kept for it.
+            reg = RegistrationState(rec.address, last + 1, last, False)
+            resumed, announce, confirmed_now = False, True, False
+        if old != reg:
+            self._write_registration(subject, listener, reg, entry)
+        if confirmed_now:
+            assert old is not None
+            for seq in list(entry.messages):
+                if old.confirmed < seq <= reg.confirmed:
+                    ctx.advise(adv.delivery_confirm(subject, listener, seq))
+        self._resolve_all(subject, entry)
+        ctx.send_to(
+            rec.address,
+            RegisterReply(
+                origin=ctx.name,
+                address=ctx.address,
+                subject=subject,
+                begin=reg.begin,
+                last_sent=last,
+                resumed=resumed,
+            ),
+        )
+        if announce:
+            ctx.advise(adv.registration_request(subject, listener))
+            # Push what the listener is owed right away rather than wait for it to ask.
+            for seq, message in list(entry.messages.items()):
+                if seq >= reg.begin:
+                    self._retransmit(rec.address, subject, message)
+        self._schedule_ask(subject, listener, now)
+
+    def _retransmit(self, address: str, subject: str, message: StoredMessage) -> None:
+        ctx = self._ctx
+        ctx.send_to(
+            address,
+            DataRecord(
+                origin=ctx.name,
+                address=ctx.address,
+                subject=subject,
+                sequence=message.sequence,
+                time_limit=message.time_limit,
+                payload=message.payload,
+                retransmit=True,
+            ),
+        )
+
+    def _not_registered(self, subject: str, listener: str, address: str) -> None:
+        ctx = self._ctx
+        ctx.send_to(
+            address,
+            NotCertified(
+                origin=ctx.name,
+                address=ctx.address,
+                subject=subject,
+                disallowed=listener in ctx.ledger.disallowed,
+            ),
+        )
+
+    def on_confirm(self, rec: Confirm, now: float) -> None:
+        ctx = self._ctx
+        subject, listener = rec.subject, rec.origin
+        entry = ctx.ledger.subjects.get(subject)
+        reg = entry.registrations.get(listener) if entry is not None else None
+        if entry is None or reg is None:
+            self._not_registered(subject, listener, rec.address)
+            return
+        upto = min(rec.sequence, self.last_sent(subject))
+        if upto > reg.confirmed:
+            before = reg.confirmed
+            ctx.record(ListenerConfirmed(subject=subject, listener=listener, sequence=upto))
+            if upto - before <= len(entry.messages):
+                candidates = [s for s in range(before + 1, upto + 1) if s in entry.messages]
+            else:
+                candidates = [s for s in entry.messages if before < s <= upto]
+            for seq in candidates:
+                if seq >= reg.begin:
+                    ctx.advise(adv.delivery_confirm(subject, listener, seq))
+                self._resolve_if_complete(subject, entry, seq)
+        self._schedule_ask(subject, listener, now)
+
+    def on_cancel(self, rec: Cancel, now: float) -> None:
+        entry = self._ctx.ledger.subjects.get(rec.subject)
+        if entry is not None and rec.origin in entry.registrations:
+            self._end_agreement(rec.subject, rec.origin, notify=False, disallowed=False)
+
+    def on_retransmit_request(self, rec: RetransmitRequest, now: float) -> None:
+        ctx = self._ctx
+        subject, listener = rec.subject, rec.origin
+        entry = ctx.ledger.subjects.get(subject)
+        reg = entry.registrations.get(listener) if entry is not None else None
+        if entry is None or reg is None:
+            self._not_registered(subject, listener, rec.address)
+            return
+        last = min(rec.last, self.last_sent(subject))
+        first = max(rec.first, reg.confirmed + 1)
+        if first > last:
+            return
+        if last - first < len(entry.messages):
+            stored = [s for s in range(first, last + 1) if s in entry.messages]
+        else:
+            stored = sorted(s for s in entry.messages if first <= s <= last)
+        cursor = first
+        for seq in stored:
+            if seq > cursor:
+                ctx.send_to(rec.address, self._unavailable(subject, cursor, seq - 1))
+            self._retransmit(rec.address, subject, entry.messages[seq])
+            cursor = seq + 1
+        if cursor <= last:
+            ctx.send_to(rec.address, self._unavailable(subject, cursor, last))
+
+    def _unavailable(self, subject: str, first: int, last: int) -> Unavailable:
+        ctx = self._ctx
+        return Unavailable(
+            origin=ctx.name, address=ctx.address, subject=subject, first=first, last=last
+        )
+
+    # --- time -----------------------------------------------------------------------------
+
+    def handle_timer(self, now: float) -> None:
+        ctx = self._ctx
+        while self._expiries and self._expiries[0][0] <= now:
+            expiry, subject, seq = heapq.heappop(self._expiries)
+            entry = ctx.ledger.subjects.get(subject)
+            message = entry.messages.get(seq) if entry is not None else None
+            if entry is not None and message is not None and message.expiry == expiry:
+                self._fail(subject, entry, seq)
+        warned: set[str] = set()
+        for key, when in list(self._asks.items()):
+            if when > now:
+                continue
+            subject, listener = key
+            entry = ctx.ledger.subjects.get(subject)
+            reg = entry.registrations.get(listener) if entry is not None else None
+            if entry is None or reg is None or not reg.address or not self._owes(entry, reg):
+                del self._asks[key]
+                continue
+            ctx.send_to(
+                reg.address,
+                ConfirmRequest(
+                    origin=ctx.name,
+                    address=ctx.address,
+                    subject=subject,
+                    last_sent=self.last_sent(subject),
+                ),
+            )
+            if listener not in warned:
+                warned.add(listener)
+                ctx.advise(adv.delivery_no_response(listener))
+            self._asks[key] = now + ctx.timing.confirm_request_interval
+
+    def next_deadline(self) -> float | None:
+        ctx = self._ctx
+        while self._expiries:
+            expiry, subject, seq = self._expiries[0]
+            entry = ctx.ledger.subjects.get(subject)
+            message = entry.messages.get(seq) if entry is not None else None
+            if message is not None and message.expiry == expiry:
+                break
+            heapq.heappop(self._expiries)
+        candidates = [when for when in self._asks.values()]
+        if self._expiries:
+            candidates.append(self._expiries[0][0])
+        return min(candidates) if candidates else None

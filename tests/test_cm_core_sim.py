@@ -1,0 +1,214 @@
+"""Certified delivery over a lossy, duplicating, reordering simulated network.
+
+Properties, for random seeds and fault rates:
+
+* without time limits, every certified message reaches every registered
+  listener exactly once and in order per sender and subject, and every stored
+  message ends DELIVERY.COMPLETE at the sender;
+* with time limits, nothing is delivered twice or out of order, each message
+  is either delivered or reported DELIVERY.FAILED naming the listener, and a
+  DELIVERY.UNAVAILABLE range only covers such failed, undelivered messages;
+* a persistent listener or sender that crashes and restarts from its ledger
+  file loses and repeats nothing.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+
+from cm_sim import SimNet
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from rvasync.protocol.cm import CmTiming, decode_ledger
+
+# Generous registration retries: at 30% loss a handful of attempts can all fail,
+# and these properties are about delivery, not about giving up registration.
+TIMING = CmTiming(register_attempts=40, register_retry_interval=0.5, confirm_request_interval=1.0)
+
+faults = st.fixed_dictionaries(
+    {
+        "seed": st.integers(0, 2**32 - 1),
+        "loss": st.sampled_from([0.0, 0.05, 0.2, 0.3]),
+        "duplicate": st.sampled_from([0.0, 0.1, 0.3]),
+        "max_delay": st.sampled_from([0.002, 0.05, 0.4]),
+    }
+)
+
+# CM_SIM_EXAMPLES raises the example count for a long bug hunt; the default keeps
+# the suite fast.
+SIM_SETTINGS = settings(
+    max_examples=int(os.environ.get("CM_SIM_EXAMPLES", "25")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+
+
+def _network(f) -> SimNet:
+    return SimNet(
+        f["seed"],
+        loss=f["loss"],
+        duplicate=f["duplicate"],
+        max_delay=f["max_delay"],
+        timing=TIMING,
+    )
+
+
+def _warm_up(net: SimNet, sender, listeners, subjects) -> int:
+    """Send until every listener holds an agreement on every subject; returns messages sent.
+
+    The listeners are anticipated (``add_listener``) and require old messages,
+    so these messages are certified too. A listener only learns of a sender
+    from a message that reaches it; until then nobody can ask anyone anything.
+    """
+    sent = 0
+
+    def certified() -> bool:
+        return all(
+            any(a.get("subject") == s for a in node.advisories_of("REGISTRATION.CERTIFIED"))
+            for node in listeners
+            for s in subjects
+        )
+
+    while not certified():
+        for subject in subjects:
+            net.send(sender, subject, b"warm-up")
+        sent += 1
+        net.run(0.5, until=certified)
+        assert sent < 100, "registration never completed"
+    return sent
+
+
+def _sequences(node, sender: str, subject: str) -> list[int]:
+    return [s for who, subj, s in node.certified() if who == sender and subj == subject]
+
+
+@SIM_SETTINGS
+@given(
+    f=faults,
+    counts=st.lists(st.integers(1, 25), min_size=1, max_size=2),
+    n_listeners=st.integers(1, 3),
+    spacing=st.sampled_from([0.0, 0.01, 0.3]),
+)
+def test_every_certified_message_delivered_exactly_once_in_order(f, counts, n_listeners, spacing):
+    net = _network(f)
+    sender = net.add("JOE")
+    subjects = [f"ORDERS.{i}" for i in range(len(counts))]
+    listeners = []
+    for i in range(n_listeners):
+        node = net.add(f"L{i}", require_old=True)
+        node.core.listen("ORDERS.>", now=net.now)
+        for subject in subjects:
+            sender.core.add_listener(node.name, subject)
+        listeners.append(node)
+    warm = _warm_up(net, sender, listeners, subjects)
+    counts = [count + warm for count in counts]
+    total = warm * len(subjects)
+    for round_ in range(warm, max(counts)):
+        for subject, count in zip(subjects, counts, strict=True):
+            if round_ < count:
+                net.send(sender, subject, b"%s/%d" % (subject.encode(), round_ + 1))
+                total += 1
+        net.run(spacing)
+
+    def settled() -> bool:
+        return all(not entry.messages for entry in sender.core.ledger.subjects.values())
+
+    assert net.run(600, until=settled), "sender still holds unconfirmed messages"
+    for node in listeners:
+        for subject, count in zip(subjects, counts, strict=True):
+            assert _sequences(node, "JOE", subject) == list(range(1, count + 1))
+        assert all(d.sequence is not None for d in node.deliveries)
+        assert [d.payload for d in node.deliveries if d.subject == subjects[0]][warm:] == [
+            b"%s/%d" % (subjects[0].encode(), n) for n in range(warm + 1, counts[0] + 1)
+        ]
+        assert not node.advisories_of("DELIVERY.UNAVAILABLE")
+    complete = sender.advisories_of("DELIVERY.COMPLETE")
+    assert len(complete) == total
+    assert len(sender.advisories_of("DELIVERY.CONFIRM")) == total * n_listeners
+    assert not sender.advisories_of("DELIVERY.FAILED")
+
+
+@SIM_SETTINGS
+@given(
+    f=faults,
+    count=st.integers(1, 30),
+    time_limit=st.sampled_from([0.3, 1.0, 3.0]),
+    spacing=st.sampled_from([0.05, 0.4]),
+)
+def test_time_limits_give_delivery_or_failure_never_duplicates(f, count, time_limit, spacing):
+    net = _network(f)
+    sender = net.add("JOE")
+    node = net.add("SUE", require_old=True)
+    node.core.listen("FOO", now=net.now)
+    sender.core.add_listener("SUE", "FOO")
+    for i in range(count):
+        net.send(sender, "FOO", b"%d" % (i + 1), time_limit=time_limit)
+        net.run(spacing)
+
+    def settled() -> bool:
+        return not sender.core.ledger.subjects["FOO"].messages
+
+    assert net.run(600, until=settled)
+    net.run(5)
+    delivered = _sequences(node, "JOE", "FOO")
+    assert delivered == sorted(set(delivered)), "duplicate or out-of-order delivery"
+    failed = {
+        a.get("seqno"): a.get_all("listener") for a in sender.advisories_of("DELIVERY.FAILED")
+    }
+    for seq in range(1, count + 1):
+        assert seq in delivered or failed.get(seq) == ["SUE"], f"message {seq} vanished"
+    for a in node.advisories_of("DELIVERY.UNAVAILABLE"):
+        for seq in range(a.get("seqno_begin"), a.get("seqno_end") + 1):
+            assert seq in failed and seq not in delivered
+    assert all(d.payload == b"%d" % d.sequence for d in node.deliveries)
+
+
+@SIM_SETTINGS
+@given(
+    f=faults,
+    count=st.integers(5, 30),
+    crash_after=st.integers(1, 29),
+    downtime=st.sampled_from([0.5, 5.0]),
+    who=st.sampled_from(["listener", "sender"]),
+)
+def test_persistent_correspondent_restart_loses_and_repeats_nothing(
+    f, count, crash_after, downtime, who
+):
+    crash_after = min(crash_after, count - 1)
+    net = _network(f)
+    sender = net.add("JOE_PER", file_ledger=True)
+    listener = net.add("SUE_PER", file_ledger=True, require_old=True)
+    listener.core.listen("REMEMBER.THIS", now=net.now)
+    sender.core.add_listener("SUE_PER", "REMEMBER.THIS")
+    warm = _warm_up(net, sender, [listener], ["REMEMBER.THIS"])
+    history: dict[str, list[int]] = defaultdict(list)
+    for i in range(warm, warm + count):
+        if i == warm + crash_after:
+            if who == "listener":
+                history["listener"] += _sequences(listener, "JOE_PER", "REMEMBER.THIS")
+                ledger = net.crash(listener)
+                net.run(downtime)
+                listener = net.add(
+                    "SUE_PER", file_ledger=True, require_old=True, ledger_bytes=ledger
+                )
+                listener.core.listen("REMEMBER.THIS", now=net.now)
+            else:
+                ledger = net.crash(sender)
+                net.run(downtime)
+                sender = net.add("JOE_PER", file_ledger=True, ledger_bytes=ledger)
+        result = net.send(sender, "REMEMBER.THIS", b"%d" % (i + 1))
+        assert result.sequence == i + 1, "a restarted sender must continue its sequence"
+        net.run(0.05)
+
+    def settled() -> bool:
+        return not sender.core.ledger.subjects["REMEMBER.THIS"].messages
+
+    assert net.run(600, until=settled)
+    net.run(2)
+    seen = history["listener"] + _sequences(listener, "JOE_PER", "REMEMBER.THIS")
+    assert seen == list(range(1, warm + count + 1))
+    for node in (sender, listener):
+        replay = decode_ledger(bytes(node.ledger_bytes), expected_name=node.name)
+        assert replay.state == node.core.ledger
