@@ -1,0 +1,403 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""Datagram framing for the reliable multicast protocol (compiled twin of rvasync.fallback.rmframe).
+
+Same interface, same bytes on the wire, same results for every input as the
+pure-Python module, which documents the format; this one packs records with
+memcpy into a preallocated buffer and slices received payloads straight out of
+the datagram. Integers are read and written byte by byte (little-endian), so
+the result does not depend on the host's byte order.
+"""
+
+from cpython.buffer cimport PyBUF_READ
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.memoryview cimport PyMemoryView_FromMemory
+from libc.stdint cimport uint32_t, uint64_t
+from libc.string cimport memcpy
+
+import zlib
+
+_crc32 = zlib.crc32
+
+MAGIC = b"\xd2R"
+VERSION = 1
+T_DATA = 1
+T_HEARTBEAT = 2
+T_NAK = 3
+MAX_MESSAGE = 64 * 1024 * 1024
+MAX_DATAGRAM = 65507
+MIN_DATAGRAM = 256
+K_WHOLE = 0
+K_FIRST = 1
+K_MIDDLE = 2
+K_LAST = 3
+F_NO_RETENTION = 1
+HB_FINAL = 1
+E_NO_RETENTION = 1
+E_LOW_CONT = 2
+E_NEXT_CONT = 4
+COMMON_HEADER = 16
+DATA_HEADER = 41
+HB_HEADER = 19
+ENTRY_SIZE = 41
+NAK_HEADER = 30
+RANGE_SIZE = 12
+
+DEF C_DATA_HEADER = 41
+DEF C_HB_HEADER = 19
+DEF C_ENTRY = 41
+DEF C_NAK_HEADER = 30
+DEF C_RANGE = 12
+DEF C_MAX_MESSAGE = 67108864
+DEF C_MAX_DATAGRAM = 65507
+DEF C_MIN_DATAGRAM = 256
+DEF C_MAGIC0 = 0xD2
+DEF C_MAGIC1 = 0x52
+DEF C_VERSION = 1
+DEF C_LEN_MASK = 0x3FFFFFFF
+
+cdef uint64_t U64_MAX = 0xFFFFFFFFFFFFFFFF
+
+
+cdef inline uint32_t rd32(const unsigned char* p) noexcept nogil:
+    return (<uint32_t>p[0]) | (<uint32_t>p[1] << 8) | (<uint32_t>p[2] << 16) | (<uint32_t>p[3] << 24)
+
+
+cdef inline uint64_t rd64(const unsigned char* p) noexcept nogil:
+    return (<uint64_t>rd32(p)) | ((<uint64_t>rd32(p + 4)) << 32)
+
+
+cdef inline void wr32(unsigned char* p, uint32_t v) noexcept nogil:
+    p[0] = v & 0xFF
+    p[1] = (v >> 8) & 0xFF
+    p[2] = (v >> 16) & 0xFF
+    p[3] = (v >> 24) & 0xFF
+
+
+cdef inline void wr64(unsigned char* p, uint64_t v) noexcept nogil:
+    wr32(p, <uint32_t>v)
+    wr32(p + 4, <uint32_t>(v >> 32))
+
+
+cdef inline void wr_common(unsigned char* p, int kind, uint64_t session) noexcept nogil:
+    p[0] = C_MAGIC0
+    p[1] = C_MAGIC1
+    wr32(p + 2, 0)
+    p[6] = C_VERSION
+    p[7] = kind
+    wr64(p + 8, session)
+
+
+cdef inline uint32_t crc_of(const unsigned char* p, Py_ssize_t n):
+    return <uint32_t>_crc32(PyMemoryView_FromMemory(<char*>p, n, PyBUF_READ))
+
+
+cdef bytes seal(unsigned char* p, Py_ssize_t n):
+    """Write the CRC of p[6:n] into p[2:6] and return the datagram as bytes."""
+    wr32(p + 2, crc_of(p + 6, n - 6))
+    return PyBytes_FromStringAndSize(<char*>p, n)
+
+
+cdef class Packer:
+    """Packs one outbound stream's messages into sequenced DATA datagrams (see the pure twin)."""
+
+    cdef bytearray _store
+    cdef unsigned char* _p
+    cdef Py_ssize_t _len
+    cdef Py_ssize_t _cap
+    cdef list _closed
+    cdef public uint64_t session
+    cdef public uint32_t stream
+    cdef public int flags
+    cdef public uint32_t age_ms
+    cdef public uint64_t seq
+    cdef public uint64_t msg_next
+    cdef public uint64_t head_msg
+    cdef public bint head_cont
+
+    def __init__(self, int max_datagram, uint64_t session, uint32_t stream, int flags=0):
+        if not C_MIN_DATAGRAM <= max_datagram <= C_MAX_DATAGRAM:
+            raise ValueError(
+                f"max_datagram must be within {MIN_DATAGRAM}..{MAX_DATAGRAM}, got {max_datagram}"
+            )
+        self._cap = max_datagram
+        self._store = bytearray(max_datagram)
+        self._p = <unsigned char*>(<char*>self._store)
+        self._len = C_DATA_HEADER
+        self._closed = []
+        self.session = session
+        self.stream = stream
+        self.flags = flags
+        self.age_ms = 0
+        self.seq = 0
+        self.msg_next = 1
+        self.head_msg = 1
+        self.head_cont = False
+
+    @property
+    def pending(self):
+        """True when the open datagram holds at least one record."""
+        return self._len > C_DATA_HEADER
+
+    def add(self, payload):
+        """Append one message (at most MAX_MESSAGE bytes; the caller checks)."""
+        cdef const unsigned char[::1] view
+        if type(payload) is bytes:
+            self._add(<const unsigned char*>PyBytes_AS_STRING(payload), PyBytes_GET_SIZE(payload))
+        else:
+            view = payload
+            if view.shape[0] == 0:
+                self._add(<const unsigned char*>b"", 0)
+            else:
+                self._add(&view[0], view.shape[0])
+
+    def add_many(self, list payloads):
+        """Append several messages in order (same as calling add for each)."""
+        for payload in payloads:
+            self.add(payload)
+
+    cdef void _add(self, const unsigned char* src, Py_ssize_t n) except *:
+        cdef unsigned char* p = self._p
+        cdef Py_ssize_t whole_room = self._cap - C_DATA_HEADER - 4
+        cdef Py_ssize_t chunk, off
+        cdef uint64_t msg
+        if self._len + n + 4 <= self._cap:
+            wr32(p + self._len, <uint32_t>n)
+            memcpy(p + self._len + 4, src, n)
+            self._len += n + 4
+            self.msg_next += 1
+            return
+        if n <= whole_room:
+            self._close()
+            wr32(p + self._len, <uint32_t>n)
+            memcpy(p + self._len + 4, src, n)
+            self._len += n + 4
+            self.msg_next += 1
+            return
+        if self._cap - self._len - 8 < 64:
+            self._close()
+        msg = self.msg_next
+        if self._len == C_DATA_HEADER:
+            self.head_msg = msg
+        chunk = self._cap - self._len - 8
+        wr32(p + self._len, (<uint32_t>1 << 30) | <uint32_t>chunk)
+        wr32(p + self._len + 4, <uint32_t>n)
+        memcpy(p + self._len + 8, src, chunk)
+        self._len += chunk + 8
+        off = chunk
+        self._close()
+        while n - off > whole_room:
+            self.head_msg = msg
+            self.head_cont = True
+            wr32(p + self._len, (<uint32_t>2 << 30) | <uint32_t>whole_room)
+            memcpy(p + self._len + 4, src + off, whole_room)
+            self._len += whole_room + 4
+            off += whole_room
+            self._close()
+        self.head_msg = msg
+        self.head_cont = True
+        wr32(p + self._len, (<uint32_t>3 << 30) | <uint32_t>(n - off))
+        memcpy(p + self._len + 4, src + off, n - off)
+        self._len += n - off + 4
+        self.msg_next = msg + 1
+
+    cdef void _close(self) except *:
+        cdef unsigned char* p = self._p
+        if self._len == C_DATA_HEADER:
+            return
+        self.seq += 1
+        wr_common(p, 1, self.session)
+        wr32(p + 16, self.stream)
+        wr64(p + 20, self.seq)
+        wr64(p + 28, self.head_msg)
+        wr32(p + 36, self.age_ms)
+        p[40] = self.flags & 0xFF
+        self._closed.append(seal(p, self._len))
+        self._len = C_DATA_HEADER
+        self.head_msg = self.msg_next
+        self.head_cont = False
+
+    def flush(self):
+        """Close the open datagram if it holds anything."""
+        if self._len > C_DATA_HEADER:
+            self._close()
+
+    def take(self):
+        """The datagrams closed since the last call, in sequence order."""
+        cdef list closed = self._closed
+        if closed:
+            self._closed = []
+        return closed
+
+
+def data_info(bytes data):
+    """(seq, index of first message, first record is a continuation) of a DATA datagram we built."""
+    cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(data)
+    cdef uint32_t kind = rd32(p + C_DATA_HEADER) >> 30
+    return rd64(p + 20), rd64(p + 28), kind == 2 or kind == 3
+
+
+def build_heartbeat(uint64_t session, int flags, list entries):
+    """A HEARTBEAT datagram; each entry is (stream, flags, age_ms, low, low_msg, last, next_msg)."""
+    cdef Py_ssize_t count = len(entries)
+    cdef Py_ssize_t n = C_HB_HEADER + C_ENTRY * count
+    cdef bytearray store = bytearray(n)
+    cdef unsigned char* p = <unsigned char*>(<char*>store)
+    cdef unsigned char* e
+    if count > 0xFFFF:
+        raise ValueError(f"a heartbeat holds at most 65535 entries, got {count}")
+    wr_common(p, 2, session)
+    p[16] = flags & 0xFF
+    p[17] = count & 0xFF
+    p[18] = (count >> 8) & 0xFF
+    e = p + C_HB_HEADER
+    for stream, eflags, age, low, low_msg, last, next_msg in entries:
+        wr32(e, <uint32_t>stream)
+        e[4] = <int>eflags & 0xFF
+        wr32(e + 5, <uint32_t>age)
+        wr64(e + 9, <uint64_t>low)
+        wr64(e + 17, <uint64_t>low_msg)
+        wr64(e + 25, <uint64_t>last)
+        wr64(e + 33, <uint64_t>next_msg)
+        e += C_ENTRY
+    return seal(p, n)
+
+
+def build_nak(uint64_t session, uint64_t target, uint32_t stream, list ranges):
+    """A NAK datagram asking target to resend ranges ((first seq, count) pairs) of stream."""
+    cdef Py_ssize_t count = len(ranges)
+    cdef Py_ssize_t n = C_NAK_HEADER + C_RANGE * count
+    cdef bytearray store = bytearray(n)
+    cdef unsigned char* p = <unsigned char*>(<char*>store)
+    cdef unsigned char* r
+    if count > 0xFFFF:
+        raise ValueError(f"a NAK holds at most 65535 ranges, got {count}")
+    wr_common(p, 3, session)
+    wr64(p + 16, target)
+    wr32(p + 24, stream)
+    p[28] = count & 0xFF
+    p[29] = (count >> 8) & 0xFF
+    r = p + C_NAK_HEADER
+    for first, num in ranges:
+        wr64(r, <uint64_t>first)
+        wr32(r + 8, <uint32_t>num)
+        r += C_RANGE
+    return seal(p, n)
+
+
+def parse(data):
+    """Validate and unpack one datagram, or return None if it is malformed in any way (see the pure twin)."""
+    cdef bytes raw
+    if type(data) is bytes:
+        raw = <bytes>data
+    else:
+        try:
+            raw = bytes(memoryview(data))
+        except (TypeError, ValueError):
+            return None
+    cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(raw)
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(raw)
+    if n < C_HB_HEADER:
+        return None
+    if p[0] != C_MAGIC0 or p[1] != C_MAGIC1 or p[6] != C_VERSION:
+        return None
+    if crc_of(p + 6, n - 6) != rd32(p + 2):
+        return None
+    cdef int kind = p[7]
+    cdef uint64_t session = rd64(p + 8)
+    if kind == 1:
+        return _parse_data(raw, p, n, session)
+    if kind == 2:
+        return _parse_heartbeat(p, n, session)
+    if kind == 3:
+        return _parse_nak(p, n, session)
+    return None
+
+
+cdef object _parse_data(bytes raw, const unsigned char* p, Py_ssize_t n, uint64_t session):
+    cdef uint64_t seq, msg
+    cdef Py_ssize_t off = C_DATA_HEADER
+    cdef Py_ssize_t length
+    cdef uint32_t word, total = 0
+    cdef int kind, head = -1, tail = -1
+    cdef list payloads
+    if n <= C_DATA_HEADER:
+        return None
+    seq = rd64(p + 20)
+    msg = rd64(p + 28)
+    if seq == 0 or msg == 0:
+        return None
+    payloads = []
+    while off < n:
+        if off + 4 > n:
+            return None
+        word = rd32(p + off)
+        off += 4
+        kind = word >> 30
+        length = word & C_LEN_MASK
+        if kind == 0:
+            if tail == 1 or tail == 2:
+                return None
+        elif kind == 1:
+            if tail == 1 or tail == 2 or off + 4 > n:
+                return None
+            total = rd32(p + off)
+            off += 4
+            if total > C_MAX_MESSAGE or <uint32_t>length >= total:
+                return None
+        elif head != -1 or length == 0:
+            return None
+        if length > n - off:
+            return None
+        payloads.append(PyBytes_FromStringAndSize(<const char*>(p + off), length))
+        off += length
+        if head == -1:
+            head = kind
+        tail = kind
+    if tail != 1:
+        total = 0
+    return (1, session, rd32(p + 16), seq, msg, rd32(p + 36), p[40], head, tail, total, payloads)
+
+
+cdef object _parse_heartbeat(const unsigned char* p, Py_ssize_t n, uint64_t session):
+    cdef Py_ssize_t count, i
+    cdef const unsigned char* e
+    cdef uint64_t low, low_msg, last, next_msg
+    cdef list entries
+    count = p[17] | (p[18] << 8)
+    if count == 0 or n != C_HB_HEADER + C_ENTRY * count:
+        return None
+    entries = []
+    e = p + C_HB_HEADER
+    for i in range(count):
+        low = rd64(e + 9)
+        low_msg = rd64(e + 17)
+        last = rd64(e + 25)
+        next_msg = rd64(e + 33)
+        if last == U64_MAX or low == 0 or low > last + 1 or low_msg == 0 or next_msg < low_msg:
+            return None
+        entries.append((rd32(e), e[4], rd32(e + 5), low, low_msg, last, next_msg))
+        e += C_ENTRY
+    return (2, session, p[16], entries)
+
+
+cdef object _parse_nak(const unsigned char* p, Py_ssize_t n, uint64_t session):
+    cdef Py_ssize_t count, i
+    cdef const unsigned char* r
+    cdef uint64_t first
+    cdef uint32_t num
+    cdef list ranges
+    if n < C_NAK_HEADER:
+        return None
+    count = p[28] | (p[29] << 8)
+    if count == 0 or n != C_NAK_HEADER + C_RANGE * count:
+        return None
+    ranges = []
+    r = p + C_NAK_HEADER
+    for i in range(count):
+        first = rd64(r)
+        num = rd32(r + 8)
+        if first == 0 or num == 0 or first - 1 > U64_MAX - num:
+            return None
+        ranges.append((first, num))
+        r += C_RANGE
+    return (3, session, rd64(p + 16), rd32(p + 24), ranges)
