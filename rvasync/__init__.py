@@ -1,4 +1,8 @@
-"""rvasync: asyncio-native messaging on the Rendezvous model."""
+"""rvasync: asyncio-native messaging on the Rendezvous model.
+
+``import rvasync as rv`` gives the whole public API: messages and field types,
+subject rules, queues and timers, transports and listeners, and the errors.
+"""
 
 from rvasync._accel import native_enabled
 from rvasync.errors import (
@@ -14,5 +18,47 @@ from rvasync.errors import (
     RvError,
     TransportClosed,
 )
+from rvasync.fieldtypes import FieldType
+from rvasync.message import CmLabel, Field, Message
+from rvasync.protocol.ft import FtAction
+from rvasync.queues import LimitPolicy, Queue, QueueGroup, default_queue
+from rvasync.rvdatetime import DateTime
+from rvasync.subjects import SubjectIndex, subject_matches, validate_subject
+from rvasync.timers import Timer
+from rvasync.transport.listener import Listener
+from rvasync.transport.process import ProcessTransport, process_transport
 
 __version__ = "0.1.0"
+
+__all__ = [
+    "CmLabel",
+    "ConversionError",
+    "DaemonUnavailable",
+    "DateTime",
+    "Field",
+    "FieldType",
+    "FtAction",
+    "InvalidArgument",
+    "InvalidSubject",
+    "LimitPolicy",
+    "Listener",
+    "MalformedMessage",
+    "Message",
+    "MessageTooLarge",
+    "NotPermitted",
+    "ProcessTransport",
+    "Queue",
+    "QueueDestroyed",
+    "QueueGroup",
+    "RequestTimeout",
+    "RvError",
+    "SubjectIndex",
+    "Timer",
+    "TransportClosed",
+    "__version__",
+    "default_queue",
+    "native_enabled",
+    "process_transport",
+    "subject_matches",
+    "validate_subject",
+]

@@ -13,7 +13,10 @@ import importlib
 import os
 from types import ModuleType
 
-__all__ = ["implementations", "load", "native_enabled", "pure_forced"]
+__all__ = ["HOT_PATHS", "implementations", "load", "native_enabled", "pure_forced"]
+
+# Every hot path that has a native module and a pure twin.
+HOT_PATHS: tuple[str, ...] = ("codec", "subjects", "queuecore", "rmframe")
 
 _loaded: dict[str, ModuleType] = {}
 _native_used: dict[str, bool] = {}
@@ -58,7 +61,7 @@ def implementations(name: str) -> list[ModuleType]:
 
 
 def native_enabled() -> bool:
-    """True if the hot paths loaded so far (and all of them, once loaded) are the compiled ones."""
-    if pure_forced():
-        return False
-    return bool(_native_used) and all(_native_used.values())
+    """True when every hot path in this process runs its compiled (Cython) module."""
+    for name in HOT_PATHS:
+        load(name)
+    return all(_native_used[name] for name in HOT_PATHS)

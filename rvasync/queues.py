@@ -22,15 +22,13 @@ from __future__ import annotations
 import asyncio
 import enum
 import math
-import sys
 import weakref
 from collections import deque
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-import structlog
-
 from rvasync import _accel
+from rvasync._logging import stderr_logger
 from rvasync.errors import InvalidArgument, QueueDestroyed
 
 __all__ = [
@@ -65,27 +63,9 @@ class LimitPolicy(enum.IntEnum):
 # -- limit-exceeded reporting ---------------------------------------------------------
 
 
-def _stderr_logger() -> Any:
-    """A structlog logger that writes to stderr unless the application configured structlog.
-
-    Built per call (reports are rare) so it follows a ``sys.stderr`` replaced
-    after import, as test runners and daemons do.
-    """
-    if structlog.is_configured():
-        return structlog.get_logger("rvasync")
-    return structlog.wrap_logger(
-        structlog.PrintLogger(sys.stderr),
-        processors=[
-            structlog.processors.add_log_level,
-            structlog.processors.format_exc_info,
-            structlog.dev.ConsoleRenderer(colors=False),
-        ],
-    )
-
-
 def _log_limit_exceeded(queue: Queue) -> None:
     """The default reporter: one structured warning on stderr naming the queue."""
-    _stderr_logger().warning(
+    stderr_logger().warning(
         "QUEUE.LIMIT_EXCEEDED: queue discarded items",
         queue=queue.name,
         limit=queue.limit,
@@ -310,7 +290,7 @@ class Queue(_core.QueueCore):
         try:
             _reporter(self)
         except Exception:
-            _stderr_logger().exception("limit-exceeded reporter raised", queue=self._name)
+            stderr_logger().exception("limit-exceeded reporter raised", queue=self._name)
         finally:
             self._reporting = False
 

@@ -23,8 +23,8 @@ from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any
 
+from rvasync._logging import stderr_logger
 from rvasync.errors import InvalidArgument, NotPermitted
-from rvasync.queues import _stderr_logger
 
 __all__ = ["Timer", "TimerCallback"]
 
@@ -251,7 +251,7 @@ class Timer:
                     if inspect.isawaitable(result):
                         await result
                 except Exception:
-                    _stderr_logger().exception(
+                    stderr_logger().exception(
                         "timer callback raised; the timer goes on", interval=self._interval
                     )
         finally:

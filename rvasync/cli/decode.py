@@ -1,0 +1,30 @@
+"""``rvasync decode``: show a message in wire form (a file or stdin) as JSON."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from rvasync.errors import InvalidArgument
+from rvasync.jsonform import to_json
+from rvasync.message import Message
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("decode", help="print a wire-format message file (or - for stdin) as JSON")
+    p.add_argument("path", metavar="FILE", help="file holding one encoded message, or -")
+    p.add_argument("--indent", type=int, default=2, help="JSON indentation (default 2)")
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.path == "-":
+        data = sys.stdin.buffer.read()
+    else:
+        try:
+            with open(args.path, "rb") as fh:
+                data = fh.read()
+        except OSError as exc:
+            raise InvalidArgument(f"cannot read {args.path!r}: {exc.strerror}") from None
+    print(to_json(Message.from_bytes(data), indent=args.indent))
+    return 0

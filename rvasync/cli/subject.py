@@ -1,0 +1,40 @@
+"""``rvasync subject``: check subject names and wildcard matches from the shell."""
+
+from __future__ import annotations
+
+import argparse
+
+from rvasync.errors import InvalidSubject
+from rvasync.subjects import subject_matches, validate_subject
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "subject",
+        help="validate subject names; with --match, test them against a wildcard pattern",
+    )
+    p.add_argument("subjects", nargs="+", metavar="SUBJECT")
+    p.add_argument("--wildcards", action="store_true", help="accept wildcard subjects")
+    p.add_argument("--match", metavar="PATTERN", help="report which subjects PATTERN matches")
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    status = 0
+    if args.match is not None:
+        validate_subject(args.match, wildcards=True)
+    for subject in args.subjects:
+        try:
+            validate_subject(subject, wildcards=args.wildcards)
+        except InvalidSubject as exc:
+            print(f"invalid  {subject!r}: {exc}")
+            status = 1
+            continue
+        if args.match is None:
+            print(f"valid    {subject}")
+        elif subject_matches(args.match, subject):
+            print(f"matches  {subject}")
+        else:
+            print(f"no match {subject}")
+            status = 1
+    return status

@@ -1,0 +1,1 @@
+"""Transports: the objects programs send and listen with."""

@@ -1,0 +1,117 @@
+"""Listeners: a transport's interest in a subject, and the stream of what matches it.
+
+A listener is an async iterator of its messages (``async for msg in listener``)
+and an async context manager that closes it on exit. Messages wait in the
+listener's own queue, or in a queue the program gave (shared with other
+listeners, so one consumer sees them all in arrival order). With a callback the
+listener dispatches itself: a task takes each message from the queue and calls
+the callback, plain or async, so callbacks never run inside ``send``.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from rvasync.queues import Queue
+
+if TYPE_CHECKING:
+    from rvasync.message import Message
+    from rvasync.transport.base import BaseTransport
+
+__all__ = ["Callback", "Listener"]
+
+Callback = Callable[["Message"], Awaitable[None] | None]
+
+
+def _dropped(_msg: Any) -> None:
+    """What a closed listener does with a late delivery: nothing."""
+
+
+class Listener:
+    """Interest in ``subject`` (wildcards allowed) on one transport."""
+
+    __slots__ = (
+        "__weakref__",
+        "_callback",
+        "_callback_is_async",
+        "_own_queue",
+        "_put",
+        "_queue",
+        "_transport",
+        "closure",
+        "subject",
+    )
+
+    def __init__(
+        self,
+        transport: BaseTransport,
+        subject: str,
+        *,
+        queue: Queue | None = None,
+        closure: Any = None,
+        callback: Callback | None = None,
+    ) -> None:
+        self._transport = transport
+        self.subject = subject
+        self.closure = closure
+        self._callback = callback
+        # Decided once here, not per message: the dispatcher's hot loop reads it.
+        self._callback_is_async = inspect.iscoroutinefunction(callback)
+        self._own_queue = queue is None
+        self._queue = Queue(name=f"listener:{subject}") if queue is None else queue
+        self._put = self._queue._put
+
+    # -- public --------------------------------------------------------------
+
+    @property
+    def queue(self) -> Queue:
+        """The queue this listener's messages wait in."""
+        return self._queue
+
+    @property
+    def transport(self) -> BaseTransport:
+        return self._transport
+
+    @property
+    def callback(self) -> Callback | None:
+        return self._callback
+
+    @property
+    def closed(self) -> bool:
+        return self._put is _dropped
+
+    def __aiter__(self) -> AsyncIterator[Message]:
+        # Iterating a listener is iterating its queue: no extra layer per message.
+        return self._queue.__aiter__()
+
+    async def get(self, timeout: float | None = None) -> Message:
+        """The next message (``TimeoutError`` after ``timeout`` seconds)."""
+        return await self._queue.get(timeout)
+
+    async def __aenter__(self) -> Listener:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Stop listening; messages already queued for this listener are discarded."""
+        self._close_now()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else "open"
+        return f"<Listener {self.subject!r} {state}>"
+
+    # -- internal -----------------------------------------------------------
+
+    def _close_now(self) -> None:
+        if self._put is _dropped:
+            return
+        self._put = _dropped
+        self._transport._remove_listener(self)
+        if self._own_queue:
+            self._queue.destroy()
+        else:
+            self._queue._discard_where(lambda item: getattr(item, "listener", None) is self)

@@ -1,0 +1,110 @@
+"""The intra-process transport: one per event loop, delivering within the process.
+
+Messages sent on it never leave the process and never touch a daemon or the
+wire codec: each matching listener receives its own Message object sharing the
+sender's fields (copy-on-write), which is what makes it fast enough to serve as
+a user-event channel between tasks. It also presents the advisories that belong
+to no particular transport, such as QUEUE.LIMIT_EXCEEDED.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import weakref
+
+from rvasync import queues
+from rvasync.advisories import AdvisoryClass, build_advisory, log_unheard
+from rvasync.errors import NotPermitted
+from rvasync.message import Message
+from rvasync.subjects import check_send_subject
+from rvasync.transport.base import BaseTransport
+
+__all__ = ["ProcessTransport", "process_transport"]
+
+_by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, ProcessTransport] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+class ProcessTransport(BaseTransport):
+    """Delivers messages to listeners of the same event loop; users never close it."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(description="intra-process")
+        self._loop = loop
+        self._presenting_limit_advisory = False
+
+    async def send(self, msg: Message) -> None:
+        """Deliver ``msg`` to every matching listener of this loop (see BaseTransport.send).
+
+        The same rules as every transport, written out flat: this is the whole
+        per-message cost of intra-process messaging.
+        """
+        subject = msg.subject
+        if subject is None or self._closed:
+            await super().send(msg)  # raises the right error
+            return
+        check_send_subject(subject)
+        msg._share()
+        self._router.deliver(msg)
+
+    def _route(self, msg: Message) -> None:
+        self._router.deliver(msg)
+
+    async def close(self) -> None:
+        """The process transport lives as long as its event loop: closing it is a no-op."""
+
+    def _shutdown(self) -> None:
+        """Close for real (the loop is going away); used by tests and loop teardown."""
+        self._close_listeners()
+        _by_loop.pop(self._loop, None)
+
+    def _present_limit_exceeded(self, queue: queues.Queue) -> None:
+        # A listener for this advisory whose queue itself overflows would make
+        # every presentation cause another: present at most one level deep.
+        if self._presenting_limit_advisory:
+            return
+        self._presenting_limit_advisory = True
+        try:
+            self._present(
+                build_advisory(AdvisoryClass.WARN, "QUEUE.LIMIT_EXCEEDED", {"ADV_DESC": queue.name})
+            )
+        finally:
+            self._presenting_limit_advisory = False
+
+    def __repr__(self) -> str:
+        return f"<ProcessTransport listeners={len(self._router)}>"
+
+
+def process_transport() -> ProcessTransport:
+    """The intra-process transport of the running event loop (created on first use)."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        raise NotPermitted(
+            "process_transport() needs a running event loop: call it from async code"
+        ) from None
+    transport = _by_loop.get(loop)
+    if transport is None:
+        transport = _by_loop[loop] = ProcessTransport(loop)
+    return transport
+
+
+def _report_limit_exceeded(queue: queues.Queue) -> None:
+    """Queue discard reporter: present QUEUE.LIMIT_EXCEEDED on the process transport."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        loop = None
+    if loop is None:
+        log_unheard(
+            build_advisory(AdvisoryClass.WARN, "QUEUE.LIMIT_EXCEEDED", {"ADV_DESC": queue.name})
+        )
+        return
+    transport = _by_loop.get(loop)
+    if transport is None:
+        transport = _by_loop[loop] = ProcessTransport(loop)
+    transport._present_limit_exceeded(queue)
+
+
+queues.set_limit_exceeded_reporter(_report_limit_exceeded)

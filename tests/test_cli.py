@@ -1,0 +1,62 @@
+"""The rvasync command."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from rvasync.cli import main
+from rvasync.message import Message
+
+
+def test_info_json(capsys):
+    assert main(["info", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert set(report["modules"]) >= {"codec", "subjects"}
+    assert isinstance(report["native_enabled"], bool)
+
+
+def test_subject_validation(capsys):
+    assert main(["subject", "A.B", "News.Sports"]) == 0
+    assert main(["subject", "A..B"]) == 1
+    assert "invalid" in capsys.readouterr().out
+
+
+def test_subject_match(capsys):
+    assert main(["subject", "--match", "RUN.*", "RUN.AWAY"]) == 0
+    assert main(["subject", "--match", "RUN.*", "RUN.A.B"]) == 1
+    assert main(["subject", "--match", "A.>.B", "A.C"]) == 2
+    out, err = capsys.readouterr()
+    assert "matches  RUN.AWAY" in out and "no match RUN.A.B" in out
+    assert "rvasync subject:" in err
+
+
+def test_decode(tmp_path, capsys):
+    path = tmp_path / "m.bin"
+    path.write_bytes(Message("A.B", {"n": 7}).to_bytes())
+    assert main(["decode", str(path)]) == 0
+    form = json.loads(capsys.readouterr().out)
+    assert form["subject"] == "A.B"
+    assert form["fields"][0]["value"] == 7
+
+
+def test_decode_garbage_is_a_clear_error(tmp_path, capsys):
+    path = tmp_path / "junk.bin"
+    path.write_bytes(b"\xc1\x00garbage")
+    assert main(["decode", str(path)]) == 2
+    assert "rvasync decode:" in capsys.readouterr().err
+    assert main(["decode", str(tmp_path / "missing.bin")]) == 2
+
+
+def test_console_script_runs():
+    out = subprocess.run(
+        [sys.executable, "-m", "rvasync", "info"], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    assert "hot paths" in out.stdout
+
+
+def test_no_command_is_usage_error():
+    with pytest.raises(SystemExit):
+        main([])
