@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import json
 import shlex
+import signal
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -90,6 +91,19 @@ def _list() -> int:
     return 0
 
 
+async def _run_stoppable(options: RunOptions) -> dict[str, Any]:
+    """:func:`run`, cancelled by SIGTERM as Ctrl-C cancels it, so that the ``finally``
+    blocks stopping workers and brokers run in both cases (CI cancels with SIGTERM)."""
+    task = asyncio.current_task()
+    assert task is not None
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGTERM, task.cancel)
+    try:
+        return await run(options)
+    finally:
+        loop.remove_signal_handler(signal.SIGTERM)
+
+
 def _run(args: argparse.Namespace, argv: list[str]) -> int:
     repeat = args.repeat if args.repeat is not None else (1 if args.quick else FULL_REPEAT)
     if repeat < 1:
@@ -103,11 +117,11 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
         command="python -m benchmarks " + shlex.join(argv),
     )
     try:
-        document = asyncio.run(run(options))
+        document = asyncio.run(_run_stoppable(options))
     except KeyError as exc:
         print(exc.args[0] if exc.args else exc, file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, asyncio.CancelledError):
         print("interrupted; every worker and broker was stopped", file=sys.stderr)
         return 130
     copy = write_results(document, args.out)

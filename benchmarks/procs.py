@@ -3,7 +3,8 @@
 Every child runs in its own session (process group), so it can be killed with
 everything it started, and the terminal's Ctrl-C reaches only the runner, whose
 ``finally`` blocks then kill the children. :data:`_LIVE` also kills, at
-interpreter exit, any group a crash left behind. Every wait has a timeout.
+interpreter exit, any group a crash left behind, and on Linux each child asks
+the kernel to kill it if the runner dies outright. Every wait has a timeout.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import ctypes
 import json
 import os
 import signal
@@ -18,9 +20,11 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 LOOPBACK = "127.0.0.1"
 
@@ -29,9 +33,36 @@ PROTOCOL_PREFIX = "@@bench "
 
 _LIVE: set[int] = set()
 
+_PR_SET_PDEATHSIG = 1
+
 
 class WorkerError(RuntimeError):
     """A worker failed, timed out, or broke the line protocol; the message says which."""
+
+
+async def gather_or_fail(coros: Iterable[Awaitable[T]]) -> list[T]:
+    """Await all of ``coros``; if one fails, cancel the rest and raise its exception
+    (not an exception group), preferring a :class:`WorkerError`."""
+    try:
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(_as_coroutine(c)) for c in coros]
+    except BaseExceptionGroup as failed:
+        leaves = list(_leaves(failed))
+        chosen = next((e for e in leaves if isinstance(e, WorkerError)), leaves[0])
+        raise chosen from None
+    return [task.result() for task in tasks]
+
+
+async def _as_coroutine(awaitable: Awaitable[T]) -> T:
+    return await awaitable
+
+
+def _leaves(group: BaseExceptionGroup) -> Iterator[BaseException]:
+    for exc in group.exceptions:
+        if isinstance(exc, BaseExceptionGroup):
+            yield from _leaves(exc)
+        else:
+            yield exc
 
 
 def free_port(kind: int = socket.SOCK_STREAM) -> int:
@@ -53,6 +84,18 @@ def free_ports(count: int, kind: int = socket.SOCK_STREAM) -> list[int]:
     finally:
         for s in held:
             s.close()
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: ask Linux to SIGKILL it if the runner dies (even by
+    SIGKILL, when no ``finally`` can run). Elsewhere a no-op."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
 
 
 def _kill_group(pid: int, sig: int) -> None:
@@ -105,6 +148,7 @@ class Broker:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                preexec_fn=_die_with_parent,
             )
         _LIVE.add(self.proc.pid)
         try:
@@ -169,6 +213,7 @@ class Worker:
                 env=environ,
                 cwd=str(Path(__file__).resolve().parent.parent),
                 start_new_session=True,
+                preexec_fn=_die_with_parent,
                 limit=1 << 20,
             )
         _LIVE.add(self.proc.pid)

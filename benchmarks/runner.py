@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import machine
-from benchmarks.procs import Worker, WorkerError
+from benchmarks.procs import Worker, WorkerError, gather_or_fail
 from benchmarks.registry import Params, Plan, Registry, Scenario, discover
 from benchmarks.report import fmt
 from benchmarks.stats import summarize_reps
@@ -73,22 +73,22 @@ async def run_repetition(
                 workers.append((group.role, group.passive, worker))
                 started.append(worker)
             ready_timeout = float(params.get("ready_timeout", READY_TIMEOUT))
-            await asyncio.gather(*(w.expect("ready", ready_timeout) for w in started))
+            await gather_or_fail(w.expect("ready", ready_timeout) for w in started)
         for _, _, worker in workers:
             await worker.tell("go")
         limit = float(params["timeout"]) + 10.0
         active = [(r, w) for r, passive, w in workers if not passive]
         passive = [(r, w) for r, is_passive, w in workers if is_passive]
         results: dict[str, list[dict[str, Any]]] = {g.role: [] for g in groups}
-        active_results = await asyncio.gather(*(w.expect("result", limit) for _, w in active))
+        active_results = await gather_or_fail(w.expect("result", limit) for _, w in active)
         for worker in passive:
             await worker[1].tell("stop")
-        passive_results = await asyncio.gather(*(w.expect("result", 30.0) for _, w in passive))
+        passive_results = await gather_or_fail(w.expect("result", 30.0) for _, w in passive)
         for (role, _), result in zip(
             active + passive, [*active_results, *passive_results], strict=True
         ):
             results[role].append(result)
-        await asyncio.gather(*(w.finish() for _, _, w in workers))
+        await gather_or_fail(w.finish() for _, _, w in workers)
         return scenario.combine(results, params)
     finally:
         await asyncio.gather(*(w.kill() for _, _, w in workers), return_exceptions=True)

@@ -69,20 +69,24 @@ class WorkerContext:
         """Tell the runner this process is set up."""
         emit("ready")
 
-    async def _wait_for(self, command: str) -> None:
+    async def _next_command(self) -> str:
         assert self._commands is not None
-        while True:
-            got = await self._commands.get()
-            if got == command or got == "stop":
-                return
+        return await self._commands.get()
 
     async def go(self) -> None:
-        """Wait for the runner's start signal (all processes are ready)."""
-        await self._wait_for("go")
+        """Wait for the runner's start signal (all processes are ready).
+
+        A stop (or the runner's end of input) before it means the repetition was
+        abandoned: raise rather than measure for nobody.
+        """
+        while (command := await self._next_command()) != "go":
+            if command == "stop":
+                raise RuntimeError("the runner stopped this worker before 'go'")
 
     async def stopped(self) -> None:
         """Wait until the runner says stop (a passive role's end)."""
-        await self._wait_for("stop")
+        while await self._next_command() != "stop":
+            pass
 
 
 async def _main(spec: dict[str, Any]) -> dict[str, Any]:
