@@ -46,9 +46,11 @@ def fmt(value: float | None) -> str:
 
 
 def fmt_ratio(value: float | None) -> str:
-    """A ratio such as ``0.42x``."""
+    """A ratio such as ``0.42x``; below 0.01 as ``1/1,234x`` rather than in exponent form."""
     if value is None:
         return "—"
+    if 0 < value < 0.01:
+        return f"1/{1 / value:,.0f}x"
     return f"{value:.3g}x" if value < 10 else f"{value:,.0f}x"
 
 

@@ -407,6 +407,8 @@ def test_number_formatting() -> None:
     assert report.fmt(0.01234) == "0.0123"
     assert report.fmt(None) == "—"
     assert report.fmt_ratio(0.4567) == "0.457x"
+    assert report.fmt_ratio(12345.6) == "12,346x"
+    assert report.fmt_ratio(0.0001) == "1/10,000x"
 
 
 def test_write_page_writes_markdown_and_charts(tmp_path: Path) -> None:

@@ -62,13 +62,17 @@ def combine(results: Mapping[str, Sequence[Mapping[str, Any]]], p: Params) -> di
     }
 
 
+def _listeners(count: int) -> str:
+    return "1 listener" if count == 1 else f"{count:,} listeners"
+
+
 def _fanout(listeners: int, messages: int, quick: int, order: int) -> Scenario:
     return scenario(
         Scenario(
             name=f"fanout-{listeners}",
-            title=f"Wildcard fan-out, {listeners:,} listener(s), one matching",
+            title=f"Wildcard fan-out, {_listeners(listeners)}, one matching",
             description=(
-                f"One process holds {listeners:,} listener(s) on distinct `bench.fan.<i>.>` "
+                f"One process holds {_listeners(listeners)} on distinct `bench.fan.<i>.>` "
                 "subjects and sends 128 B messages that exactly one of them matches."
             ),
             capability="fanout",
