@@ -626,6 +626,8 @@ def test_bad_inputs_raise_errors_naming_the_problem():
         CmCorrespondent("_INBOX.X", "_INBOX.Y", now=T0)
     with pytest.raises(rv.InvalidSubject, match="wildcard"):
         CmCorrespondent("A.*", "_INBOX.Y", now=T0)
+    with pytest.raises(rv.InvalidSubject, match="reserved element '_RVCM_T'"):
+        CmCorrespondent("_RVCM_T.abc", "_INBOX.Y", now=T0)
     with pytest.raises(rv.InvalidSubject, match="empty"):
         CmCorrespondent("", "_INBOX.Y", now=T0)
     with pytest.raises(rv.InvalidArgument, match="address"):

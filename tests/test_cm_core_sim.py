@@ -212,3 +212,80 @@ def test_persistent_correspondent_restart_loses_and_repeats_nothing(
     for node in (sender, listener):
         replay = decode_ledger(bytes(node.ledger_bytes), expected_name=node.name)
         assert replay.state == node.core.ledger
+
+
+operations = st.lists(
+    st.one_of(
+        st.tuples(st.just("send"), st.integers(0, 1), st.sampled_from([0.0, 0.5, 5.0])),
+        st.tuples(st.just("run"), st.sampled_from([0.01, 0.3, 2.0])),
+        st.tuples(st.just("crash"), st.sampled_from(["JOE_PER", "SUE_PER"])),
+        st.tuples(st.just("close"), st.booleans()),
+        st.tuples(st.just("remove"), st.integers(0, 1)),
+        st.tuples(st.just("disallow")),
+        st.tuples(st.just("allow")),
+        st.tuples(st.just("expire"), st.integers(0, 1)),
+    ),
+    max_size=40,
+)
+
+
+@SIM_SETTINGS
+@given(f=faults, ops=operations)
+def test_random_operations_keep_order_and_ledgers_consistent(f, ops):
+    """Whatever happens, certified deliveries to a name never repeat or go backwards."""
+    net = _network(f)
+    subjects = ["A.ONE", "A.TWO"]
+    nodes = {
+        "JOE_PER": net.add("JOE_PER", file_ledger=True),
+        "SUE_PER": net.add("SUE_PER", file_ledger=True, require_old=True),
+    }
+    listening = {"SUE_PER": nodes["SUE_PER"].core.listen("A.>", now=net.now)}
+    seen: dict[tuple[str, str], list[int]] = defaultdict(list)
+    counted: dict[int, int] = {}
+
+    def collect(node) -> None:
+        start = counted.get(id(node), 0)
+        for d in node.deliveries[start:]:
+            if d.sequence is not None:
+                seen[(d.sender, d.subject)].append(d.sequence)
+        counted[id(node)] = len(node.deliveries)
+
+    for op in ops:
+        joe, sue = nodes["JOE_PER"], nodes["SUE_PER"]
+        kind = op[0]
+        if kind == "send":
+            net.send(joe, subjects[op[1]], b"x", time_limit=op[2])
+        elif kind == "run":
+            net.run(op[1])
+        elif kind == "crash":
+            name = op[1]
+            collect(nodes[name])
+            ledger = net.crash(nodes[name])
+            nodes[name] = net.add(
+                name, file_ledger=True, require_old=name == "SUE_PER", ledger_bytes=ledger
+            )
+            if name == "SUE_PER" and "SUE_PER" in listening:
+                listening["SUE_PER"] = nodes[name].core.listen("A.>", now=net.now)
+        elif kind == "close":
+            if "SUE_PER" in listening:
+                sue.core.close_listener(listening.pop("SUE_PER"), net.now, cancel_agreements=op[1])
+            else:
+                listening["SUE_PER"] = sue.core.listen("A.>", now=net.now)
+        elif kind == "remove":
+            review = joe.core.review_ledger(subjects[op[1]])
+            if review and any(r.name == "SUE_PER" for r in review[0].listeners):
+                joe.core.remove_listener("SUE_PER", subjects[op[1]], net.now)
+        elif kind == "disallow":
+            joe.core.disallow_listener("SUE_PER", net.now)
+        elif kind == "allow":
+            joe.core.allow_listener("SUE_PER")
+        elif kind == "expire":
+            joe.core.expire_messages(subjects[op[1]], 10**6)
+        net.pump()
+    net.run(30)
+    collect(nodes["SUE_PER"])
+    for key, sequences in seen.items():
+        assert sequences == sorted(set(sequences)), f"{key}: {sequences}"
+    for node in nodes.values():
+        replay = decode_ledger(bytes(node.ledger_bytes), expected_name=node.name)
+        assert replay.state == node.core.ledger

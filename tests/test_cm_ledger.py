@@ -102,6 +102,7 @@ def test_records_round_trip_and_replay_to_the_same_state(items):
     assert replay.records == items
     assert replay.state == replayed(items)
     assert (replay.valid_length, replay.torn_bytes) == (len(data), 0)
+    assert decode_ledger(memoryview(bytearray(data))).records == items
 
 
 @settings(max_examples=60, deadline=None)

@@ -115,7 +115,7 @@ def encode_records(records: Iterable[LedgerRecord]) -> bytes:
 
 def new_ledger(name: str, created: float = 0.0) -> bytes:
     """The bytes that start a ledger file for correspondent ``name``: magic and header."""
-    check_correspondent_name(name)
+    check_correspondent_name(name, allow_transient=True)
     header = {"name": name, "version": FORMAT_VERSION, "created": float(created)}
     return MAGIC + _frame(_pack(_HEADER_KIND, header))
 

@@ -436,11 +436,11 @@ class ListenerHalf:
                 # The sender started over (it lost its state): so do we.
                 src.pending.clear()
                 src.done.clear()
-            if rec.resumed:
-                for seq in [s for s in src.held if s < begin]:
-                    del src.held[seq]  # confirmed by an earlier instance of ours
-            else:
-                self._release_held_uncertified(src, below=begin)
+            # Held messages we (an earlier instance) already confirmed are
+            # duplicates; others before the agreement arrive uncertified.
+            for seq in [s for s in src.held if s <= src.confirmed]:
+                del src.held[seq]
+            self._release_held_uncertified(src, below=begin)
             src.expected = max(begin, src.highest_uncertified + 1)
             src.confirmed = src.expected - 1
             src.done = {s for s in src.done if s > src.confirmed}

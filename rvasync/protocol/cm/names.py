@@ -48,17 +48,20 @@ def is_transient_name(name: str) -> bool:
     return name.startswith(TRANSIENT_PREFIX + ".")
 
 
-def check_correspondent_name(name: object, *, what: str = "correspondent name") -> str:
+def check_correspondent_name(
+    name: object, *, what: str = "correspondent name", allow_transient: bool = False
+) -> str:
     """Validate a reusable correspondent name and return it.
 
     Subject syntax, no wildcards, no reserved ``_`` first element, not empty.
-    Generated names are accepted too (they come back from peers in records),
-    so a ledger or a record naming a transient peer is not rejected.
+    With ``allow_transient``, a generated name is accepted too: a sender may
+    remove or disallow a transient listener, but a program cannot choose a
+    name in the generated space for itself.
     Raises :class:`~rvasync.errors.InvalidSubject` naming the broken rule.
     """
     if not isinstance(name, str):
         raise InvalidSubject(f"{what} must be a str, not {type(name).__name__}")
-    if is_transient_name(name):
+    if allow_transient and is_transient_name(name):
         validate_subject(name)
         return name
     validate_name(name, what=what)

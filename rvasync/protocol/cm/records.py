@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 from rvasync.errors import MalformedMessage
 from rvasync.protocol.cm._flat import FlatError, from_flat, to_flat
@@ -65,6 +65,20 @@ class Record:
         out: dict[str, Any] = {"rvcm": PROTOCOL_VERSION, "kind": self.KIND}
         out.update(to_flat(self))
         return out
+
+    @classmethod
+    def from_fields(cls, fields: Mapping[str, Any]) -> Self:
+        """Rebuild a record of this class (any class, on ``Record``) from its mapping.
+
+        Raises :class:`~rvasync.errors.MalformedMessage` for a wrong field or
+        a record of another kind.
+        """
+        record = parse_record(fields)
+        if not isinstance(record, cls):
+            raise MalformedMessage(
+                f"expected a {cls.KIND or 'certified-delivery'} record, got {record.KIND!r}"
+            )
+        return record
 
     def _check(self) -> str | None:
         """Semantic checks beyond field types; the problem as a sentence, or None."""

@@ -205,7 +205,7 @@ class SenderHalf:
 
     def add_listener(self, listener: str, subject: str) -> bool:
         ctx = self._ctx
-        check_correspondent_name(listener, what="listener name")
+        check_correspondent_name(listener, what="listener name", allow_transient=True)
         check_cm_send_subject(subject)
         if listener == ctx.name:
             raise InvalidArgument(
@@ -225,7 +225,7 @@ class SenderHalf:
 
     def remove_listener(self, listener: str, subject: str, now: float) -> None:
         ctx = self._ctx
-        check_correspondent_name(listener, what="listener name")
+        check_correspondent_name(listener, what="listener name", allow_transient=True)
         check_cm_send_subject(subject)
         entry = ctx.ledger.subjects.get(subject)
         if entry is None or listener not in entry.registrations:
@@ -236,7 +236,7 @@ class SenderHalf:
 
     def disallow(self, listener: str, now: float) -> None:
         ctx = self._ctx
-        check_correspondent_name(listener, what="listener name")
+        check_correspondent_name(listener, what="listener name", allow_transient=True)
         if listener not in ctx.ledger.disallowed:
             ctx.record(Disallowed(listener=listener))
         for subject, entry in list(ctx.ledger.subjects.items()):
@@ -247,7 +247,7 @@ class SenderHalf:
 
     def allow(self, listener: str) -> None:
         ctx = self._ctx
-        check_correspondent_name(listener, what="listener name")
+        check_correspondent_name(listener, what="listener name", allow_transient=True)
         if listener in ctx.ledger.disallowed:
             ctx.record(Allowed(listener=listener))
         refused = self._refused.pop(listener, None)
