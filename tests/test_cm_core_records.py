@@ -269,3 +269,21 @@ def test_collision_answer_reaches_the_newcomer():
     assert out[1].destination == "_INBOX.T2" and out[1].record.reply is True
     core.receive(Hello("TWIN", "_INBOX.T2", reply=True), T0)
     assert core.drain() == []  # one advisory per intruder
+
+
+def test_cancel_agreements_also_cancels_agreements_inherited_from_the_ledger():
+    net = SimNet(22)
+    joe = net.add("JOE")
+    sue = net.add("SUE", file_ledger=True, require_old=True)
+    lid = sue.core.listen("FOO", now=net.now)
+    net.send(joe, "FOO", b"1")
+    net.run(1)
+    ledger = net.crash(sue)
+    sue = net.add("SUE", file_ledger=True, require_old=True, ledger_bytes=ledger)
+    lid = sue.core.listen("BAR", now=net.now)  # does not cover FOO: FOO stays idle
+    other = sue.core.listen("FOO", now=net.now)
+    sue.core.close_listener(other, net.now, cancel_agreements=True)
+    net.run(1)
+    assert [a.get("listener") for a in joe.advisories_of("REGISTRATION.CLOSED")] == ["SUE"]
+    assert sue.core.review_sources() == []
+    assert lid != other

@@ -172,8 +172,11 @@ class ListenerHalf:
                         del src.pending[seq]
                         src.done.add(seq)
                 self._advance_confirmed(src)
-            elif cancel_agreements and src.status != IDLE:
-                if src.status in (CERTIFIED, PENDING) and src.address:
+            elif cancel_agreements:
+                # An idle source is an agreement a previous instance made: the
+                # sender still stores for us, so it is cancelled too.
+                refused = src.status == UNCERTIFIED and src.why in ("removed", "disallowed")
+                if src.address and not refused:
                     ctx.send_to(
                         src.address,
                         Cancel(origin=ctx.name, address=ctx.address, subject=src.subject),
@@ -188,7 +191,6 @@ class ListenerHalf:
                 src.gap_deadline = None
                 if src.status == CERTIFIED:
                     src.expected = src.confirmed + 1
-                    src.last_seen = max(src.last_seen, src.confirmed)
 
     # --- delivery -------------------------------------------------------------------------
 
