@@ -469,3 +469,49 @@ def test_joining_through_a_heartbeat_mid_message_keeps_message_indices_exact(fra
     assert [(e.first_message, e.messages, e.reason) for e in losses] == [(2, 1, "no-retention")]
     got = [p for e in events if isinstance(e, Delivered) for p in e.payloads]
     assert got == [b"three"]
+
+
+def test_idle_ptp_streams_are_dropped_and_a_later_send_starts_a_new_one(frame):
+    net = SimNet(seed=17)
+    a = endpoint(net, "a", frame, 1, reliability=0.5, peer_timeout=2.0)
+    b = endpoint(net, "b", frame, 2, peer_timeout=2.0)
+    net.send_ptp("a", "b", b"first")
+    net.run_for(0.5)
+    assert a.retained_datagrams() == 1
+    assert a.retention_deadline() is not None
+    net.run_for(5.0)  # idle beyond max(reliability, peer_timeout) + 1 heartbeat
+    assert a.retained_datagrams() == 0 and a.retention_deadline() is None
+    assert list(a._ptp_out) == []
+    net.send_ptp("a", "b", b"second")
+    net.run_for(0.5)
+    got = [(e.ptp, p) for e in net.of_type("b", Delivered) for p in e.payloads]
+    assert got == [(True, b"first"), (True, b"second")]
+    assert sorted(b._peers[1].streams) == [0, 1, 2]
+    net.run_for(12.0)  # the receiver forgets idle inbound streams too
+    assert sorted(b._peers[1].streams) == [0]
+    assert not net.of_type("b", InboundDataLoss)
+    no_errors(a, b)
+
+
+def test_counters_snapshot_and_buffer_introspection(frame):
+    a = ReliableEndpoint(now=0.0, session_id=1, frame=frame, max_datagram=300)
+    b = ReliableEndpoint(now=0.0, session_id=2, frame=frame)
+    for i in range(3):
+        a.send_multicast(bytes([i]) * 200, 0.0)
+    a.send_multicast(bytes(1000), 0.0)
+    a.flush(0.0)
+    datagrams = [d for d, _ in a.datagrams_to_send()]
+    for data in datagrams[1:3]:
+        b.receive_datagram(data, "a", 0.0)
+    assert b.buffered_bytes() == sum(len(d) for d in datagrams[1:3])
+    b.receive_datagram(datagrams[0], "a", 0.0)
+    b.receive_datagram(datagrams[3], "a", 0.0)
+    assert 0 < b.buffered_bytes() < 1000, "the first fragments of the big message"
+    for data in datagrams[4:]:
+        b.receive_datagram(data, "a", 0.0)
+    assert b.buffered_bytes() == 0
+    snapshot = b.stats.as_dict()
+    assert snapshot["messages_delivered"] == 4
+    assert snapshot["datagrams_received"] == len(datagrams)
+    assert set(snapshot) >= {"malformed", "duplicates", "naks_sent", "datagrams_lost_inbound"}
+    assert b.peers() == {1: "a"}

@@ -21,11 +21,13 @@ NAMES = "abc"
 loss_rates = st.one_of(st.sampled_from([0.0, 0.05, 0.2]), st.floats(0.0, 0.2))
 
 
-def make_traffic(seed: int, count: int, big: float, nodes: int) -> list:
-    """``count`` sends (sender, destination or None, size, pause after), from one seed.
+def make_traffic(seed: int, count: int, big: float, cuts: float, nodes: int) -> list:
+    """``count`` sends (sender, destination or None, size, pause after, node to cut off or
+    reconnect or None), from one seed.
 
     Hypothesis draws the seed and the shape; generating the list from a seed keeps
-    hundreds of messages per example cheap.
+    hundreds of messages per example cheap. A cut isolates a node from the network
+    until it is drawn again, 3 s pass or the traffic ends: up to seconds of silence.
     """
     rng = random.Random(seed)
     traffic = []
@@ -34,11 +36,14 @@ def make_traffic(seed: int, count: int, big: float, nodes: int) -> list:
         dest = None if rng.random() < 0.6 else rng.randrange(nodes)
         size = rng.randint(1400, 6000) if rng.random() < big else rng.randint(17, 300)
         pause = rng.choice([0.0] * 8 + [0.001, 0.01, 0.2])
-        traffic.append((sender, dest, size, pause))
+        cut = rng.randrange(nodes) if rng.random() < cuts else None
+        traffic.append((sender, dest, size, pause, cut))
     return traffic
 
 
-traffic_shape = st.tuples(st.integers(10, 250), st.sampled_from([0.0, 0.05, 0.2]))
+traffic_shape = st.tuples(
+    st.integers(10, 250), st.sampled_from([0.0, 0.05, 0.2]), st.sampled_from([0.0, 0.0, 0.05])
+)
 
 PROPERTY_SETTINGS = settings(
     max_examples=100,
@@ -66,7 +71,15 @@ def build(frame, seed, loss, duplicate, delay, nodes, **options):
 
 
 def play(net: SimNet, ledger: Ledger, nodes: int, traffic) -> None:
-    for sender, dest, size, pause in traffic:
+    cut_at = {}
+    for sender, dest, size, pause, cut in traffic:
+        if cut is not None:
+            cut_at.setdefault(NAMES[cut], net.now)
+        for name, since in list(cut_at.items()):
+            # Reconnect when drawn again, or after 3 s (well within peer_timeout).
+            if (cut is not None and name == NAMES[cut] and since < net.now) or net.now - since > 3:
+                del cut_at[name]
+        net.isolated = set(cut_at)
         src = NAMES[sender % nodes]
         if dest is None:
             ledger.multicast(src, size)
@@ -77,6 +90,7 @@ def play(net: SimNet, ledger: Ledger, nodes: int, traffic) -> None:
             ledger.ptp(src, target, size)
         if pause:
             net.run_for(pause)
+    net.isolated.clear()
 
 
 @PROPERTY_SETTINGS

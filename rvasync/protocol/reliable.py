@@ -315,8 +315,10 @@ class ReliableEndpoint:
         self._flags = _F_NO_RETENTION if self.reliability == 0 else 0
         # A resend to the same requester within this window is suppressed.
         self._holdoff = self.nak_interval / 2
-        # ptp heartbeats continue this long after a stream's last send.
-        self._ptp_hb_span = max(self.reliability, 3 * self.heartbeat_interval)
+        # ptp heartbeats continue this long after a stream's last send: as long as the
+        # data may be recovered, and at least as long as a receiver cut off for less than
+        # peer_timeout (which it survives) needs to learn of a lost tail.
+        self._ptp_hb_span = max(self.reliability, self.peer_timeout)
         self._nak_ranges = max(1, min(0xFFFF, (self.max_datagram - 30) // 12))
         self._hb_entries = max(1, (self.max_datagram - 19) // 41)
 
@@ -577,10 +579,14 @@ class ReliableEndpoint:
             if self._tick_at <= now:
                 self._tick(now)
         except Exception as exc:
+            # Containment, and no busy loop: whatever was due is pushed back.
             self.stats.internal_errors += 1
             self.last_internal_error = exc
             if self._tick_at <= now:
                 self._tick_at = now + self.heartbeat_interval
+            for st in self._nak_streams:
+                if st.nak_at is not None and st.nak_at <= now:
+                    st.nak_at = now + self.nak_max_interval
 
     # ------------------------------------------------------------ sender helpers
 
@@ -589,6 +595,8 @@ class ReliableEndpoint:
 
     def _new_ptp(self, dest: Address, now: float) -> _Outbound:
         stream_id = self._next_stream_id
+        while stream_id in self._out_by_id:  # only after 2**32 destinations
+            stream_id = stream_id + 1 if stream_id < 0xFFFFFFFF else 1
         self._next_stream_id = stream_id + 1 if stream_id < 0xFFFFFFFF else 1
         ob = _Outbound(stream_id, dest, self._new_packer(stream_id), now)
         self._ptp_out[dest] = ob
