@@ -46,52 +46,69 @@ class RunFailed(RuntimeError):
     """One repetition of one row failed; the message says where and why."""
 
 
+@dataclass(frozen=True)
+class _Started:
+    role: str
+    passive: bool
+    worker: Worker
+
+
+def _spec(plan: Plan, role: str, index: int, params: Params, env: dict[str, Any]) -> dict:
+    return {
+        "scenario": plan.scenario.name,
+        "system": plan.system.name,
+        "variant": plan.variant.name,
+        "role": role,
+        "index": index,
+        "params": dict(params),
+        "env": env,
+    }
+
+
+async def _start_layout(
+    plan: Plan, params: Params, env: dict[str, Any], workdir: Path, rep: int, into: list[_Started]
+) -> None:
+    """Start the layout's groups in order, each fully ready before the next starts."""
+    ready_timeout = float(params.get("ready_timeout", READY_TIMEOUT))
+    prefix = f"{plan.scenario.name}.{plan.system.name}.{plan.variant.name or 'default'}.rep{rep}"
+    for group in plan.scenario.layout(params):
+        started = []
+        for index in range(group.count):
+            spec = _spec(plan, group.role, index, params, env)
+            worker = Worker(f"{prefix}.{group.role}{index}", spec, plan.variant.env, workdir)
+            await worker.start()
+            into.append(_Started(group.role, group.passive, worker))
+            started.append(worker)
+        await gather_or_fail(w.expect("ready", ready_timeout) for w in started)
+
+
 async def run_repetition(
     plan: Plan, params: Params, env: dict[str, Any], workdir: Path, rep: int
 ) -> dict[str, float]:
-    """One repetition of ``plan``: start its processes, let them run, combine their reports."""
-    scenario = plan.scenario
-    groups = scenario.layout(params)
-    workers: list[tuple[str, bool, Worker]] = []
+    """One repetition of ``plan``: start its processes, let them run, combine their reports.
+
+    Active roles report when they are done; passive ones (repliers, publishers that
+    must stay up for retransmissions) are then told to stop and report.
+    """
+    started: list[_Started] = []
     try:
-        for group in groups:
-            started = []
-            for index in range(group.count):
-                spec = {
-                    "scenario": scenario.name,
-                    "system": plan.system.name,
-                    "variant": plan.variant.name,
-                    "role": group.role,
-                    "index": index,
-                    "params": dict(params),
-                    "env": env,
-                }
-                name = f"{scenario.name}.{plan.system.name}.{plan.variant.name or 'default'}"
-                name = f"{name}.rep{rep}.{group.role}{index}"
-                worker = Worker(name, spec, plan.variant.env, workdir)
-                await worker.start()
-                workers.append((group.role, group.passive, worker))
-                started.append(worker)
-            ready_timeout = float(params.get("ready_timeout", READY_TIMEOUT))
-            await gather_or_fail(w.expect("ready", ready_timeout) for w in started)
-        for _, _, worker in workers:
-            await worker.tell("go")
+        await _start_layout(plan, params, env, workdir, rep, started)
+        for s in started:
+            await s.worker.tell("go")
+        active = [s for s in started if not s.passive]
+        passive = [s for s in started if s.passive]
         limit = float(params["timeout"]) + 10.0
-        active = [(r, w) for r, passive, w in workers if not passive]
-        passive = [(r, w) for r, is_passive, w in workers if is_passive]
-        results: dict[str, list[dict[str, Any]]] = {g.role: [] for g in groups}
-        active_results = await gather_or_fail(w.expect("result", limit) for _, w in active)
-        for worker in passive:
-            await worker[1].tell("stop")
-        passive_results = await gather_or_fail(w.expect("result", 30.0) for _, w in passive)
-        for (role, _), result in zip(
-            active + passive, [*active_results, *passive_results], strict=True
-        ):
-            results[role].append(result)
-        await gather_or_fail(w.finish() for _, _, w in workers)
-        return scenario.combine(results, params)
+        reports = await gather_or_fail(s.worker.expect("result", limit) for s in active)
+        for s in passive:
+            await s.worker.tell("stop")
+        reports += await gather_or_fail(s.worker.expect("result", 30.0) for s in passive)
+        await gather_or_fail(s.worker.finish() for s in started)
+        results: dict[str, list[dict[str, Any]]] = {}
+        for s, report in zip(active + passive, reports, strict=True):
+            results.setdefault(s.role, []).append(report)
+        return plan.scenario.combine(results, params)
     finally:
-        await asyncio.gather(*(w.kill() for _, _, w in workers), return_exceptions=True)
+        await asyncio.gather(*(s.worker.kill() for s in started), return_exceptions=True)
 
 
 def _check_numbers(scenario: Scenario, metrics: dict[str, float]) -> None:

@@ -73,7 +73,8 @@ def _fanout(listeners: int, messages: int, quick: int, order: int) -> Scenario:
             title=f"Wildcard fan-out, {_listeners(listeners)}, one matching",
             description=(
                 f"One process holds {_listeners(listeners)} on distinct `bench.fan.<i>.>` "
-                "subjects and sends 128 B messages that exactly one of them matches."
+                "subjects and sends 128 B messages that exactly one of them matches (rvasync: "
+                "process transport, no broker; NATS: one connection, matched by nats-server)."
             ),
             capability="fanout",
             primary=Metric("delivered_per_s", "delivered", "msg/s", "higher"),
