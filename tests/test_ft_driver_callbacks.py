@@ -194,3 +194,19 @@ async def test_serial_async_callable_object():
     async with asyncio.timeout(WAIT):
         await serial.wait_idle()
     assert seen == [5]
+
+
+async def test_async_callback_may_withdraw_its_own_member(rv_process_transport):
+    """No deadlock: the DEACTIVATE from the withdrawal runs after the callback returns."""
+    seen: list[FtAction] = []
+
+    async def leave_on_activate(member: FtMember, action: FtAction) -> None:
+        seen.append(action)
+        if action is A:
+            await member.withdraw()
+            assert not member.joined
+
+    member = FtMember(rv_process_transport, "SVC.SELF", callback=leave_on_activate, **FAST)
+    await member.join()
+    await until(lambda: seen == [A, D], what="ACTIVATE then DEACTIVATE")
+    await asyncio.wait_for(member.withdraw(), WAIT)

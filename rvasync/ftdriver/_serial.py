@@ -63,8 +63,15 @@ class SerialCallback:
             self._drain()
 
     async def wait_idle(self) -> None:
-        """Return once every submitted event has been delivered (async callbacks included)."""
+        """Return once every submitted event has been delivered (async callbacks included).
+
+        Called from inside the callback itself (a callback that withdraws its
+        own member), it returns at once: waiting for itself would never end,
+        and the events still pending run as soon as the callback returns.
+        """
         while self._task is not None:
+            if self._task is asyncio.current_task():
+                return
             # asyncio.wait neither cancels the task when the waiter is
             # cancelled nor raises what the task raised.
             await asyncio.wait({self._task})
