@@ -29,16 +29,18 @@ Sink = Callable[[bytes], bool]
 
 
 class Environment:
-    """Resources the parent provides for one (scenario, system) pair: a broker, ports ...
+    """Resources the parent provides for one row (scenario, system, variant): a broker,
+    ports ...
 
     An async context manager entered once before the repetitions and exited after
     them, also on failure and Ctrl-C; its value is a JSON-able dict handed to
     every worker. The default provides nothing.
     """
 
-    def __init__(self, params: Params, workdir: Path) -> None:
+    def __init__(self, params: Params, workdir: Path, variant: Variant | None = None) -> None:
         self.params = params
         self.workdir = workdir
+        self.variant = variant or Variant()
 
     async def __aenter__(self) -> dict[str, Any]:
         return {}

@@ -153,6 +153,10 @@ class Broker:
         _LIVE.add(self.proc.pid)
         try:
             wait_tcp(ready_port, timeout, self.proc)
+        except WorkerError as exc:
+            self.stop()
+            tail = self.log_tail().strip()
+            raise WorkerError(f"{exc}; output:\n{tail}" if tail else str(exc)) from None
         except BaseException:
             self.stop()
             raise

@@ -138,7 +138,7 @@ async def run_plan(plan: Plan, params: Params, repeat: int, workdir: Path) -> di
         return row
     started = time.monotonic()
     try:
-        async with plan.adapter.environment(params, workdir) as env:
+        async with plan.adapter.environment(params, workdir, plan.variant) as env:
             for rep in range(repeat):
                 metrics = await run_repetition(plan, params, env, workdir, rep)
                 _check_numbers(plan.scenario, metrics)

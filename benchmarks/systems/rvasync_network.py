@@ -1,31 +1,75 @@
-"""rvasync between processes: ``rv.Transport`` with each process's in-process daemon.
+"""rvasync between processes: ``rv.Transport`` on a service the runner chose.
 
-Every worker process opens ``rv.Transport(service=<free UDP port>, network=None)``:
-the first network transport of a loop starts that loop's in-process daemon, and
-the daemons of the different processes meet on the service over the loopback
-interface. Rows report "not available in this rvasync build" until ``rv.Transport``
-exists. A standalone-daemon variant (``daemon="127.0.0.1:<port>"``) belongs here
-as a second :class:`~benchmarks.registry.Variant` once that mode lands.
+Two rows (variants):
+
+- *in-process daemon* (the default, IPM-style mode, and the headline): every
+  worker opens ``rv.Transport(service=<free UDP port>, network=None)``; the first
+  network transport of a loop starts that loop's daemon, and the daemons of the
+  processes meet on the service over the loopback interface.
+- *standalone daemon*: the runner starts one ``python -m rvasync daemon`` process
+  on 127.0.0.1 (the broker-like layout NATS has), and every worker attaches to it
+  with ``daemon="127.0.0.1:<port>"``.
+
+Rows report "not available in this rvasync build" until the names they need exist.
 """
 
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import Sequence
 from typing import Any
 
 from benchmarks.environments import UdpPort
 from benchmarks.interfaces import PubSub, ReqRep, Sink
+from benchmarks.procs import LOOPBACK, Broker, free_port
 from benchmarks.registry import Variant, adapter
-from benchmarks.systems.rvasync_api import missing
+from benchmarks.systems.rvasync_api import missing, missing_module
 
-IN_PROCESS_DAEMON = Variant(name="ipm", label="in-process daemon")
+IN_PROCESS_DAEMON = Variant(name="ipm", label="in-process daemon", headline=True)
+STANDALONE_DAEMON = Variant(
+    name="standalone",
+    label="standalone daemon",
+    headline=False,
+    unavailable=lambda: missing_module("rvasync.cli.daemon", "run"),
+)
+
+
+class RvService(UdpPort):
+    """The service's UDP port, plus a standalone daemon process for that variant."""
+
+    broker: Broker | None = None
+
+    async def __aenter__(self) -> dict[str, Any]:
+        env = await super().__aenter__()
+        if self.variant.name == STANDALONE_DAEMON.name:
+            port = free_port()
+            self.broker = Broker(
+                [
+                    sys.executable,
+                    "-m",
+                    "rvasync",
+                    "daemon",
+                    "--host",
+                    LOOPBACK,
+                    "--listen",
+                    str(port),
+                ],
+                self.workdir / f"rvasync-daemon-{port}.log",
+            )
+            self.broker.start(port)
+            env["daemon"] = f"{LOOPBACK}:{port}"
+        return env
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        if self.broker is not None:
+            self.broker.stop()
 
 
 class _RvNetwork:
     """One ``rv.Transport`` per process, on the service the runner chose."""
 
-    environment = UdpPort
+    environment = RvService
     env: dict[str, Any]
     index: int
 
@@ -35,14 +79,16 @@ class _RvNetwork:
 
     @classmethod
     def variants(cls) -> Sequence[Variant]:
-        return (IN_PROCESS_DAEMON,)
+        return (IN_PROCESS_DAEMON, STANDALONE_DAEMON)
 
     async def connect(self) -> None:
         import rvasync as rv
 
         self.rv = rv
         self.listeners: list[Any] = []
-        self.transport = rv.Transport(service=str(self.env["ports"][0]), network=None)
+        self.transport = rv.Transport(
+            service=str(self.env["ports"][0]), network=None, daemon=self.env.get("daemon")
+        )
         await asyncio.wait_for(self.transport.open(), 30)
 
     async def close(self) -> None:
