@@ -1,0 +1,47 @@
+"""rvasync's data pipeline: record message streams, analyse them with Spark, publish results.
+
+- :class:`Recorder` (and ``rvasync record``) captures messages into a
+  directory of Parquet files with a committed-offset marker
+  (:mod:`rvasync.spark.capture`);
+- :func:`register` makes the ``rvasync`` PySpark data source available to a
+  session: batch and streaming reads of capture directories, batch and
+  streaming writes that publish rows as messages
+  (:mod:`rvasync.spark.datasource`);
+- :func:`decode_fields_udf` and friends decode raw wire bytes inside Spark.
+
+The recorder needs only pyarrow; the data source needs PySpark 4 (``pip
+install 'rvasync[spark]'``). See docs/spark.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rvasync.spark.capture import CaptureError, committed_files
+from rvasync.spark.recorder import Recorder
+
+__all__ = [
+    "CaptureError",
+    "Recorder",
+    "committed_files",
+    "decode_fields_udf",
+    "register",
+]
+
+
+def register(spark: Any) -> None:
+    """Register the ``rvasync`` data source with a SparkSession (harmless to repeat)."""
+    from rvasync.spark.datasource import RvasyncDataSource
+
+    spark.dataSource.register(RvasyncDataSource)
+
+
+def decode_fields_udf(*, vectorized: bool = False) -> Any:
+    """A Spark UDF turning the wire-bytes column into the ``fields`` JSON string.
+
+    ``vectorized=True`` gives an Arrow UDF (PySpark 4.1+, no pandas needed) or,
+    on older PySpark, a pandas UDF; the plain UDF works everywhere.
+    """
+    from rvasync.spark.udfs import decode_fields_udf as make
+
+    return make(vectorized=vectorized)
