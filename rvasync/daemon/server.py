@@ -1,0 +1,627 @@
+"""The TCP port of a standalone daemon: one client session per connection.
+
+``Daemon.start()`` calls :func:`start_server` when the daemon has a ``listen``
+port. Each accepted connection speaks the client protocol
+(:mod:`rvasync.daemon.clientproto`): after a HELLO it owns one
+``ClientSession`` of the engine, turns LISTEN/UNLISTEN/PUBLISH frames into
+session calls, and writes what the engine delivers as DELIVER frames.
+
+The engine must never wait for a client, so delivery only appends to a
+per-client backlog that is written once per loop turn, many messages to a
+frame. When the client stops reading, the socket's buffer fills, writing
+pauses, and the backlog grows up to ``max_consumer_buffer`` bytes; past that
+(or when a message has waited ``consumer_time_limit`` seconds) the *oldest*
+messages are dropped and the client is told with
+``_RV.ERROR.SYSTEM.CLIENT.SLOWCONSUMER`` ahead of everything still queued.
+A connection that sends garbage, or breaks off in the middle of a frame,
+loses its own session and nothing else.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import os
+import socket
+from collections import deque
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from rvasync._logging import stderr_logger
+from rvasync.advisories import AdvisoryClass, build_advisory
+from rvasync.daemon import clientproto as cp
+from rvasync.daemon.advisories import slow_consumer
+from rvasync.daemon.clientproto import ErrorCode, FrameType
+from rvasync.daemon.session import Payload
+from rvasync.errors import (
+    InvalidArgument,
+    InvalidSubject,
+    NotPermitted,
+    RvError,
+)
+from rvasync.message import Message
+from rvasync.subjects import check_listen_subject, check_send_subject
+
+__all__ = [
+    "DEFAULT_CONSUMER_TIME_LIMIT",
+    "DEFAULT_MAX_CONSUMER_BUFFER",
+    "ClientConnection",
+    "ClientServer",
+    "ServerStats",
+    "start_server",
+]
+
+#: Bytes of undelivered messages a daemon keeps for one client before dropping
+#: the oldest (the daemon's ``-max-consumer-buffer``). Room for two messages of
+#: the 64 MiB maximum, so one big message never pushes out the next.
+DEFAULT_MAX_CONSUMER_BUFFER = 128 * 1024 * 1024
+
+#: Seconds an undelivered message may wait for a client that does not read.
+DEFAULT_CONSUMER_TIME_LIMIT = 60.0
+
+#: Seconds a new connection has to introduce itself with HELLO.
+HELLO_TIMEOUT = 10.0
+
+# The socket's own write buffer is kept small, so that messages a client has
+# not taken wait in the backlog, where the oldest can still be dropped.
+_WRITE_HIGH_WATER = 256 * 1024
+_WRITE_LOW_WATER = 64 * 1024
+# Bytes of backlog written per write call (one or a few DELIVER frames).
+_WRITE_CHUNK = 256 * 1024
+# After an ERROR or BYE, how long a peer that does not read may keep the socket.
+_CLOSE_GRACE = 2.0
+
+_MESSAGE = 0
+_ADVISORY = 1
+
+_connection_ids = itertools.count(1)
+
+
+@dataclass
+class ServerStats:
+    """What the client port has seen since the daemon started (for HOST.STATUS and tests)."""
+
+    connections: int = 0  # accepted in total
+    sessions: int = 0  # connections that completed HELLO
+    refused: int = 0  # HELLOs refused (version, parameters)
+    dropped_protocol: int = 0  # connections dropped for garbage frames or forged messages
+    cut_mid_frame: int = 0  # connections that closed in the middle of a frame
+    illegal_publish: int = 0  # messages refused for their subject
+    slow_consumer_events: int = 0  # SLOWCONSUMER advisories presented
+    messages_dropped: int = 0  # messages dropped for slow consumers
+    bytes_dropped: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+class ClientServer:
+    """The listening socket and the live client connections of one daemon."""
+
+    def __init__(
+        self,
+        daemon: Any,
+        *,
+        max_consumer_buffer: int = DEFAULT_MAX_CONSUMER_BUFFER,
+        consumer_time_limit: float = DEFAULT_CONSUMER_TIME_LIMIT,
+    ) -> None:
+        if max_consumer_buffer <= 0:
+            raise InvalidArgument(
+                f"max_consumer_buffer must be a positive number of bytes, got {max_consumer_buffer}"
+            )
+        if consumer_time_limit <= 0:
+            raise InvalidArgument(
+                f"consumer_time_limit must be positive seconds, got {consumer_time_limit}"
+            )
+        self.daemon = daemon
+        self.max_consumer_buffer = max_consumer_buffer
+        self.consumer_time_limit = consumer_time_limit
+        self.stats = ServerStats()
+        #: Live connections (with or without a session yet).
+        self.sessions: set[ClientConnection] = set()
+        self.host = ""
+        self.port = 0
+        self._server: asyncio.base_events.Server | None = None
+        self._closed: asyncio.Future[None] | None = None
+        self._finisher: asyncio.Task[None] | None = None
+
+    async def _listen(self, host: str, port: int) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            self._server = await loop.create_server(
+                lambda: ClientConnection(self), host, port, reuse_address=True
+            )
+        except OSError as exc:
+            raise OSError(
+                exc.errno, f"cannot listen for clients on {host}:{port}: {exc.strerror}"
+            ) from None
+        sockname = self._server.sockets[0].getsockname()
+        self.host, self.port = sockname[0], sockname[1]
+
+    def info(self) -> dict[str, Any]:
+        """What a client learns about the daemon in WELCOME."""
+        import rvasync
+
+        return {
+            "version": rvasync.__version__,
+            "pid": os.getpid(),
+            "host": self.host,
+            "port": self.port,
+        }
+
+    def close(self) -> asyncio.Future[None]:
+        """Stop accepting, say BYE to every client and drop their sessions.
+
+        The work is done at once; the returned future completes when every
+        connection is gone, so both ``server.close()`` and
+        ``await server.close()`` are correct.
+        """
+        loop = asyncio.get_running_loop()
+        if self._closed is not None:
+            return self._closed
+        self._closed = loop.create_future()
+        if self._server is not None:
+            self._server.close()
+        waits = [conn.shut(ErrorCode.SHUTDOWN, "the daemon is stopping") for conn in self.sessions]
+        done = self._closed
+
+        async def finish() -> None:
+            with contextlib.suppress(Exception):
+                if waits:
+                    await asyncio.wait(waits, timeout=_CLOSE_GRACE + 1)
+                if self._server is not None:
+                    await self._server.wait_closed()
+            if not done.done():
+                done.set_result(None)
+
+        self._finisher = loop.create_task(finish())
+        return done
+
+    async def wait_closed(self) -> None:
+        if self._closed is not None:
+            await self._closed
+
+    def __repr__(self) -> str:
+        return f"<ClientServer {self.host}:{self.port} clients={len(self.sessions)}>"
+
+
+async def start_server(
+    daemon: Any,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    *,
+    max_consumer_buffer: int | None = None,
+    consumer_time_limit: float | None = None,
+) -> ClientServer:
+    """Listen for client transports of ``daemon`` on ``host:port`` (0 = any free port).
+
+    The consumer limits default to the daemon's ``max_consumer_buffer`` and
+    ``consumer_time_limit`` attributes when it has them, else to the module
+    defaults.
+    """
+    if max_consumer_buffer is None:
+        max_consumer_buffer = getattr(daemon, "max_consumer_buffer", None)
+    if consumer_time_limit is None:
+        consumer_time_limit = getattr(daemon, "consumer_time_limit", None)
+    server = ClientServer(
+        daemon,
+        max_consumer_buffer=max_consumer_buffer or DEFAULT_MAX_CONSUMER_BUFFER,
+        consumer_time_limit=consumer_time_limit or DEFAULT_CONSUMER_TIME_LIMIT,
+    )
+    await server._listen(host, port)
+    return server
+
+
+def _advisory_wire(advisory: Message) -> bytes:
+    return advisory.to_bytes()
+
+
+class ClientConnection(asyncio.Protocol):
+    """One client transport: its socket, its engine session and its delivery backlog.
+
+    It is the engine's ``SessionOwner``: ``deliver`` and ``present`` only
+    queue, and never block the daemon.
+    """
+
+    def __init__(self, server: ClientServer) -> None:
+        self.server = server
+        self.id = next(_connection_ids)
+        self.session: Any = None
+        self.peer: str = "?"
+        self._loop = asyncio.get_running_loop()
+        self._transport: asyncio.Transport | None = None
+        self._decoder = cp.FrameDecoder()
+        self._interests: dict[str, int] = {}
+        # Backlog of (enqueued_at, kind, wire): messages and advisories in delivery order.
+        self._queue: deque[tuple[float, int, bytes]] = deque()
+        self._queued_bytes = 0
+        self._limit = server.max_consumer_buffer
+        self._paused = False
+        self._flush_scheduled = False
+        self._age_timer: asyncio.TimerHandle | None = None
+        self._hello_timer: asyncio.TimerHandle | None = None
+        self._dropped = 0
+        self._bytes_dropped = 0
+        self._drop_reason = ""
+        self._reading_paused = False
+        self._gone: asyncio.Future[None] = self._loop.create_future()
+
+    # -- asyncio.Protocol --------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport  # type: ignore[assignment]
+        transport.set_write_buffer_limits(_WRITE_HIGH_WATER, _WRITE_LOW_WATER)
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        peer = transport.get_extra_info("peername")
+        if peer:
+            self.peer = f"{peer[0]}:{peer[1]}"
+        self.server.sessions.add(self)
+        self.server.stats.connections += 1
+        self._hello_timer = self._loop.call_later(HELLO_TIMEOUT, self._hello_overdue)
+        if self.server._closed is not None:
+            self.shut(ErrorCode.SHUTDOWN, "the daemon is stopping")
+
+    def data_received(self, data: bytes) -> None:
+        if self._transport is None or self._transport.is_closing():
+            return
+        try:
+            frames = self._decoder.feed(data)
+        except cp.ProtocolError as exc:
+            self._drop_for_garbage(str(exc))
+            return
+        for frame in frames:
+            if self._transport.is_closing():
+                return
+            try:
+                self._handle(frame)
+            except cp.ProtocolError as exc:
+                self._drop_for_garbage(str(exc))
+                return
+
+    def eof_received(self) -> bool:
+        return False  # close our side too
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._decoder.buffered:
+            self.server.stats.cut_mid_frame += 1
+            stderr_logger().info(
+                "client cut off mid-frame",
+                client=self.peer,
+                buffered=self._decoder.buffered,
+            )
+        self._teardown()
+
+    def pause_writing(self) -> None:
+        self._paused = True
+        if self._queue and self._age_timer is None:
+            self._arm_age_timer()
+
+    def resume_writing(self) -> None:
+        self._paused = False
+        self._flush()
+
+    # -- SessionOwner (called by the engine) ---------------------------------------------------
+
+    def deliver(self, payload: Any) -> None:
+        """Queue one message for this client; written at the end of the loop turn."""
+        wire = payload.wire()
+        self._enqueue(_MESSAGE, wire)
+
+    def present(self, advisory: Message) -> None:
+        """Queue an advisory for this client, in order with its messages."""
+        self._enqueue(_ADVISORY, _advisory_wire(advisory))
+
+    # -- inbound frames ------------------------------------------------------------------------
+
+    def _handle(self, frame: cp.Frame) -> None:
+        kind = type(frame)
+        session = self.session
+        if kind is cp.Publish:
+            if session is None:
+                raise cp.ProtocolError("PUBLISH before HELLO")
+            self._publish(frame.messages)
+        elif kind is cp.Listen:
+            if session is None:
+                raise cp.ProtocolError("LISTEN before HELLO")
+            self._listen(frame.subject)
+        elif kind is cp.Unlisten:
+            if session is None:
+                raise cp.ProtocolError("UNLISTEN before HELLO")
+            count = self._interests.get(frame.subject, 0)
+            if count:
+                if count == 1:
+                    del self._interests[frame.subject]
+                else:
+                    self._interests[frame.subject] = count - 1
+                session.remove_interest(frame.subject)
+        elif kind is cp.Ping:
+            self._write(cp.encode(cp.Pong(frame.token)))
+        elif kind is cp.Pong:
+            pass
+        elif kind is cp.Hello:
+            self._hello(frame)
+        elif kind is cp.Bye:
+            self._close_session()
+            self._close_transport()
+        else:
+            raise cp.ProtocolError(f"{frame.frame_type.name} is not a frame a client may send")
+
+    def _hello(self, hello: cp.Hello) -> None:
+        if self.session is not None:
+            raise cp.ProtocolError("a second HELLO on one connection")
+        if self._hello_timer is not None:
+            self._hello_timer.cancel()
+            self._hello_timer = None
+        if hello.version != cp.PROTOCOL_VERSION:
+            self._refuse(
+                ErrorCode.VERSION,
+                f"client protocol version {hello.version} is not supported "
+                f"(this daemon speaks version {cp.PROTOCOL_VERSION})",
+            )
+            return
+        try:
+            self.session = self.server.daemon.attach(
+                self,
+                service=hello.service,
+                network=hello.network,
+                description=hello.description,
+                reliability=hello.reliability,
+            )
+        except NotPermitted as exc:
+            self._refuse(ErrorCode.NOT_PERMITTED, str(exc))
+            return
+        except RvError as exc:
+            self._refuse(ErrorCode.INVALID_ARGUMENT, str(exc))
+            return
+        self.server.stats.sessions += 1
+        info = self.server.info()
+        for name in ("transport_id", "description"):
+            value = getattr(self.session, name, None)
+            if isinstance(value, str):
+                info[name] = value
+        self._write(cp.encode(cp.Welcome(self.session.inbox_prefix, info)))
+
+    def _listen(self, subject: str) -> None:
+        try:
+            check_listen_subject(subject)
+        except InvalidSubject as exc:
+            raise cp.ProtocolError(f"LISTEN on an invalid subject: {exc}") from None
+        self._interests[subject] = self._interests.get(subject, 0) + 1
+        self.session.add_interest(subject)
+
+    def _publish(self, wires: list[bytes]) -> None:
+        payloads = []
+        for wire in wires:
+            payload = Payload(data=wire)
+            # Read from the header without decoding the message; None means the bytes
+            # are not a message with a subject, which no genuine transport sends.
+            subject = payload.subject
+            if not subject:
+                raise cp.ProtocolError(
+                    "PUBLISH carried bytes that are not a message with a subject"
+                )
+            try:
+                check_send_subject(subject)
+            except (InvalidSubject, NotPermitted) as exc:
+                self._illegal_publish(subject, str(exc))
+                continue
+            payloads.append(payload)
+        if not payloads:
+            return
+        try:
+            waiting = self.session.publish_many(payloads)
+        except RvError as exc:
+            # The engine presented what went wrong (DATALOSS.MSG_TOO_LARGE ...) to this
+            # session; a closed session means the connection is going away anyway.
+            stderr_logger().debug("publish refused", client=self.peer, error=str(exc))
+            return
+        if waiting is not None:
+            self._hold_reading_until(waiting)
+
+    def _hold_reading_until(self, waiting: Any) -> None:
+        """The engine's send backlog is full: stop reading this client until it drains.
+
+        TCP flow control then makes the client's own writes wait, which is
+        what presents CLIENT.FASTPRODUCER there.
+        """
+        transport = self._transport
+        if transport is None or self._reading_paused:
+            return
+        self._reading_paused = True
+        transport.pause_reading()
+        future = asyncio.ensure_future(waiting)
+
+        def resume(_: object) -> None:
+            self._reading_paused = False
+            if self._transport is not None and not self._transport.is_closing():
+                self._transport.resume_reading()
+
+        future.add_done_callback(resume)
+
+    def _illegal_publish(self, subject: str | None, why: str) -> None:
+        self.server.stats.illegal_publish += 1
+        session = self.session
+        self.present(
+            build_advisory(
+                AdvisoryClass.ERROR,
+                "CLIENT.ILLEGAL_PUBLISH",
+                {
+                    "sub": subject or "",
+                    "tport": getattr(session, "transport_id", None) or str(self.id),
+                    "descr": getattr(session, "description", None) or "",
+                    "reason": why,
+                },
+            )
+        )
+
+    # -- outbound backlog -----------------------------------------------------------------------
+
+    def _enqueue(self, kind: int, wire: bytes) -> None:
+        if self._transport is None or self._transport.is_closing():
+            return
+        self._queue.append((self._loop.time(), kind, wire))
+        self._queued_bytes += len(wire)
+        if self._queued_bytes > self._limit:
+            if not self._paused:
+                self._flush()  # the socket takes it now; it pauses us when it is full
+            if self._queued_bytes > self._limit:
+                self._drop_oldest("size limit")
+        if self._paused:
+            if self._age_timer is None:
+                self._arm_age_timer()
+        elif not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        transport = self._transport
+        if transport is None or transport.is_closing():
+            return
+        queue = self._queue
+        if self._paused:
+            if queue and self._age_timer is None:
+                self._arm_age_timer()
+            return
+        if self._dropped:
+            self._write_slow_consumer()
+        while queue and not self._paused:
+            buffers: list[bytes] = []
+            batch: list[bytes] = []
+            size = 0
+            while queue and size < _WRITE_CHUNK:
+                _, kind, wire = queue.popleft()
+                size += len(wire)
+                if kind == _MESSAGE:
+                    batch.append(wire)
+                    continue
+                if batch:
+                    buffers += cp.encode_messages(FrameType.DELIVER, batch)
+                    batch = []
+                buffers.append(cp.encode(cp.Advisory(wire)))
+            if batch:
+                buffers += cp.encode_messages(FrameType.DELIVER, batch)
+            self._queued_bytes -= size
+            transport.writelines(buffers)
+        if queue and self._paused and self._age_timer is None:
+            self._arm_age_timer()
+
+    def _drop_oldest(self, reason: str) -> None:
+        queue = self._queue
+        while self._queued_bytes > self._limit and len(queue) > 1:
+            _, _, wire = queue.popleft()
+            self._count_drop(len(wire), reason)
+
+    def _count_drop(self, size: int, reason: str) -> None:
+        self._queued_bytes -= size
+        if not self._dropped:
+            stderr_logger().warning(
+                "slow consumer: dropping its oldest messages",
+                client=self.peer,
+                transport=getattr(self.session, "transport_id", self.id),
+                reason=reason,
+            )
+        self._dropped += 1
+        self._bytes_dropped += size
+        self._drop_reason = reason
+        stats = self.server.stats
+        stats.messages_dropped += 1
+        stats.bytes_dropped += size
+
+    def _arm_age_timer(self) -> None:
+        self._age_timer = self._loop.call_later(1.0, self._check_ages)
+
+    def _check_ages(self) -> None:
+        self._age_timer = None
+        queue = self._queue
+        if not queue:
+            return
+        deadline = self._loop.time() - self.server.consumer_time_limit
+        while queue and queue[0][0] < deadline:
+            _, _, wire = queue.popleft()
+            self._count_drop(len(wire), "time limit")
+        if queue and self._paused:
+            self._arm_age_timer()
+
+    def _write_slow_consumer(self) -> None:
+        self.server.stats.slow_consumer_events += 1
+        advisory = slow_consumer(
+            waiting=len(self._queue),
+            dropped=self._dropped,
+            bytes_dropped=self._bytes_dropped,
+            reason=self._drop_reason,
+        )
+        self._dropped = self._bytes_dropped = 0
+        self._write(cp.encode(cp.Advisory(advisory.to_bytes())))
+
+    # -- closing -------------------------------------------------------------------------------
+
+    def _write(self, data: bytes) -> None:
+        if self._transport is not None and not self._transport.is_closing():
+            self._transport.write(data)
+
+    def _drop_for_garbage(self, why: str) -> None:
+        self.server.stats.dropped_protocol += 1
+        stderr_logger().warning("dropping client: bad frame", client=self.peer, problem=why)
+        self.shut(ErrorCode.PROTOCOL, why)
+
+    def _refuse(self, code: ErrorCode, text: str) -> None:
+        self.server.stats.refused += 1
+        self.shut(code, text)
+
+    def _hello_overdue(self) -> None:
+        self._hello_timer = None
+        if self.session is None:
+            self.server.stats.dropped_protocol += 1
+            self.shut(ErrorCode.PROTOCOL, f"no HELLO within {HELLO_TIMEOUT:g} s")
+
+    def shut(self, code: ErrorCode | str, text: str) -> asyncio.Future[None]:
+        """Tell the client why (ERROR, then BYE), end the session and close the socket."""
+        self._close_session()
+        transport = self._transport
+        if transport is not None and not transport.is_closing():
+            self._queue.clear()
+            self._queued_bytes = 0
+            transport.write(cp.encode(cp.Error(str(code), text)))
+            transport.write(cp.encode(cp.Bye(text)))
+            self._close_transport()
+        return self._gone
+
+    def _close_transport(self) -> None:
+        transport = self._transport
+        if transport is None or transport.is_closing():
+            return
+        transport.close()
+        # A peer that never reads would keep the socket (and its buffer) forever.
+        self._loop.call_later(_CLOSE_GRACE, transport.abort)
+
+    def _close_session(self) -> None:
+        session, self.session = self.session, None
+        self._interests.clear()
+        if session is not None and not getattr(session, "closed", False):
+            try:
+                session.close()
+            except Exception as exc:  # the engine may already be stopping
+                stderr_logger().debug("session close failed", client=self.peer, error=str(exc))
+
+    def _teardown(self) -> None:
+        for timer in (self._hello_timer, self._age_timer):
+            if timer is not None:
+                timer.cancel()
+        self._hello_timer = self._age_timer = None
+        self._close_session()
+        self._queue.clear()
+        self._queued_bytes = 0
+        self.server.sessions.discard(self)
+        self._transport = None
+        if not self._gone.done():
+            self._gone.set_result(None)
+
+    def __repr__(self) -> str:
+        state = "attached" if self.session is not None else "new"
+        return f"<ClientConnection #{self.id} {self.peer} {state} backlog={len(self._queue)}>"

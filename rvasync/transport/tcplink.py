@@ -1,0 +1,715 @@
+"""The link from a network transport to a standalone daemon over TCP.
+
+``rv.Transport(daemon="7500")`` (or ``"host:port"``) talks to its daemon
+through a :class:`TcpLink`. The link
+
+- connects, and when the daemon parameter is a bare local port (``"7500"`` or
+  ``"tcp:7500"``) and nothing listens there, starts ``rvasync daemon --listen
+  PORT --idle-exit 60`` as a detached process and connects to it; a two-part
+  parameter (``"host:7500"``, ``"127.0.0.1:7500"``) never starts one;
+- introduces the transport (HELLO: service, network, description,
+  reliability) and learns its inbox prefix (WELCOME);
+- coalesces the messages published during one loop turn (or one batch
+  interval in timer batch mode) into one PUBLISH frame;
+- reconnects on its own when the connection drops, presenting
+  ``_RV.WARN.SYSTEM.RVD.DISCONNECTED`` at once and
+  ``_RV.INFO.SYSTEM.RVD.CONNECTED`` when it is back, and re-sends every
+  interest. While disconnected nothing flows in either direction (spec): a
+  publish raises :class:`~rvasync.errors.DaemonUnavailable` rather than being
+  queued for a daemon that may never come back;
+- presents ``_RV.WARN.SYSTEM.CLIENT.FASTPRODUCER`` when its outbound data has
+  waited more than 5 seconds for the daemon to take it, and makes publishers
+  wait (the awaitable ``publish`` returns) while the socket's buffer is full.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Awaitable
+from typing import Any, Protocol
+
+from rvasync._logging import stderr_logger
+from rvasync.advisories import AdvisoryClass, build_advisory
+from rvasync.daemon import clientproto as cp
+from rvasync.daemon.advisories import fast_producer
+from rvasync.daemon.clientproto import ErrorCode, FrameType
+from rvasync.daemon.params import parse_daemon
+from rvasync.errors import (
+    DaemonUnavailable,
+    InvalidArgument,
+    MalformedMessage,
+    NotPermitted,
+    TransportClosed,
+)
+from rvasync.message import Message
+
+__all__ = ["LinkHooks", "TcpLink"]
+
+#: Seconds to wait for a TCP connection, and then for the daemon's WELCOME.
+CONNECT_TIMEOUT = 5.0
+HANDSHAKE_TIMEOUT = 10.0
+#: Seconds an auto-started daemon has to start accepting connections.
+AUTOSTART_TIMEOUT = 15.0
+#: Idle seconds after which an auto-started daemon with no clients exits.
+AUTOSTART_IDLE_EXIT = 60.0
+#: Reconnect backoff: first delay, cap.
+RECONNECT_FIRST_DELAY = 0.05
+RECONNECT_MAX_DELAY = 2.0
+#: Seconds of failed reconnecting before RVD.RECONNECT_FAILED is presented (once).
+RECONNECT_FAILED_AFTER = 10.0
+#: Liveness: PING this often; a daemon silent for 3 intervals is taken for dead.
+HEARTBEAT_INTERVAL = 5.0
+#: Seconds outbound data may wait before CLIENT.FASTPRODUCER (spec: 5 s).
+FAST_PRODUCER_AFTER = 5.0
+#: Timer batch mode: how long small messages may wait to share a frame (spec: about 25 ms).
+TIMER_BATCH_INTERVAL = 0.02
+
+_WRITE_HIGH_WATER = 4 * 1024 * 1024
+_WRITE_LOW_WATER = 1024 * 1024
+# A pending batch this big is written at once, whatever the batch mode.
+_BATCH_BYTES = 256 * 1024
+_LOCAL_HOSTS = {"", "localhost", "127.0.0.1", "::1"}
+
+_ping_tokens = itertools.count(1)
+
+
+class _Refused(DaemonUnavailable):
+    """Nothing listens on the daemon's port: the one case where auto-start may help."""
+
+
+class LinkHooks(Protocol):
+    """What the link calls on its transport (rv.Transport implements it)."""
+
+    def _link_deliver(self, msg: Message) -> None: ...
+
+    def _link_present(self, advisory: Message) -> None: ...
+
+
+def _batch_interval(batch: Any) -> float:
+    """0 for default batching (once per loop turn), else the timer batch interval."""
+    if batch is None or batch is False:
+        return 0.0
+    if batch is True:
+        return TIMER_BATCH_INTERVAL
+    if isinstance(batch, (int, float)) and 0 < batch <= 1.0:
+        return float(batch)
+    raise InvalidArgument(
+        f"batch must be True (timer batching), False, or an interval in seconds within (0, 1], "
+        f"got {batch!r}"
+    )
+
+
+class TcpLink:
+    """A network transport's connection to a standalone daemon (a ``DaemonLink``)."""
+
+    def __init__(
+        self,
+        daemon: str,
+        *,
+        service: str | None = None,
+        network: str | None = None,
+        description: str | None = None,
+        reliability: float | None = None,
+        batch: Any = None,
+    ) -> None:
+        self.address = parse_daemon(daemon)
+        self._where = f"{self.address.host}:{self.address.port}"
+        self.daemon = daemon
+        self.service = service
+        self.network = network
+        self.description = description
+        self.reliability = reliability
+        self._batch_interval = _batch_interval(batch)
+        #: ``_INBOX.<transport id>.``; changes when the link reconnects to another daemon.
+        self.inbox_prefix = ""
+        #: What WELCOME said about the daemon (version, pid, host, port, transport_id ...).
+        self.daemon_info: dict[str, Any] = {}
+        #: pid of a daemon this link started, if it started one.
+        self.started_daemon_pid: int | None = None
+        #: How many times the link came back after losing its daemon.
+        self.reconnects = 0
+        self._hooks: LinkHooks | None = None
+        self._conn: _Connection | None = None
+        self._state = "new"  # new -> connected <-> disconnected -> closed
+        self._interests: dict[str, int] = {}
+        self._batch: list[bytes] = []
+        self._batch_bytes = 0
+        self._flush_handle: asyncio.Handle | None = None
+        self._reconnect_task: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # -- DaemonLink ----------------------------------------------------------------------------
+
+    @property
+    def connected(self) -> bool:
+        return self._state == "connected"
+
+    @property
+    def closed(self) -> bool:
+        return self._state == "closed"
+
+    @property
+    def batch(self) -> float:
+        """Timer batch interval in seconds; 0 = default batching (send every loop turn)."""
+        return self._batch_interval
+
+    @batch.setter
+    def batch(self, value: Any) -> None:
+        self._batch_interval = _batch_interval(value)
+
+    async def open(self, transport_hooks: LinkHooks) -> None:
+        """Connect (starting a local daemon if allowed and needed); DaemonUnavailable if not."""
+        if self._state != "new":
+            raise TransportClosed(f"link to daemon {self._where} was already opened")
+        self._hooks = transport_hooks
+        self._loop = asyncio.get_running_loop()
+        await self._establish(autostart=self.address.autostart)
+        if self._state == "closed":  # closed while connecting
+            self._drop_connection()
+            raise TransportClosed(f"link to daemon {self._where} closed while connecting")
+        self._state = "connected"
+
+    async def close(self) -> None:
+        """Say BYE and disconnect; no reconnecting afterwards."""
+        if self._state == "closed":
+            return
+        self._flush()  # what was published before close() still goes out
+        self._state = "closed"
+        task, self._reconnect_task = self._reconnect_task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        conn = self._conn
+        if conn is not None:
+            conn.say_bye()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(2.0):
+                    await conn.gone
+            conn.abort()
+            self._conn = None
+        self._batch.clear()
+
+    def add_interest(self, subject: str) -> None:
+        count = self._interests.get(subject, 0)
+        self._interests[subject] = count + 1
+        if count == 0 and self._state == "connected":
+            self._send_control(cp.encode(cp.Listen(subject)))
+
+    def remove_interest(self, subject: str) -> None:
+        count = self._interests.get(subject, 0)
+        if count == 0:
+            return
+        if count == 1:
+            del self._interests[subject]
+            if self._state == "connected":
+                self._send_control(cp.encode(cp.Unlisten(subject)))
+        else:
+            self._interests[subject] = count - 1
+
+    def publish(self, msg: Message) -> Awaitable[None] | None:
+        """Queue ``msg`` for the daemon; an awaitable means "wait: the daemon is behind"."""
+        if self._state != "connected":
+            self._refuse_send()
+        wire = msg.to_bytes()
+        self._batch.append(wire)
+        self._batch_bytes += len(wire)
+        return self._after_queue()
+
+    def publish_many(self, msgs: list[Message]) -> Awaitable[None] | None:
+        if self._state != "connected":
+            self._refuse_send()
+        wires = [m.to_bytes() for m in msgs]
+        self._batch += wires
+        self._batch_bytes += sum(map(len, wires))
+        return self._after_queue()
+
+    async def ping(self, timeout: float = 5.0) -> float:
+        """Round trip to the daemon in seconds; everything sent before it has been processed."""
+        if self._state != "connected" or self._conn is None:
+            self._refuse_send()
+        self._flush()
+        conn = self._conn
+        loop = asyncio.get_running_loop()
+        token = next(_ping_tokens)
+        waiter = loop.create_future()
+        conn.pings[token] = waiter
+        start = loop.time()
+        conn.write(cp.encode(cp.Ping(token)))
+        try:
+            async with asyncio.timeout(timeout):
+                await waiter
+        except TimeoutError:
+            raise DaemonUnavailable(
+                f"daemon {self._where} did not answer a ping within {timeout} s"
+            ) from None
+        finally:
+            conn.pings.pop(token, None)
+        return loop.time() - start
+
+    # -- sending -------------------------------------------------------------------------------
+
+    def _refuse_send(self) -> None:
+        if self._state == "closed":
+            raise TransportClosed(f"link to daemon {self._where} is closed")
+        if self._state == "new":
+            raise TransportClosed(f"link to daemon {self._where} is not open yet")
+        raise DaemonUnavailable(
+            f"not connected to daemon {self._where} (reconnecting); nothing was sent"
+        )
+
+    def _after_queue(self) -> Awaitable[None] | None:
+        conn = self._conn
+        if self._batch_bytes >= _BATCH_BYTES:
+            self._flush()
+        elif self._flush_handle is None:
+            loop = self._loop
+            assert loop is not None
+            if self._batch_interval:
+                self._flush_handle = loop.call_later(self._batch_interval, self._flush)
+            else:
+                self._flush_handle = loop.call_soon(self._flush)
+        if conn is not None and conn.paused:
+            conn.waiting += 1
+            return conn.drained()
+        return None
+
+    def _flush(self) -> None:
+        handle, self._flush_handle = self._flush_handle, None
+        if handle is not None:
+            handle.cancel()
+        batch = self._batch
+        if not batch:
+            return
+        self._batch = []
+        self._batch_bytes = 0
+        conn = self._conn
+        if conn is None or self._state != "connected":
+            return
+        try:
+            buffers = cp.encode_messages(FrameType.PUBLISH, batch)
+        except cp.ProtocolError as exc:  # a message over 64 MiB got past the codec
+            stderr_logger().error("message not sent", daemon=self._where, error=str(exc))
+            return
+        conn.writelines(buffers)
+
+    def _send_control(self, frame: bytes) -> None:
+        # Messages published before this frame must reach the daemon before it.
+        self._flush()
+        if self._conn is not None:
+            self._conn.write(frame)
+
+    # -- connecting ----------------------------------------------------------------------------
+
+    async def _establish(self, *, autostart: bool) -> None:
+        """Connect and complete HELLO/WELCOME, or raise DaemonUnavailable/NotPermitted ..."""
+        try:
+            conn = await self._connect()
+        except _Refused as refused:
+            if not autostart or self.address.host not in _LOCAL_HOSTS:
+                raise
+            conn = await self._start_daemon_and_connect(refused)
+        try:
+            welcome = await conn.handshake(
+                cp.Hello(
+                    service=self.service,
+                    network=self.network,
+                    description=self.description,
+                    reliability=self.reliability,
+                )
+            )
+        except BaseException:
+            conn.abort()
+            raise
+        self._conn = conn
+        self.inbox_prefix = welcome.inbox_prefix
+        self.daemon_info = dict(welcome.daemon)
+        conn.start_heartbeat()
+
+    async def _connect(self) -> _Connection:
+        loop = asyncio.get_running_loop()
+        host, port = self.address.host, self.address.port
+        try:
+            async with asyncio.timeout(CONNECT_TIMEOUT):
+                _, conn = await loop.create_connection(lambda: _Connection(self), host, port)
+        except TimeoutError:
+            raise DaemonUnavailable(
+                f"daemon {self._where}: no connection within {CONNECT_TIMEOUT} s"
+            ) from None
+        except ConnectionRefusedError:
+            raise _Refused(f"no daemon listens on {self._where} (connection refused)") from None
+        except OSError as exc:
+            raise DaemonUnavailable(
+                f"cannot connect to daemon {self._where}: {exc.strerror or exc}"
+            ) from None
+        return conn
+
+    async def _start_daemon_and_connect(self, refused: DaemonUnavailable) -> _Connection:
+        proc = _spawn_daemon(self.address.port)
+        self.started_daemon_pid = proc.pid
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + AUTOSTART_TIMEOUT
+        delay = 0.02
+        while True:
+            try:
+                return await self._connect()
+            except DaemonUnavailable as exc:
+                # A daemon that exited may have lost a race for the port to another
+                # auto-started one: keep trying until the deadline either way.
+                if loop.time() + delay > deadline:
+                    log = _daemon_log_path(self.address.port)
+                    raise DaemonUnavailable(
+                        f"started a daemon for {self._where} (pid {proc.pid}) but it did "
+                        f"not accept connections within {AUTOSTART_TIMEOUT} s ({exc}); "
+                        f"see {log}"
+                    ) from refused
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 0.25)
+
+    # -- losing and regaining the daemon ---------------------------------------------------------
+
+    def _connection_lost(self, conn: _Connection, reason: str) -> None:
+        if conn is not self._conn:
+            return
+        self._conn = None
+        if self._state != "connected":
+            return
+        self._state = "disconnected"
+        self._batch.clear()
+        self._batch_bytes = 0
+        stderr_logger().warning("lost the daemon", daemon=self._where, reason=reason)
+        self._present(
+            AdvisoryClass.WARN,
+            "RVD.DISCONNECTED",
+            {"daemon": self._where, "reason": reason},
+        )
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            self._reconnect_task = loop.create_task(self._reconnect())
+
+    async def _reconnect(self) -> None:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        delay = RECONNECT_FIRST_DELAY
+        failure_reported = False
+        attempts = 0
+        while self._state == "disconnected":
+            await asyncio.sleep(delay)
+            if self._state != "disconnected":
+                return
+            attempts += 1
+            try:
+                await self._establish(autostart=self.address.autostart)
+            except (DaemonUnavailable, NotPermitted, InvalidArgument, cp.ProtocolError) as exc:
+                if not failure_reported and loop.time() - started >= RECONNECT_FAILED_AFTER:
+                    failure_reported = True
+                    self._present(
+                        AdvisoryClass.ERROR,
+                        "RVD.RECONNECT_FAILED",
+                        {"daemon": self._where, "attempts": attempts, "reason": str(exc)},
+                    )
+                delay = min(delay * 2, RECONNECT_MAX_DELAY)
+                continue
+            if self._state != "disconnected":  # closed meanwhile
+                self._drop_connection()
+                return
+            self._state = "connected"
+            self.reconnects += 1
+            self._adopt_inbox_prefix()
+            for subject in self._interests:
+                self._conn.write(cp.encode(cp.Listen(subject)))
+            self._present(
+                AdvisoryClass.INFO,
+                "RVD.CONNECTED",
+                {"daemon": self._where, "attempts": attempts},
+            )
+            return
+
+    def _adopt_inbox_prefix(self) -> None:
+        """A new daemon session has a new inbox prefix: new inboxes must use it.
+
+        Inboxes made before the reconnect named the old session, which is gone
+        with its daemon; replies to them are lost (a pending request times out).
+        """
+        hooks = self._hooks
+        if hooks is not None and hasattr(hooks, "_inbox_prefix"):
+            hooks._inbox_prefix = self.inbox_prefix
+
+    def _drop_connection(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            conn.abort()
+
+    # -- inbound -------------------------------------------------------------------------------
+
+    def _present(self, adv_class: AdvisoryClass, name: str, fields: dict[str, Any]) -> None:
+        hooks = self._hooks
+        if hooks is not None:
+            hooks._link_present(build_advisory(adv_class, name, fields))
+
+    def _deliver_wires(self, wires: list[bytes]) -> None:
+        hooks = self._hooks
+        if hooks is None or self._state == "closed":
+            return
+        # Each message is decoded for this transport alone: the transport may hand it
+        # over without the copy-on-write copy it makes for shared messages.
+        deliver = getattr(hooks, "_link_deliver_owned", None) or hooks._link_deliver
+        from_bytes = Message.from_bytes
+        for wire in wires:
+            try:
+                msg = from_bytes(wire)
+            except MalformedMessage as exc:
+                stderr_logger().warning(
+                    "dropped a malformed message from the daemon",
+                    daemon=self._where,
+                    error=str(exc),
+                )
+                continue
+            deliver(msg)
+
+    def _advisory(self, wire: bytes) -> None:
+        hooks = self._hooks
+        if hooks is None or self._state == "closed":
+            return
+        try:
+            advisory = Message.from_bytes(wire)
+        except MalformedMessage:
+            return
+        hooks._link_present(advisory)
+
+    def _fast_producer(self, waiting: int) -> None:
+        if self._hooks is not None:
+            self._hooks._link_present(fast_producer(waiting))
+
+    def __repr__(self) -> str:
+        return f"<TcpLink {self._where} {self._state} interests={len(self._interests)}>"
+
+
+class _Connection(asyncio.Protocol):
+    """One TCP connection of a link: frames in, frames out, liveness and flow control."""
+
+    def __init__(self, link: TcpLink) -> None:
+        self.link = link
+        self.loop = asyncio.get_running_loop()
+        self.transport: asyncio.Transport | None = None
+        self.decoder = cp.FrameDecoder()
+        self.welcome: asyncio.Future[cp.Welcome] = self.loop.create_future()
+        self.gone: asyncio.Future[None] = self.loop.create_future()
+        self.pings: dict[int, asyncio.Future[None]] = {}
+        self.paused = False
+        self.waiting = 0  # messages published while paused
+        self._drain: asyncio.Future[None] | None = None
+        self._fast_timer: asyncio.TimerHandle | None = None
+        self._heartbeat: asyncio.TimerHandle | None = None
+        self._last_heard = self.loop.time()
+        self._reason = "connection closed by the daemon"
+
+    # -- asyncio.Protocol -------------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        transport.set_write_buffer_limits(_WRITE_HIGH_WATER, _WRITE_LOW_WATER)
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+
+    def data_received(self, data: bytes) -> None:
+        self._last_heard = self.loop.time()
+        try:
+            frames = self.decoder.feed(data)
+        except cp.ProtocolError as exc:
+            self._fail(f"daemon sent a bad frame: {exc}")
+            return
+        link = self.link
+        for frame in frames:
+            kind = type(frame)
+            if kind is cp.Deliver:
+                link._deliver_wires(frame.messages)
+            elif kind is cp.Advisory:
+                link._advisory(frame.message)
+            elif kind is cp.Pong:
+                waiter = self.pings.pop(frame.token, None)
+                if waiter is not None and not waiter.done():
+                    waiter.set_result(None)
+            elif kind is cp.Ping:
+                self.write(cp.encode(cp.Pong(frame.token)))
+            elif kind is cp.Welcome:
+                if not self.welcome.done():
+                    self.welcome.set_result(frame)
+            elif kind is cp.Error:
+                self._error(frame)
+            elif kind is cp.Bye:
+                self._reason = (
+                    f"daemon said goodbye: {frame.reason}"
+                    if frame.reason
+                    else ("daemon said goodbye")
+                )
+            else:
+                self._fail(f"daemon sent a {frame.frame_type.name} frame, which only clients send")
+                return
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        for timer in (self._fast_timer, self._heartbeat):
+            if timer is not None:
+                timer.cancel()
+        self._fast_timer = self._heartbeat = None
+        if exc is not None and self._reason == "connection closed by the daemon":
+            self._reason = f"connection lost: {exc}"
+        if not self.welcome.done():
+            self.welcome.set_exception(
+                DaemonUnavailable(f"daemon {self.link._where}: {self._reason}")
+            )
+            self.welcome.exception()  # retrieved: the handshake may not be waiting any more
+        for waiter in self.pings.values():
+            if not waiter.done():
+                waiter.set_exception(DaemonUnavailable(f"daemon {self.link._where} went away"))
+                waiter.exception()
+        self.pings.clear()
+        self._release_drain()
+        if not self.gone.done():
+            self.gone.set_result(None)
+        self.transport = None
+        self.link._connection_lost(self, self._reason)
+
+    def pause_writing(self) -> None:
+        self.paused = True
+        self.waiting = 0
+        self._fast_timer = self.loop.call_later(FAST_PRODUCER_AFTER, self._still_paused)
+
+    def resume_writing(self) -> None:
+        self.paused = False
+        if self._fast_timer is not None:
+            self._fast_timer.cancel()
+            self._fast_timer = None
+        self._release_drain()
+
+    # -- used by the link -------------------------------------------------------------------------
+
+    async def handshake(self, hello: cp.Hello) -> cp.Welcome:
+        self.write(cp.encode(hello))
+        try:
+            async with asyncio.timeout(HANDSHAKE_TIMEOUT):
+                return await self.welcome
+        except TimeoutError:
+            raise DaemonUnavailable(
+                f"daemon {self.link._where} did not answer HELLO within {HANDSHAKE_TIMEOUT} s"
+            ) from None
+
+    def write(self, data: bytes) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(data)
+
+    def writelines(self, buffers: list[bytes]) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.writelines(buffers)
+
+    def drained(self) -> asyncio.Future[None]:
+        if self._drain is None:
+            self._drain = self.loop.create_future()
+        return self._drain
+
+    def say_bye(self) -> None:
+        transport = self.transport
+        if transport is not None and not transport.is_closing():
+            transport.write(cp.encode(cp.Bye("client closing")))
+            transport.close()
+
+    def abort(self) -> None:
+        if self.transport is not None:
+            self.transport.abort()
+
+    def start_heartbeat(self) -> None:
+        self._heartbeat = self.loop.call_later(HEARTBEAT_INTERVAL, self._beat)
+
+    # -- internals --------------------------------------------------------------------------------
+
+    def _beat(self) -> None:
+        self._heartbeat = None
+        if self.transport is None:
+            return
+        if self.loop.time() - self._last_heard > 3 * HEARTBEAT_INTERVAL:
+            self._fail(f"daemon silent for over {3 * HEARTBEAT_INTERVAL:g} s")
+            return
+        self.write(cp.encode(cp.Ping(0)))
+        self._heartbeat = self.loop.call_later(HEARTBEAT_INTERVAL, self._beat)
+
+    def _still_paused(self) -> None:
+        self._fast_timer = None
+        if self.paused and self.transport is not None:
+            self.link._fast_producer(self.waiting)
+            self._fast_timer = self.loop.call_later(FAST_PRODUCER_AFTER, self._still_paused)
+
+    def _release_drain(self) -> None:
+        drain, self._drain = self._drain, None
+        if drain is not None and not drain.done():
+            drain.set_result(None)
+
+    def _error(self, error: cp.Error) -> None:
+        exc_type: type[Exception] = DaemonUnavailable
+        if error.code == ErrorCode.NOT_PERMITTED:
+            exc_type = NotPermitted
+        elif error.code == ErrorCode.INVALID_ARGUMENT:
+            exc_type = InvalidArgument
+        text = f"daemon {self.link._where} refused: {error.text}"
+        if not self.welcome.done():
+            self.welcome.set_exception(exc_type(text))
+            self.welcome.exception()
+        else:
+            stderr_logger().error("daemon error", daemon=str(self.link._where), error=error.text)
+        self._reason = f"daemon error {error.code}: {error.text}"
+
+    def _fail(self, reason: str) -> None:
+        self._reason = reason
+        self.abort()
+
+
+# -- auto-start ------------------------------------------------------------------------------------
+
+
+def _daemon_log_path(port: int) -> str:
+    return os.path.join(tempfile.gettempdir(), f"rvasync-daemon-{port}.log")
+
+
+def _spawn_daemon(port: int) -> subprocess.Popen[bytes]:
+    """Start ``rvasync daemon --listen PORT`` detached from this process's session.
+
+    It outlives this program (it exits after an idle minute on its own). Its
+    errors go to a log file named in DaemonUnavailable; a thread reaps it if it
+    exits while this program still runs, so it never lingers as a zombie.
+    """
+    command = [
+        sys.executable,
+        "-m",
+        "rvasync",
+        "daemon",
+        "--listen",
+        str(port),
+        "--idle-exit",
+        f"{AUTOSTART_IDLE_EXIT:g}",
+    ]
+    with open(_daemon_log_path(port), "ab") as log:
+        try:
+            proc = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=log,
+                start_new_session=True,
+                close_fds=True,
+            )
+        except OSError as exc:
+            raise DaemonUnavailable(
+                f"cannot start a daemon on port {port}: {exc.strerror or exc}"
+            ) from None
+    threading.Thread(target=proc.wait, name=f"rvasync-daemon-{port}-reaper", daemon=True).start()
+    return proc
