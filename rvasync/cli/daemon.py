@@ -1,0 +1,134 @@
+"""``rvasync daemon``: run a standalone daemon that client transports reach over TCP.
+
+It runs until SIGINT or SIGTERM (or, with ``--idle-exit``, until it has had no
+client for that long, which is how an auto-started daemon goes away) and
+prints one line once it accepts connections, so scripts and tests can wait
+for it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+
+from rvasync.daemon.params import DEFAULT_DAEMON_PORT
+from rvasync.errors import DaemonUnavailable, InvalidArgument
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "daemon",
+        help="run a standalone daemon serving client transports over TCP",
+        description="Run a standalone rvasync daemon. Client transports connect with "
+        "rv.Transport(daemon='PORT') or daemon='HOST:PORT'.",
+    )
+    p.add_argument(
+        "--listen",
+        type=int,
+        default=DEFAULT_DAEMON_PORT,
+        metavar="PORT",
+        help=f"TCP port for client transports (default {DEFAULT_DAEMON_PORT}; 0 = any free port)",
+    )
+    p.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (default 127.0.0.1: clients on this host only)",
+    )
+    p.add_argument(
+        "--reliability",
+        type=float,
+        default=60.0,
+        metavar="SECONDS",
+        help="how long sent messages are kept for retransmission (default 60; 0 disables)",
+    )
+    p.add_argument(
+        "--idle-exit",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="exit after this long with no client transport (default: never)",
+    )
+    p.add_argument(
+        "--max-consumer-buffer",
+        type=int,
+        default=None,
+        metavar="BYTES",
+        help="undelivered bytes kept per client before its oldest messages are dropped "
+        "(CLIENT.SLOWCONSUMER; default 128 MiB)",
+    )
+    p.add_argument(
+        "--loop",
+        choices=("auto", "asyncio", "uvloop"),
+        default="auto",
+        help="event loop: uvloop when installed (auto), or force one",
+    )
+    p.set_defaults(handler=run)
+
+
+def _loop_factory(choice: str):  # -> Callable[[], AbstractEventLoop] | None
+    if choice == "asyncio":
+        return None
+    try:
+        import uvloop
+    except ImportError:
+        if choice == "uvloop":
+            raise InvalidArgument("--loop uvloop: uvloop is not installed") from None
+        return None
+    return uvloop.new_event_loop
+
+
+def run(args: argparse.Namespace) -> int:
+    if not 0 <= args.listen <= 65535:
+        raise InvalidArgument(f"--listen {args.listen}: a port is within 0..65535")
+    if args.reliability < 0:
+        raise InvalidArgument(f"--reliability {args.reliability}: must be 0 or more seconds")
+    if args.idle_exit is not None and args.idle_exit <= 0:
+        raise InvalidArgument(f"--idle-exit {args.idle_exit}: must be positive seconds")
+    if args.max_consumer_buffer is not None and args.max_consumer_buffer <= 0:
+        raise InvalidArgument(
+            f"--max-consumer-buffer {args.max_consumer_buffer}: must be a positive byte count"
+        )
+    with asyncio.Runner(loop_factory=_loop_factory(args.loop)) as runner:
+        return runner.run(serve(args))
+
+
+async def serve(args: argparse.Namespace) -> int:
+    from rvasync.daemon import Daemon
+
+    daemon = Daemon(
+        listen=args.listen,
+        host=args.host,
+        reliability=args.reliability,
+        idle_exit=args.idle_exit,
+    )
+    if args.max_consumer_buffer is not None:
+        # Read by the client server when the daemon starts it (see rvasync.daemon.server).
+        daemon.max_consumer_buffer = args.max_consumer_buffer
+    try:
+        await daemon.start()
+    except OSError as exc:
+        raise DaemonUnavailable(str(exc)) from None
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(signum, stop.set)
+    print(
+        f"rvasync daemon listening on {args.host}:{daemon.listen_port} (pid {os.getpid()})",
+        flush=True,
+    )
+    stopped = asyncio.ensure_future(daemon.wait_stopped())
+    signalled = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({stopped, signalled}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        signalled.cancel()
+        if not stopped.done():
+            await daemon.stop()
+        stopped.cancel()
+    print("rvasync daemon stopped", file=sys.stderr, flush=True)
+    return 0

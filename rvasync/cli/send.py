@@ -1,0 +1,201 @@
+"""``rvasync send``: publish a message from the shell (the tibrvsend role).
+
+Fields are ``name=value`` (an int, else a float, else a string) or
+``name:TYPE=value`` with a FieldType name (``n:U8=7``, ``when:DATETIME=now``,
+``xs:F32ARRAY=1,2.5``, ``sub:MSG={json form}``); ``--json`` starts from a whole
+message in the JSON form of :mod:`rvasync.jsonform`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime as dt
+import ipaddress
+import json
+import sys
+from typing import Any
+
+from rvasync.errors import InvalidArgument, RvError
+from rvasync.fieldtypes import FieldType
+from rvasync.jsonform import from_json, from_jsonable
+from rvasync.message import Message
+from rvasync.rvdatetime import DateTime
+
+__all__ = ["add_transport_options", "open_transport", "parse_field", "register"]
+
+_INT_TYPES = {
+    FieldType.I8,
+    FieldType.I16,
+    FieldType.I32,
+    FieldType.I64,
+    FieldType.U8,
+    FieldType.U16,
+    FieldType.U32,
+    FieldType.U64,
+    FieldType.IPPORT16,
+}
+_INT_ARRAYS = {
+    FieldType.I8ARRAY,
+    FieldType.I16ARRAY,
+    FieldType.I32ARRAY,
+    FieldType.I64ARRAY,
+    FieldType.U8ARRAY,
+    FieldType.U16ARRAY,
+    FieldType.U32ARRAY,
+    FieldType.U64ARRAY,
+}
+
+
+def add_transport_options(p: argparse.ArgumentParser) -> None:
+    """The --service/--network/--daemon options shared by the network tools."""
+    p.add_argument("--service", default=None, help="service (UDP port or name)")
+    p.add_argument("--network", default=None, help="network 'interface;groups;send-address'")
+    p.add_argument(
+        "--daemon",
+        default=None,
+        help="standalone daemon: PORT (started if not running) or HOST:PORT; "
+        "default: an in-process daemon",
+    )
+
+
+def open_transport(args: argparse.Namespace, description: str) -> Any:
+    """The network transport the options describe (an async context manager)."""
+    from rvasync.transport.network import Transport
+
+    return Transport(args.service, args.network, args.daemon, description=description)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "send",
+        help="send a message (fields as name=value or name:TYPE=value)",
+        description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
+    )
+    p.add_argument("subject", metavar="SUBJECT")
+    p.add_argument("fields", nargs="*", metavar="FIELD", help="name=value or name:TYPE=value")
+    p.add_argument("--json", metavar="MESSAGE_JSON", help="the message as JSON (- for stdin)")
+    p.add_argument("--reply-subject", default=None, help="reply subject to set on the message")
+    p.add_argument("--count", type=int, default=1, help="how many times to send (default 1)")
+    p.add_argument("--interval", type=float, default=0.0, metavar="S", help="seconds between sends")
+    add_transport_options(p)
+    p.set_defaults(handler=run)
+
+
+def build_message(args: argparse.Namespace) -> Message:
+    """The message the command line describes."""
+    if args.json is not None:
+        text = sys.stdin.read() if args.json == "-" else args.json
+        msg = from_json(text)
+    else:
+        msg = Message()
+    msg.subject = args.subject
+    if args.reply_subject is not None:
+        msg.reply_subject = args.reply_subject
+    for spec in args.fields:
+        name, value, ftype = parse_field(spec)
+        msg.add(name, value, ftype)
+    return msg
+
+
+async def run(args: argparse.Namespace) -> int:
+    if args.count < 1:
+        raise InvalidArgument(f"--count {args.count}: must be at least 1")
+    if args.interval < 0:
+        raise InvalidArgument(f"--interval {args.interval}: must be 0 or more seconds")
+    msg = build_message(args)
+    async with open_transport(args, "rvasync send") as transport:
+        for n in range(args.count):
+            if n and args.interval:
+                await asyncio.sleep(args.interval)
+            await transport.send(msg)
+    plural = "" if args.count == 1 else "s"
+    print(f"sent {args.count} message{plural} to {args.subject}", flush=True)
+    return 0
+
+
+def parse_field(spec: str) -> tuple[str, Any, FieldType | None]:
+    """``name=value`` or ``name:TYPE=value`` -> (name, Python value, type or None)."""
+    name, sep, text = spec.partition("=")
+    if not sep or not name:
+        raise InvalidArgument(f"field {spec!r}: expected name=value or name:TYPE=value")
+    base, colon, type_name = name.rpartition(":")
+    if colon and base:
+        try:
+            ftype = FieldType[type_name.upper()]
+        except KeyError:
+            names = ", ".join(t.name for t in FieldType)
+            raise InvalidArgument(
+                f"field {spec!r}: {type_name!r} is not a field type (one of {names})"
+            ) from None
+        try:
+            return base, _typed(ftype, text), ftype
+        except (ValueError, TypeError, RvError, json.JSONDecodeError) as exc:
+            raise InvalidArgument(f"field {spec!r}: {exc}") from None
+    return name, _inferred(text), None
+
+
+def _inferred(text: str) -> int | float | str:
+    try:
+        return int(text)
+    except ValueError:
+        pass
+    try:
+        value = float(text)
+    except ValueError:
+        return text
+    # "nan", "inf" and friends stay text unless typed explicitly.
+    return value if text.strip().lower() not in ("nan", "inf", "-inf", "infinity") else text
+
+
+def _typed(ftype: FieldType, text: str) -> Any:
+    if ftype in _INT_TYPES:
+        return int(text, 0)
+    if ftype in (FieldType.F32, FieldType.F64):
+        return float(text)
+    if ftype is FieldType.BOOL:
+        lowered = text.strip().lower()
+        if lowered in ("true", "1", "yes", "on"):
+            return True
+        if lowered in ("false", "0", "no", "off"):
+            return False
+        raise ValueError(f"{text!r} is not a boolean (true/false)")
+    if ftype is FieldType.STRING:
+        return text
+    if ftype in (FieldType.OPAQUE, FieldType.XML):
+        return text.encode("utf-8")
+    if ftype is FieldType.DATETIME:
+        return _datetime(text)
+    if ftype is FieldType.IPADDR32:
+        return ipaddress.IPv4Address(text)
+    if ftype in _INT_ARRAYS:
+        return [int(item, 0) for item in _items(text)]
+    if ftype in (FieldType.F32ARRAY, FieldType.F64ARRAY):
+        return [float(item) for item in _items(text)]
+    if ftype is FieldType.STRINGARRAY:
+        return _items(text)
+    if ftype is FieldType.MSG:
+        return from_json(text)
+    if ftype is FieldType.MSGARRAY:
+        forms = json.loads(text)
+        if not isinstance(forms, list):
+            raise ValueError("MSGARRAY takes a JSON list of message forms")
+        return [from_jsonable(form) for form in forms]
+    raise ValueError(f"no text form for {ftype.name}")  # pragma: no cover - all types listed
+
+
+def _items(text: str) -> list[str]:
+    return [] if not text else text.split(",")
+
+
+def _datetime(text: str) -> DateTime:
+    if text.strip().lower() == "now":
+        return DateTime.now()
+    try:
+        return DateTime.from_timestamp(float(text))
+    except ValueError:
+        pass
+    moment = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=dt.UTC)
+    return DateTime.from_datetime(moment)
