@@ -7,7 +7,7 @@
   session: batch and streaming reads of capture directories, batch and
   streaming writes that publish rows as messages
   (:mod:`rvasync.spark.datasource`);
-- :func:`decode_fields_udf` and friends decode raw wire bytes inside Spark.
+- :func:`decode_fields_udf` and :func:`field_udf` decode raw wire bytes inside Spark.
 
 The recorder needs only pyarrow; the data source needs PySpark 4 (``pip
 install 'rvasync[spark]'``). See docs/spark.md.
@@ -25,6 +25,7 @@ __all__ = [
     "Recorder",
     "committed_files",
     "decode_fields_udf",
+    "field_udf",
     "register",
 ]
 
@@ -42,6 +43,13 @@ def decode_fields_udf(*, vectorized: bool = False) -> Any:
     ``vectorized=True`` gives an Arrow UDF (PySpark 4.1+, no pandas needed) or,
     on older PySpark, a pandas UDF; the plain UDF works everywhere.
     """
-    from rvasync.spark.udfs import decode_fields_udf as make
+    from rvasync.spark import udfs
 
-    return make(vectorized=vectorized)
+    return udfs.decode_fields_udf(vectorized=vectorized)
+
+
+def field_udf(name: str, type: str) -> Any:
+    """A Spark UDF extracting field ``name`` of field type ``type`` from the wire-bytes column."""
+    from rvasync.spark import udfs
+
+    return udfs.field_udf(name, type)

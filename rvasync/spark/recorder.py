@@ -186,6 +186,15 @@ class Recorder:
             await self._settle()
             if self._error is None:
                 await self._commit(self._writer.close)
+                # Everything appended is committed now, including what a commit
+                # interrupted by this stop made durable without being accounted.
+                marker = self._writer.marker
+                self.stats.committed_files, self.stats.committed_rows = (
+                    marker.committed,
+                    marker.rows,
+                )
+                durable, self._unconfirmed = self._unconfirmed, []
+                await self._after_commit(None, durable)
             else:
                 await loop.run_in_executor(self._executor, self._close_after_error)
         finally:
@@ -301,7 +310,8 @@ class Recorder:
 
     async def _finish_oldest(self) -> None:
         job = self._jobs[0]
-        info = await job.future
+        # Shielded: stop() cancels the task waiting here, not the job's result.
+        info = await asyncio.shield(job.future)
         self._jobs.popleft()
         if job.messages:
             self._unconfirmed.extend(job.messages)
@@ -334,7 +344,8 @@ class Recorder:
         assert self._executor is not None
         covered, self._unconfirmed = self._unconfirmed, []
         try:
-            info = await asyncio.get_running_loop().run_in_executor(self._executor, commit)
+            future = asyncio.get_running_loop().run_in_executor(self._executor, commit)
+            info = await asyncio.shield(future)
         except BaseException:
             self._unconfirmed[:0] = covered
             raise
@@ -345,11 +356,10 @@ class Recorder:
         return info
 
     async def _after_commit(self, info: CommitInfo | None, durable: list[Message]) -> None:
-        if info is None:
-            return
-        self.stats.committed_files = info.index
-        self.stats.committed_rows = info.total_rows
-        self.stats.last_commit = time.monotonic()
+        if info is not None:
+            self.stats.committed_files = info.index
+            self.stats.committed_rows = info.total_rows
+            self.stats.last_commit = time.monotonic()
         for msg in durable:
             await msg.listener.confirm(msg)
 

@@ -1,0 +1,224 @@
+"""The ``rvasync`` PySpark data source: read capture directories, publish rows as messages.
+
+``spark.read.format("rvasync").load(DIR)``
+    a batch DataFrame of every committed message (schema in docs/spark.md),
+    plus typed columns for the fields named by ``option("fields", ...)``.
+``spark.readStream.format("rvasync").load(DIR)``
+    micro-batches of newly committed capture files. Offsets are file
+    indexes; committed files never change, so a restarted query re-reads
+    exactly what its checkpoint says and Structured Streaming's exactly-once
+    processing holds.
+``df.write.format("rvasync")`` / ``df.writeStream.format("rvasync")``
+    every row becomes a message published through a standalone daemon.
+    Publishing is at-least-once: Spark re-runs a failed task, which sends
+    its rows again.
+
+Options are checked when the DataFrame is defined (reads) or the job starts
+(writes), and errors name the option or path at fault.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql import types as T
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+    InputPartition,
+    WriterCommitMessage,
+)
+
+from rvasync._logging import stderr_logger
+from rvasync.errors import InvalidArgument
+from rvasync.spark import capture
+from rvasync.spark.options import ReadOptions, WriteOptions
+from rvasync.spark.publish import RowPublisher
+from rvasync.spark.scan import plan, projections, read_part, read_schema
+
+try:  # PySpark 4.2+: admission control and Trigger.AvailableNow for Python sources
+    from pyspark.sql.streaming.datasource import (
+        ReadAllAvailable,
+        ReadMaxFiles,
+        SupportsTriggerAvailableNow,
+    )
+except ImportError:  # pragma: no cover - older PySpark
+    ReadAllAvailable = ReadMaxFiles = None
+
+    class SupportsTriggerAvailableNow:  # type: ignore[no-redef]
+        """Stand-in: older PySpark wraps sources for Trigger.AvailableNow itself."""
+
+
+__all__ = ["RvasyncDataSource"]
+
+
+class RvasyncDataSource(DataSource):
+    """The ``rvasync`` format (register with ``rvasync.spark.register(spark)``)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "rvasync"
+
+    def schema(self) -> T.StructType:
+        return read_schema(ReadOptions.parse(self.options))
+
+    def _read_options(self, schema: T.StructType) -> ReadOptions:
+        options = ReadOptions.parse(self.options)
+        projections(schema)  # a schema() given by the user must be the source's own
+        return options
+
+    def reader(self, schema: T.StructType) -> DataSourceReader:
+        return CaptureReader(self._read_options(schema), schema)
+
+    def streamReader(self, schema: T.StructType) -> DataSourceStreamReader:
+        return CaptureStreamReader(self._read_options(schema), schema)
+
+    def writer(self, schema: T.StructType, overwrite: bool) -> DataSourceWriter:
+        return MessageWriter(_publisher(self.options, schema, overwrite))
+
+    def streamWriter(self, schema: T.StructType, overwrite: bool) -> DataSourceStreamWriter:
+        return MessageStreamWriter(_publisher(self.options, schema, overwrite))
+
+
+def _publisher(options: Any, schema: T.StructType, overwrite: bool) -> RowPublisher:
+    if overwrite:
+        raise InvalidArgument(
+            "the rvasync sink cannot overwrite: published messages cannot be taken back; "
+            "use mode('append')"
+        )
+    parsed = WriteOptions.parse(options)
+    publisher = RowPublisher(parsed, schema)
+    parsed.check_reachable()
+    return publisher
+
+
+# -- reading --------------------------------------------------------------------------
+
+
+class CaptureReader(DataSourceReader):
+    """Batch read of every committed file of a capture directory."""
+
+    def __init__(self, options: ReadOptions, schema: T.StructType) -> None:
+        self.options = options
+        self.schema = schema
+
+    def partitions(self) -> list[InputPartition]:
+        parts = plan(capture.committed_files(self.options.path))
+        return parts or [InputPartition(None)]
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        return read_part(partition, self.schema)
+
+
+def _offset(value: Any, what: str) -> int:
+    if isinstance(value, dict) and isinstance(value.get("file"), int) and value["file"] >= 0:
+        return value["file"]
+    raise InvalidArgument(f"{what} offset {value!r} is not an rvasync capture offset {{'file': N}}")
+
+
+class CaptureStreamReader(SupportsTriggerAvailableNow, DataSourceStreamReader):
+    """Micro-batches of committed files; an offset is ``{"file": N}`` (files 1..N read)."""
+
+    def __init__(self, options: ReadOptions, schema: T.StructType) -> None:
+        self.options = options
+        self.schema = schema
+        self._available_now: int | None = None
+        if options.max_files_per_trigger is not None and ReadMaxFiles is None:
+            raise InvalidArgument("option maxFilesPerTrigger needs PySpark 4.2 or later")
+
+    def _committed(self) -> int:
+        marker = capture.read_marker(self.options.path)
+        capture.warn_uncommitted(self.options.path, marker.committed)
+        return marker.committed
+
+    def initialOffset(self) -> dict:
+        start = 0 if self.options.starting_offsets == "earliest" else self._committed()
+        return {"file": start}
+
+    def getDefaultReadLimit(self) -> Any:
+        if self.options.max_files_per_trigger is not None:
+            return ReadMaxFiles(self.options.max_files_per_trigger)
+        return ReadAllAvailable()
+
+    def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:
+        end = self._committed()
+        if self._available_now is not None:
+            end = min(end, self._available_now)
+        if start is not None:
+            first = _offset(start, "start")
+            if first > end:
+                raise capture.CaptureError(
+                    f"the query's checkpoint is at file {first} but {self.options.path!r} has "
+                    f"only {end} committed files: the capture directory was replaced or rolled "
+                    f"back; start the query with a fresh checkpoint"
+                )
+            if ReadMaxFiles is not None and isinstance(limit, ReadMaxFiles):
+                end = min(end, first + limit.max_files)
+        return {"file": end}
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._available_now = self._committed()
+
+    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+        first, last = _offset(start, "start"), _offset(end, "end")
+        if last <= first:
+            return []
+        return plan(capture.committed_files(self.options.path, first, last, warn=False))
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        return read_part(partition, self.schema)
+
+    def commit(self, end: dict) -> None:
+        """Nothing to release: committed files stay until the user removes them."""
+
+
+# -- writing ----------------------------------------------------------------------------
+
+
+@dataclass
+class Published(WriterCommitMessage):
+    """How many messages one task published."""
+
+    count: int
+
+
+class MessageWriter(DataSourceWriter):
+    """Batch write: each task publishes its partition's rows."""
+
+    def __init__(self, publisher: RowPublisher) -> None:
+        self.publisher = publisher
+
+    def write(self, iterator: Iterator[Any]) -> Published:
+        return Published(self.publisher.publish(iterator))
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        sent = sum(m.count for m in messages if isinstance(m, Published))
+        stderr_logger().warning(
+            "rvasync write aborted; messages already published stay published", published=sent
+        )
+
+
+class MessageStreamWriter(DataSourceStreamWriter):
+    """Streaming write: each micro-batch task publishes its rows (at-least-once)."""
+
+    def __init__(self, publisher: RowPublisher) -> None:
+        self.publisher = publisher
+
+    def write(self, iterator: Iterator[Any]) -> Published:
+        return Published(self.publisher.publish(iterator))
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        """Messages were published as the tasks ran: nothing is left to do."""
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        sent = sum(m.count for m in messages if isinstance(m, Published))
+        stderr_logger().warning(
+            "rvasync streaming write aborted; published messages stay published",
+            batch=batchId,
+            published=sent,
+        )

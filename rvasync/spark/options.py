@@ -1,0 +1,214 @@
+"""Options of the ``rvasync`` data source: parsed and checked once, with errors naming the option.
+
+Spark hands options over as a case-insensitive mapping of strings (keys
+arrive lower-cased). Each mode accepts its own set; anything else is an
+error rather than silently ignored, because a misspelt option (``subjet``)
+would otherwise publish to the wrong place or read the wrong columns.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from rvasync.errors import DaemonUnavailable, InvalidArgument
+from rvasync.fieldtypes import FieldType
+from rvasync.spark.typemap import parse_field_type
+from rvasync.subjects import check_send_subject
+
+__all__ = ["FieldSpec", "ReadOptions", "WriteOptions", "parse_daemon"]
+
+# Spark adds these itself: the load() path, the streaming sink's checkpoint.
+_READ_KEYS = {"path", "fields", "samplerows", "startingoffsets", "maxfilespertrigger"}
+_WRITE_KEYS = {
+    "daemon",
+    "service",
+    "network",
+    "subject",
+    "fieldtypes",
+    "cm_name",
+    "path",
+    "checkpointlocation",
+}
+_READ_NAMES = "path (the load() argument), fields, sampleRows, startingOffsets, maxFilesPerTrigger"
+_WRITE_NAMES = "daemon, service, network, subject, fieldTypes, cm_name"
+
+
+def _lower(options: Mapping[str, str]) -> dict[str, str]:
+    return {str(key).lower(): value for key, value in options.items()}
+
+
+def _check_known(options: Mapping[str, str], known: set[str], names: str, mode: str) -> None:
+    unknown = sorted(key for key in options if key.lower() not in known)
+    if unknown:
+        raise InvalidArgument(
+            f"unknown option{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} "
+            f"for {mode} with format('rvasync'); known: {names}"
+        )
+
+
+def _positive_int(
+    options: Mapping[str, str], key: str, label: str, default: int | None
+) -> int | None:
+    text = options.get(key)
+    if text is None:
+        return default
+    try:
+        value = int(str(text).strip())
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise InvalidArgument(f"option {label} must be a positive integer, got {text!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    """One projected field: message field ``name`` of ``type`` as column ``column``
+    (``type`` None until inferred from the capture)."""
+
+    name: str
+    type: FieldType | None
+    column: str
+
+
+def parse_fields(text: str) -> list[FieldSpec]:
+    """``"price, qty:U16, subject:STRING as subject_field"`` -> FieldSpecs."""
+    specs: list[FieldSpec] = []
+    for part in text.split(","):
+        entry = part.strip()
+        if not entry:
+            continue
+        column = None
+        words = entry.rsplit(None, 2)
+        if len(words) == 3 and words[1].lower() == "as":
+            entry, column = words[0], words[2]
+        name, _, type_text = entry.partition(":")
+        name = name.strip()
+        if not name:
+            raise InvalidArgument(f"option fields: entry {part.strip()!r} has no field name")
+        ftype = parse_field_type(type_text, f"option fields, field {name!r}") if type_text else None
+        specs.append(FieldSpec(name, ftype, column or name))
+    if not specs:
+        raise InvalidArgument("option fields is empty; name at least one field (name[:TYPE])")
+    columns = [spec.column for spec in specs]
+    duplicates = sorted({c for c in columns if columns.count(c) > 1})
+    if duplicates:
+        raise InvalidArgument(f"option fields names column(s) {', '.join(duplicates)} twice")
+    return specs
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    path: str
+    fields: tuple[FieldSpec, ...] = ()
+    sample_rows: int = 1000
+    starting_offsets: str = "earliest"
+    max_files_per_trigger: int | None = None
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> ReadOptions:
+        options = _lower(options)
+        _check_known(options, _READ_KEYS, _READ_NAMES, "reading")
+        path = options.get("path")
+        if not path:
+            raise InvalidArgument(
+                "no capture directory given: use spark.read.format('rvasync').load(DIR)"
+            )
+        fields = tuple(parse_fields(options["fields"])) if options.get("fields") is not None else ()
+        starting = str(options.get("startingoffsets", "earliest")).strip().lower()
+        if starting not in ("earliest", "latest"):
+            raise InvalidArgument(
+                f"option startingOffsets must be 'earliest' or 'latest', got {starting!r}"
+            )
+        sample = _positive_int(options, "samplerows", "sampleRows", 1000)
+        assert sample is not None
+        return cls(
+            path=str(path),
+            fields=fields,
+            sample_rows=sample,
+            starting_offsets=starting,
+            max_files_per_trigger=_positive_int(
+                options, "maxfilespertrigger", "maxFilesPerTrigger", None
+            ),
+        )
+
+
+def parse_daemon(text: str) -> tuple[str, int]:
+    """``"host:port"`` or ``"port"`` -> (host, port); errors name the daemon option."""
+    host, sep, port_text = str(text).strip().rpartition(":")
+    if not sep:
+        host = "127.0.0.1"
+    try:
+        port = int(port_text)
+    except ValueError:
+        port = -1
+    if not 0 < port < 65536 or (sep and not host):
+        raise InvalidArgument(f"option daemon must be 'host:port' or 'port', got {text!r}")
+    return host, port
+
+
+@dataclass(frozen=True)
+class WriteOptions:
+    daemon: str
+    service: str | None = None
+    network: str | None = None
+    subject: str | None = None
+    field_types: dict[str, FieldType] = field(default_factory=dict)
+    cm_name: str | None = None
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> WriteOptions:
+        options = _lower(options)
+        _check_known(options, _WRITE_KEYS, _WRITE_NAMES, "writing")
+        if options.get("path"):
+            raise InvalidArgument(
+                "the rvasync sink publishes messages and takes no path; use "
+                "option('daemon', 'host:port') with save() and no argument"
+            )
+        daemon = options.get("daemon")
+        if not daemon:
+            raise InvalidArgument(
+                "option daemon is required for writing: the 'host:port' of a standalone "
+                "rvasync daemon every executor can reach"
+            )
+        parse_daemon(daemon)
+        subject = options.get("subject")
+        if subject is not None:
+            try:
+                check_send_subject(subject)
+            except Exception as exc:
+                raise InvalidArgument(f"option subject: {exc}") from None
+        types: dict[str, FieldType] = {}
+        for part in str(options.get("fieldtypes") or "").split(","):
+            if not part.strip():
+                continue
+            column, sep, type_text = part.partition(":")
+            if not sep or not column.strip():
+                raise InvalidArgument(
+                    f"option fieldTypes: entry {part.strip()!r} is not column:TYPE"
+                )
+            types[column.strip()] = parse_field_type(
+                type_text, f"option fieldTypes, column {column.strip()!r}"
+            )
+        return cls(
+            daemon=str(daemon),
+            service=options.get("service"),
+            network=options.get("network"),
+            subject=subject,
+            field_types=types,
+            cm_name=options.get("cm_name"),
+        )
+
+    def check_reachable(self, timeout: float = 3.0) -> None:
+        """Fail at job start, on the driver, when no daemon listens at ``daemon``."""
+        host, port = parse_daemon(self.daemon)
+        try:
+            with socket.create_connection((host, port), timeout=timeout):
+                pass
+        except OSError as exc:
+            raise DaemonUnavailable(
+                f"option daemon: no rvasync daemon reachable at {host}:{port} "
+                f"({exc.strerror or exc}); start one with 'rvasync daemon' first"
+            ) from None

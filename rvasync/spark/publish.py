@@ -1,0 +1,107 @@
+"""Publishing DataFrame rows as messages, from inside a Spark task.
+
+A Spark executor is its own process, possibly on another host, so it reaches
+the bus the only way a separate process can: a network transport attached to
+a standalone daemon (``option("daemon", "host:port")``). Each task opens
+one transport, sends its partition's rows in order, and closes it, which
+waits until the daemon has taken every message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable
+from typing import Any
+
+from pyspark.sql import types as T
+
+from rvasync.errors import DaemonUnavailable, InvalidArgument
+from rvasync.message import Message
+from rvasync.spark.options import WriteOptions
+from rvasync.spark.typemap import message_builder
+
+__all__ = ["RowPublisher", "network_transport"]
+
+
+def network_transport() -> Any:
+    """The ``rv.Transport`` class (imported late: executors import only what they use)."""
+    try:
+        from rvasync.transport.network import Transport
+    except ImportError as exc:
+        raise DaemonUnavailable(
+            f"this rvasync installation has no network transport ({exc}); writing needs one"
+        ) from None
+    return Transport
+
+
+class RowPublisher:
+    """Turns rows of ``schema`` into messages as the write options say (picklable)."""
+
+    def __init__(self, options: WriteOptions, schema: T.StructType) -> None:
+        self.options = options
+        names = schema.fieldNames()
+        self._subject_index = names.index("subject") if "subject" in names else None
+        self._reply_index = names.index("reply_subject") if "reply_subject" in names else None
+        if options.subject is not None and self._subject_index is not None:
+            raise InvalidArgument(
+                "both option subject and a 'subject' column were given; drop the column "
+                "or the option (the column gives each row its own subject)"
+            )
+        if options.subject is None and self._subject_index is None:
+            raise InvalidArgument(
+                "no subject: give option('subject', SUBJECT) or a 'subject' column"
+            )
+        for index, label in (
+            (self._subject_index, "subject"),
+            (self._reply_index, "reply_subject"),
+        ):
+            if index is not None and not isinstance(schema.fields[index].dataType, T.StringType):
+                raise InvalidArgument(
+                    f"column {label!r} must be a string, got "
+                    f"{schema.fields[index].dataType.simpleString()}"
+                )
+        unknown = sorted(set(options.field_types) - set(names))
+        if unknown:
+            raise InvalidArgument(
+                f"option fieldTypes names column(s) {', '.join(unknown)} that the DataFrame "
+                f"does not have (columns: {', '.join(names)})"
+            )
+        skip = {self._subject_index, self._reply_index}
+        self._field_indexes = [i for i in range(len(names)) if i not in skip]
+        self._field_schema = T.StructType([schema.fields[i] for i in self._field_indexes])
+        # Built here so a column that cannot become a field fails at job start.
+        message_builder(self._field_schema, options.field_types, "writing with format('rvasync')")
+
+    def messages(self, rows: Iterable[Any]) -> Iterable[Message]:
+        build = message_builder(
+            self._field_schema, self.options.field_types, "writing with format('rvasync')"
+        )
+        indexes = self._field_indexes
+        for number, row in enumerate(rows):
+            values = tuple(row)
+            subject = (
+                self.options.subject if self._subject_index is None else values[self._subject_index]
+            )
+            if subject is None:
+                raise InvalidArgument(f"row {number} of the partition has a null subject")
+            msg = build([values[i] for i in indexes], subject)
+            if self._reply_index is not None:
+                msg.reply_subject = values[self._reply_index]
+            yield msg
+
+    def publish(self, rows: Iterable[Any]) -> int:
+        """Send every row; returns how many messages were sent."""
+        return asyncio.run(self._publish(rows))
+
+    async def _publish(self, rows: Iterable[Any]) -> int:
+        opts = self.options
+        transport_class = network_transport()
+        count = 0
+        transport = transport_class(
+            opts.service, opts.network, opts.daemon, description="rvasync spark writer"
+        )
+        async with transport:
+            for msg in self.messages(rows):
+                await transport.send(msg)
+                count += 1
+        return count
