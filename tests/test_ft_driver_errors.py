@@ -9,7 +9,12 @@ from test_ft_driver_support import FAST, Journal, until
 
 import rvasync as rv
 from rvasync.ftdriver import FtMember
-from rvasync.ftdriver._channel import ORIGIN_FIELD, UNREACHABLE_PREFIX, send_internal
+from rvasync.ftdriver._channel import (
+    ORIGIN_FIELD,
+    UNREACHABLE_PREFIX,
+    send_internal,
+    transport_id,
+)
 from rvasync.message import Message
 from rvasync.protocol.ft import FtAction, FtRecord, RecordKind, control_subject
 from rvasync.transport.process import ProcessTransport
@@ -126,3 +131,17 @@ async def test_unreachable_transport_confirms_a_peer_gone(rv_process_transport, 
         assert journal.time_of("m", A) - gone_at < timing["activation"] / 2
         assert member.active_count == 1
     assert journal.of("m") == [A, D]
+
+
+async def test_transport_id_comes_from_the_daemon_inbox_prefix(rv_process_transport):
+    assert transport_id(rv_process_transport) is None  # no daemon: never reported gone
+
+    class Attached:
+        link = object()
+        _inbox_prefix = "_INBOX.7F000001D431.5f3a9c01."
+
+    class Named(Attached):
+        transport_id = "T-1"
+
+    assert transport_id(Attached()) == "7F000001D431.5f3a9c01"  # type: ignore[arg-type]
+    assert transport_id(Named()) == "T-1"  # type: ignore[arg-type]

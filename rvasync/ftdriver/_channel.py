@@ -40,15 +40,29 @@ ORIGIN_FIELD = "origin"
 """Driver-level record field: id of the transport that sent the record (when it has one)."""
 
 UNREACHABLE_PREFIX = "_RV.INFO.SYSTEM.UNREACHABLE.TRANSPORT."
+INBOX_PREFIX = "_INBOX."
 
 ORIGIN_MEMORY = 10.0
 """Senders are remembered this many activation (or lost) intervals after their last record."""
 
 
 def transport_id(transport: BaseTransport) -> str | None:
-    """The id a daemon would name this transport by in UNREACHABLE.TRANSPORT, if any."""
+    """The id a daemon names this transport by in UNREACHABLE.TRANSPORT, if it has a daemon.
+
+    A transport attached to a daemon (it has a ``link``) gets inboxes named
+    ``_INBOX.<transport id>.<n>``, so its id is the middle of its inbox prefix.
+    Transports without a daemon (the process transport) have none: nobody
+    could ever report them unreachable.
+    """
     value = getattr(transport, "transport_id", None)
-    return value if isinstance(value, str) and value else None
+    if isinstance(value, str) and value:
+        return value
+    if getattr(transport, "link", None) is None:
+        return None
+    prefix = getattr(transport, "_inbox_prefix", "")
+    if isinstance(prefix, str) and prefix.startswith(INBOX_PREFIX) and prefix.endswith("."):
+        return prefix[len(INBOX_PREFIX) : -1] or None
+    return None
 
 
 def send_internal(transport: BaseTransport, msg: Message) -> None:
@@ -118,7 +132,7 @@ class GroupChannel:
         self._memory = memory
         self._listener: Listener | None = None
         self._gone_listener: Listener | None = None
-        self._origin = transport_id(transport)
+        self._origin: str | None = None
         # member id -> (transport id, loop time of its last record)
         self._senders: dict[str, tuple[str, float]] = {}
         self.malformed = 0
@@ -130,6 +144,7 @@ class GroupChannel:
 
     def start(self) -> None:
         """Listen to the group's records (and to transport-ended advisories)."""
+        self._origin = transport_id(self._transport)  # known once the transport is open
         self._listener = self._transport.listen(self.subject, callback=self._on_message)
         self._gone_listener = self._transport.listen(
             UNREACHABLE_PREFIX + ">", callback=self._on_unreachable
