@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from test_ft_driver_support import FAST, Journal, until
+from test_ft_driver_support import FAST, WAIT, Journal, until
 
 import rvasync as rv
 from rvasync.ftdriver import FtMember
@@ -145,3 +145,37 @@ async def test_transport_id_comes_from_the_daemon_inbox_prefix(rv_process_transp
 
     assert transport_id(Attached()) == "7F000001D431.5f3a9c01"  # type: ignore[arg-type]
     assert transport_id(Named()) == "T-1"  # type: ignore[arg-type]
+
+
+class FlakyTransport(ProcessTransport):
+    """A process transport whose daemon link can be cut (sends raise DaemonUnavailable)."""
+
+    cut = False
+
+    def _route(self, msg: Message) -> None:
+        if self.cut:
+            raise rv.DaemonUnavailable("the daemon link is reconnecting")
+        super()._route(msg)
+
+
+async def test_daemon_outage_is_not_a_fault_of_the_member(capsys):
+    transport = FlakyTransport(asyncio.get_running_loop())
+    journal = Journal()
+    member = FtMember(transport, "SVC.OUT", weight=70, callback=journal.callback("m"), **FAST)
+    try:
+        await member.join()
+        await until(lambda: member.active, what="activation")
+        transport.cut = True
+        await asyncio.sleep(3 * FAST["heartbeat"])  # several heartbeats fail
+        assert member.active and member.weight == 70 and member.joined
+        records = transport.listen(control_subject("SVC.OUT"))
+        assert records.queue.poll() is None
+        transport.cut = False
+        heartbeat = await records.get(WAIT)  # they flow again
+        assert heartbeat["kind"] == "HEARTBEAT" and heartbeat["weight"] == 70
+        assert journal.of("m") == [A]
+    finally:
+        await member.withdraw()
+        transport._shutdown()
+    err = capsys.readouterr().err
+    assert err.count("cannot reach its daemon") == 1 and "DISABLING_MEMBER" not in err

@@ -105,7 +105,6 @@ class GroupChannel:
         "_memory",
         "_on_gone",
         "_on_record",
-        "_origin",
         "_senders",
         "_transport",
         "group",
@@ -132,7 +131,6 @@ class GroupChannel:
         self._memory = memory
         self._listener: Listener | None = None
         self._gone_listener: Listener | None = None
-        self._origin: str | None = None
         # member id -> (transport id, loop time of its last record)
         self._senders: dict[str, tuple[str, float]] = {}
         self.malformed = 0
@@ -144,7 +142,6 @@ class GroupChannel:
 
     def start(self) -> None:
         """Listen to the group's records (and to transport-ended advisories)."""
-        self._origin = transport_id(self._transport)  # known once the transport is open
         self._listener = self._transport.listen(self.subject, callback=self._on_message)
         self._gone_listener = self._transport.listen(
             UNREACHABLE_PREFIX + ">", callback=self._on_unreachable
@@ -159,8 +156,10 @@ class GroupChannel:
 
     def send(self, record: FtRecord) -> None:
         msg = Message(self.subject, record.to_fields())
-        if self._origin is not None:
-            msg.add(ORIGIN_FIELD, self._origin)
+        # Asked at every send: a link that reconnects gets a new transport id.
+        origin = transport_id(self._transport)
+        if origin is not None:
+            msg.add(ORIGIN_FIELD, origin)
         send_internal(self._transport, msg)
 
     def present(self, advisory: FtAdvisory) -> None:

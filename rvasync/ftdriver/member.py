@@ -14,7 +14,10 @@ Failures of the driver itself follow the specification's "Disabling a Member":
 a record that cannot be sent or an input the core chokes on disables the
 member (weight 0, DEACTIVATE, ``DISABLING_MEMBER``). A closed transport ends
 the membership: the member is disabled, deactivated and stops, since it can
-no longer hear or be heard.
+no longer hear or be heard. A daemon link that is down for a while
+(``DaemonUnavailable`` while a standalone daemon is reconnected) is an outage
+like a network partition: the member keeps its state and weight, the others
+take over, and the ranking settles when the link returns.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 
 from rvasync._logging import stderr_logger
-from rvasync.errors import InvalidArgument, NotPermitted, TransportClosed
+from rvasync.errors import DaemonUnavailable, InvalidArgument, NotPermitted, TransportClosed
 from rvasync.ftdriver._channel import ORIGIN_MEMORY, GroupChannel
 from rvasync.ftdriver._deadline import DeadlineTimer
 from rvasync.ftdriver._serial import SerialCallback
@@ -290,8 +293,9 @@ class FtMember:
             except Exception as exc:
                 failure = exc
                 break
-        if failure is None and out.records:
+        if failure is None and out.records and self._send_failing:
             self._send_failing = False
+            stderr_logger().info("fault tolerance member sends its records again", group=self.group)
         for advisory in out.advisories:
             self._channel.present(advisory)
         self._callbacks.submit(list(out.actions))
@@ -302,7 +306,28 @@ class FtMember:
             self._timer.arm(self._core.next_deadline())
 
     def _send_failed(self, exc: Exception, now: float) -> None:
-        """A record could not be sent: this member cannot function, so it is disabled."""
+        """A record could not be sent: this member cannot function, so it is disabled.
+
+        Except while the daemon link is down (``DaemonUnavailable``: a
+        standalone daemon being reconnected). That is an outage, not a fault
+        of this member: the others notice it (the daemon's UNREACHABLE.TRANSPORT,
+        or silence) and take over, exactly as across a network partition, and
+        when the link returns the ranking settles again. Disabling would leave
+        the member at weight 0 for good after a mere daemon restart.
+        """
+        if isinstance(exc, DaemonUnavailable) and not self._transport.closed:
+            if not self._send_failing:
+                self._send_failing = True
+                stderr_logger().warning(
+                    "fault tolerance member cannot reach its daemon; the group will carry on "
+                    "without it until the link returns",
+                    group=self.group,
+                    member=self.member_id,
+                    error=repr(exc),
+                )
+            assert self._timer is not None
+            self._timer.arm(self._core.next_deadline())
+            return
         closed = isinstance(exc, TransportClosed) or self._transport.closed
         if not self._send_failing:
             self._send_failing = True
