@@ -145,6 +145,12 @@ def test_oversized_length_is_refused_before_the_body_arrives():
         decoder.feed(encode(Ping(1)))  # a broken stream stays broken
 
 
+def test_frames_before_garbage_come_with_the_error():
+    with pytest.raises(ProtocolError) as caught:
+        FrameDecoder().feed(encode(Ping(1)) + encode(Listen("A")) + b"\x00\x00\x00\x00\x01")
+    assert caught.value.frames == [Ping(1), Listen("A")]
+
+
 def test_zero_length_and_unknown_type_are_refused_at_once():
     with pytest.raises(ProtocolError, match="frame length 0"):
         FrameDecoder().feed(b"\x00\x00\x00\x00\x01")

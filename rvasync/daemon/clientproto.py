@@ -75,7 +75,17 @@ _BATCH_TARGET = 256 * 1024
 
 
 class ProtocolError(MalformedMessage):
-    """Bytes on a client connection that are not a valid frame (the connection is dropped)."""
+    """Bytes on a client connection that are not a valid frame (the connection is dropped).
+
+    When raised by :meth:`FrameDecoder.feed`, ``frames`` holds the valid frames that
+    preceded the garbage in the same input, so a reader can act on them first.
+    """
+
+    frames: list[Frame]
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*args)
+        self.frames = []
 
 
 class FrameType(enum.IntEnum):
@@ -449,7 +459,8 @@ class FrameDecoder:
 
     ``feed(data)`` returns the frames completed by ``data`` (possibly none).
     A length over ``max_frame`` or a frame that does not parse raises
-    :class:`ProtocolError`; after that the decoder refuses further input,
+    :class:`ProtocolError` (carrying the frames completed before it); after
+    that the decoder refuses further input,
     because a stream that lost frame alignment cannot be trusted again.
     """
 
@@ -492,6 +503,7 @@ class FrameDecoder:
             # The traceback may still hold views of the old buffer: drop it, don't resize it.
             self._broken = exc
             self._buffer = bytearray()
+            exc.frames = frames
             raise
         if offset:
             del buffer[:offset]

@@ -269,11 +269,11 @@ class ClientConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self._transport is None or self._transport.is_closing():
             return
+        garbage: cp.ProtocolError | None = None
         try:
             frames = self._decoder.feed(data)
         except cp.ProtocolError as exc:
-            self._drop_for_garbage(str(exc))
-            return
+            frames, garbage = exc.frames, exc  # act on the good frames before the bad one
         for frame in frames:
             if self._transport.is_closing():
                 return
@@ -282,6 +282,8 @@ class ClientConnection(asyncio.Protocol):
             except cp.ProtocolError as exc:
                 self._drop_for_garbage(str(exc))
                 return
+        if garbage is not None:
+            self._drop_for_garbage(str(garbage))
 
     def eof_received(self) -> bool:
         return False  # close our side too

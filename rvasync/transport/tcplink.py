@@ -460,8 +460,10 @@ class TcpLink:
         if hooks is None or self._state == "closed":
             return
         # Each message is decoded for this transport alone: the transport may hand it
-        # over without the copy-on-write copy it makes for shared messages.
+        # over without the copy-on-write copy it makes for shared messages. Messages to
+        # its inboxes (replies a request waits for) have a way of their own.
         deliver = getattr(hooks, "_link_deliver_owned", None) or hooks._link_deliver
+        deliver_inbox = getattr(hooks, "_link_deliver_inbox", None)
         from_bytes = Message.from_bytes
         for wire in wires:
             try:
@@ -473,7 +475,10 @@ class TcpLink:
                     error=str(exc),
                 )
                 continue
-            deliver(msg)
+            if deliver_inbox is not None and msg.subject.startswith("_INBOX."):
+                deliver_inbox(msg, True)
+            else:
+                deliver(msg)
 
     def _advisory(self, wire: bytes) -> None:
         hooks = self._hooks
