@@ -15,7 +15,8 @@ compare times taken in different processes)::
     {"event": "count", "name": ..., "count": 1, "t": ...}
     {"event": "exited", "name": ..., "t": ...}
 
-and reads commands on stdin: ``weight N`` sets the member's weight; ``exit``
+and reads commands on stdin: ``weight N`` sets the member's weight;
+``close-transport`` closes the transport under the joined member; ``exit``
 (or end of input, so a dead test never leaves peers behind) withdraws
 gracefully and ends the process with status 0.
 """
@@ -68,6 +69,11 @@ async def run_member(args: argparse.Namespace, transport: Any) -> None:
             verb, _, value = line.partition(" ")
             if verb == "weight":
                 member.weight = int(value)
+            elif verb == "close-transport":
+                # Pull the transport from under the joined member: no goodbye
+                # is possible, only the daemon can tell the others.
+                await transport.close()
+                report("transport-closed", args.name)
     report("exited", args.name)
 
 

@@ -175,3 +175,19 @@ async def test_weight_change_from_another_process_preempts(spawn):
     other.command("weight 200")
     await until(lambda: active_names(members) == [other.name], "the heavier one to take over")
     assert first.actions() == ["ACTIVATE", "DEACTIVATE"]
+
+
+async def test_closed_transport_is_confirmed_by_the_daemon(spawn):
+    """No goodbye can be sent, yet the others hear UNREACHABLE.TRANSPORT and take over at once."""
+    timing = {"heartbeat": 0.3, "activation": 2.0}
+    members = [await spawn(name, **timing) for name in ("m1", "m2")]
+    await until(lambda: len(active_names(members)) == 1, "one active member")
+    (first,) = [m for m in members if m.name in active_names(members)]
+    (other,) = [m for m in members if m is not first]
+    closed_at = asyncio.get_running_loop().time()
+    first.command("close-transport")
+    await until(lambda: active_names(members) == [other.name], "the other member to take over")
+    took = other.time_of("action", action="ACTIVATE") - closed_at
+    assert took < timing["activation"] / 2, f"takeover took {took:.2f} s"
+    # The member itself finds out at its next heartbeat and stops serving.
+    await first.wait_for(lambda: first.actions() == ["ACTIVATE", "DEACTIVATE"], "DEACTIVATE")
