@@ -1,0 +1,364 @@
+"""The daemon engine: services, client sessions, and the in-process daemon of each event loop.
+
+One :class:`Daemon` runs inside one event loop. It opens a
+:class:`~rvasync.daemon.service.ServiceEndpoint` per service its clients use
+(sockets, reliable core, routing) and attaches client sessions to them. The
+same engine serves both modes:
+
+* **in-process** (``rv.Transport(daemon=None)``, the default): transports of a
+  loop attach to that loop's daemon (:func:`in_process_daemon`): the first
+  daemon started in the loop (``await Daemon(...).start()``, to configure it),
+  or else one started on first use with a 5-second reliability interval, which
+  stops when the loop's main coroutine ends (``asyncio.run`` cancels its keeper
+  task) or on ``await daemon.stop()``.
+* **standalone** (``Daemon(listen=7500)``): ``start()`` also starts the TCP server
+  of :mod:`rvasync.daemon.server`, one session per client connection; an
+  auto-started daemon stops itself after ``idle_exit`` seconds without clients.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import math
+import os
+import weakref
+from typing import Any
+
+from rvasync._logging import stderr_logger
+from rvasync.daemon.params import parse_network, parse_service
+from rvasync.daemon.service import ServiceEndpoint
+from rvasync.daemon.session import ClientSession, SessionOwner
+from rvasync.errors import DaemonUnavailable, InvalidArgument, NotPermitted
+
+__all__ = ["IN_PROCESS_RELIABILITY", "STANDALONE_RELIABILITY", "Daemon", "in_process_daemon"]
+
+#: Default reliability interval (seconds) of a standalone daemon, as rvd.
+STANDALONE_RELIABILITY = 60.0
+#: Default reliability interval of the in-process daemon, as IPM.
+IN_PROCESS_RELIABILITY = 5.0
+
+#: Datagram size on loopback (MTU 64 KiB: large datagrams are never IP-fragmented there)
+#: and on real networks (one Ethernet frame, so one lost fragment never costs a datagram).
+LOOPBACK_DATAGRAM = 60000
+NETWORK_DATAGRAM = 1400
+
+
+def _seconds(name: str, value: Any, *, zero_ok: bool, none_ok: bool = False) -> float | None:
+    if value is None and none_ok:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidArgument(f"{name} must be a number of seconds, got {value!r}")
+    value = float(value)
+    if not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok):
+        raise InvalidArgument(
+            f"{name} must be finite and {'>= 0' if zero_ok else '> 0'} seconds, got {value!r}"
+        )
+    return value
+
+
+class Daemon:
+    """A Rendezvous daemon engine, embeddable in any asyncio program.
+
+    ``listen``: TCP port for client transports (standalone mode; 0 picks a free
+    one; None serves only in-process transports). ``host``: the address it
+    listens on (loopback by default). ``reliability``: default retention in
+    seconds for its services (a transport may ask for more). ``idle_exit``:
+    stop after this many seconds with no client sessions. ``max_datagram``:
+    datagram size (default 60000 on loopback networks, 1400 elsewhere).
+    ``loss``: fraction of inbound datagrams dropped on purpose (tests only).
+    ``heartbeat_interval`` / ``peer_timeout``: the reliable protocol's liveness
+    timing. ``host_status_interval``: period of HOST.STATUS (0 disables).
+    """
+
+    version = "rvasync-0.1"
+
+    def __init__(
+        self,
+        *,
+        listen: int | None = None,
+        host: str = "127.0.0.1",
+        reliability: float = STANDALONE_RELIABILITY,
+        idle_exit: float | None = None,
+        max_datagram: int | None = None,
+        loss: float = 0.0,
+        heartbeat_interval: float = 1.0,
+        peer_timeout: float = 10.0,
+        host_status_interval: float = 90.0,
+    ) -> None:
+        if listen is not None and (
+            isinstance(listen, bool) or not isinstance(listen, int) or not 0 <= listen <= 0xFFFF
+        ):
+            raise InvalidArgument(f"listen must be a TCP port 0..65535 or None, got {listen!r}")
+        if not isinstance(host, str) or not host:
+            raise InvalidArgument(f"host must be a non-empty str, got {host!r}")
+        self._reliability = _seconds("reliability", reliability, zero_ok=True)
+        self._idle_exit = _seconds("idle_exit", idle_exit, zero_ok=True, none_ok=True)
+        if max_datagram is not None and (
+            isinstance(max_datagram, bool)
+            or not isinstance(max_datagram, int)
+            or not 256 <= max_datagram <= 65507
+        ):
+            raise InvalidArgument(f"max_datagram must be within 256..65507, got {max_datagram!r}")
+        if isinstance(loss, bool) or not isinstance(loss, int | float) or not 0 <= loss < 1:
+            raise InvalidArgument(f"loss must be a fraction within [0, 1), got {loss!r}")
+        self._heartbeat = _seconds("heartbeat_interval", heartbeat_interval, zero_ok=False)
+        self._peer_timeout = _seconds("peer_timeout", peer_timeout, zero_ok=False)
+        if self._peer_timeout <= self._heartbeat:  # type: ignore[operator]
+            raise InvalidArgument(
+                f"peer_timeout ({peer_timeout}) must exceed heartbeat_interval "
+                f"({heartbeat_interval})"
+            )
+        self._status_interval = _seconds("host_status_interval", host_status_interval, zero_ok=True)
+        self._listen = listen
+        self._host = host
+        self._max_datagram = max_datagram
+        self._loss = float(loss)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._services: dict[int, ServiceEndpoint] = {}
+        self._session_count = 0
+        self._instance = os.urandom(4).hex()
+        self._tokens = itertools.count(1)
+        self._server: Any = None
+        self._state = "new"
+        self._stopped_event: asyncio.Event | None = None
+        self._idle_handle: asyncio.TimerHandle | None = None
+        self._keeper: asyncio.Task[None] | None = None
+        self._log = stderr_logger()
+
+    # -- properties ------------------------------------------------------------
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The event loop the daemon runs in (DaemonUnavailable before start / after stop)."""
+        if self._loop is None or self._state != "running":
+            raise DaemonUnavailable("the daemon is not running")
+        return self._loop
+
+    @property
+    def running(self) -> bool:
+        return self._state == "running"
+
+    @property
+    def reliability(self) -> float:
+        """Default reliability interval (seconds) of this daemon's services."""
+        return self._reliability  # type: ignore[return-value]
+
+    @property
+    def listen_port(self) -> int | None:
+        """The TCP port standalone clients connect to (None when not listening)."""
+        return None if self._server is None else self._server.port
+
+    @property
+    def services(self) -> dict[int, ServiceEndpoint]:
+        """Open service endpoints by UDP port."""
+        return dict(self._services)
+
+    @property
+    def session_count(self) -> int:
+        return self._session_count
+
+    # -- lifecycle -------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start serving in the running loop (and the TCP server when ``listen`` is set)."""
+        self._start_in_loop()
+        loop = self._loop
+        if running_in_process_daemon(loop) is None:
+            # One engine per loop: the first daemon started in a loop also serves its
+            # in-process transports (so a configured Daemon can replace the default one).
+            _in_process[loop] = self  # type: ignore[index]
+        if self._listen is not None:
+            from rvasync.daemon.server import start_server
+
+            try:
+                self._server = await start_server(self, self._host, self._listen)
+            except BaseException:
+                self._shutdown_now()
+                raise
+        self._check_idle()
+
+    def _start_in_loop(self) -> None:
+        if self._state != "new":
+            raise NotPermitted(f"a daemon starts once; this one is {self._state}")
+        self._loop = asyncio.get_running_loop()
+        self._stopped_event = asyncio.Event()
+        self._state = "running"
+
+    async def stop(self) -> None:
+        """Stop: close the TCP server and client sessions, say goodbye on every service."""
+        if self._state != "running":
+            return
+        server, self._server = self._server, None
+        if server is not None:
+            try:
+                await server.close()
+            except Exception:
+                self._log.exception("daemon server close failed")
+        self._shutdown_now()
+
+    async def wait_stopped(self) -> None:
+        """Return once the daemon has stopped (by ``stop()`` or ``idle_exit``)."""
+        if self._stopped_event is None:
+            raise NotPermitted("the daemon was never started")
+        await self._stopped_event.wait()
+
+    def _shutdown_now(self) -> None:
+        """Synchronous part of stopping (also what the in-process keeper runs at loop end)."""
+        if self._state == "stopped":
+            return
+        self._state = "stopped"
+        if self._idle_handle is not None:
+            self._idle_handle.cancel()
+            self._idle_handle = None
+        for service in list(self._services.values()):
+            try:
+                service.close()
+            except Exception:
+                self._log.exception("service close failed", service=service.spec.text)
+        self._services.clear()
+        self._session_count = 0
+        if self._server is not None:
+            self._server = None
+        if self._stopped_event is not None:
+            self._stopped_event.set()
+        if self._keeper is not None and self._keeper is not asyncio.current_task():
+            self._keeper.cancel()
+        self._keeper = None
+        loop, self._loop = self._loop, None
+        if loop is not None and _in_process.get(loop) is self:
+            del _in_process[loop]
+
+    def _keep_until_loop_ends(self) -> None:
+        """Run a task whose cancellation (asyncio.run ending) stops the daemon cleanly."""
+
+        async def keeper() -> None:
+            try:
+                await self._stopped_event.wait()  # type: ignore[union-attr]
+            finally:
+                self._shutdown_now()
+
+        self._keeper = self.loop.create_task(keeper(), name="rvasync-in-process-daemon")
+
+    # -- sessions ----------------------------------------------------------------
+
+    def attach(
+        self,
+        owner: SessionOwner,
+        *,
+        service: str | None,
+        network: str | None,
+        description: str | None = None,
+        reliability: float | None = None,
+    ) -> ClientSession:
+        """Attach a client session to ``service`` (opened on first use) on ``network``.
+
+        Raises InvalidArgument for a bad parameter (naming it), NotPermitted when
+        this daemon already runs ``service`` on another network (a service is
+        bound to one network per daemon), DaemonUnavailable when not running.
+        """
+        if self._state != "running":
+            raise DaemonUnavailable("the daemon is not running")
+        spec = parse_service(service)
+        net = parse_network(network)
+        wanted = _seconds("reliability", reliability, zero_ok=True, none_ok=True)
+        endpoint = self._services.get(spec.port)
+        if endpoint is not None and endpoint.network.key != net.key:
+            raise NotPermitted(
+                f"service {spec.text} is already bound to network "
+                f"{endpoint.network.text or '(default loopback)'} in this daemon; "
+                f"cannot also use it on {net.text or '(default loopback)'} "
+                "(use another service for another network)"
+            )
+        if endpoint is None:
+            endpoint = ServiceEndpoint(
+                self,
+                spec,
+                net,
+                reliability=self._reliability if wanted is None else wanted,  # type: ignore[arg-type]
+                max_datagram=self._max_datagram
+                or (LOOPBACK_DATAGRAM if net.loopback else NETWORK_DATAGRAM),
+                heartbeat_interval=self._heartbeat,  # type: ignore[arg-type]
+                peer_timeout=self._peer_timeout,  # type: ignore[arg-type]
+                loss=self._loss,
+                host_status_interval=self._status_interval,  # type: ignore[arg-type]
+            )
+            self._services[spec.port] = endpoint
+        token = f"{self._instance}{next(self._tokens):x}"
+        session = endpoint.attach(owner, token, description=description, reliability=wanted)
+        self._session_count += 1
+        if self._idle_handle is not None:
+            self._idle_handle.cancel()
+            self._idle_handle = None
+        return session
+
+    def _session_closed(self, session: ClientSession) -> None:
+        self._session_count -= 1
+        self._check_idle()
+
+    def _service_closed(self, endpoint: ServiceEndpoint) -> None:
+        if self._services.get(endpoint.port) is endpoint:
+            del self._services[endpoint.port]
+
+    def _check_idle(self) -> None:
+        if self._idle_exit is None or self._session_count > 0 or self._state != "running":
+            return
+        if self._idle_handle is None:
+            self._idle_handle = self.loop.call_later(self._idle_exit, self._idle_expired)
+
+    def _idle_expired(self) -> None:
+        self._idle_handle = None
+        if self._session_count == 0 and self._state == "running":
+            self._log.info("daemon idle; stopping", idle_exit=self._idle_exit)
+            self.loop.create_task(self.stop())
+
+    # -- status ------------------------------------------------------------------
+
+    def host_status(self, service: str | None = None) -> dict[str, Any]:
+        """HOST.STATUS fields (name -> value) of one service.
+
+        ``service`` selects it like a transport's service parameter; with None,
+        the daemon's only open service (InvalidArgument if there are several,
+        or none).
+        """
+        if service is None:
+            if len(self._services) != 1:
+                raise InvalidArgument(
+                    f"this daemon has {len(self._services)} open services; name one "
+                    f"(open: {sorted(self._services)})"
+                )
+            endpoint = next(iter(self._services.values()))
+        else:
+            endpoint = self._services.get(parse_service(service).port)  # type: ignore[assignment]
+            if endpoint is None:
+                raise InvalidArgument(f"service {service!r} is not open in this daemon")
+        return {name: value for name, value, _ in endpoint.host_status()}
+
+    def __repr__(self) -> str:
+        listen = f" listen={self.listen_port}" if self._server is not None else ""
+        return f"<Daemon {self._state}{listen} services={sorted(self._services)}>"
+
+
+_in_process: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Daemon] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+async def in_process_daemon() -> Daemon:
+    """The in-process daemon of the running loop, started on first use (reliability 5 s)."""
+    loop = asyncio.get_running_loop()
+    daemon = _in_process.get(loop)
+    if daemon is None or not daemon.running:
+        daemon = Daemon(reliability=IN_PROCESS_RELIABILITY)
+        daemon._start_in_loop()  # synchronous: no other task can see it half started
+        _in_process[loop] = daemon
+        daemon._keep_until_loop_ends()
+    return daemon
+
+
+def running_in_process_daemon(loop: asyncio.AbstractEventLoop | None = None) -> Daemon | None:
+    """The in-process daemon of ``loop`` (default: the running one) if it runs, else None."""
+    if loop is None:
+        loop = asyncio.get_running_loop()
+    daemon = _in_process.get(loop)
+    return daemon if daemon is not None and daemon.running else None

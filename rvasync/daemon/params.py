@@ -1,0 +1,296 @@
+"""The service, network and daemon parameters of a network transport.
+
+Rendezvous describes where a transport's messages go with three strings:
+
+* **service**: the UDP port daemons meet on. ``None`` (or ``""``) looks up the
+  service name ``rendezvous`` and falls back to 7500; a decimal string is a port;
+  anything else is a service name looked up with ``getservbyname(name, "udp")``.
+* **network**: ``"interface;group,group...;send-address"``. rvasync's default,
+  ``None``, is the loopback interface, so that nothing leaves the host unless
+  the user names a network.
+* **daemon**: where a standalone daemon listens for client transports (TCP).
+
+This module turns each into a validated value object, with errors that say
+which part of which parameter is wrong. It does no I/O beyond name lookups.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import ipaddress
+import socket
+import struct
+import sys
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from rvasync.errors import InvalidArgument
+
+__all__ = [
+    "DEFAULT_DAEMON_PORT",
+    "DEFAULT_GROUP",
+    "DEFAULT_SERVICE_PORT",
+    "LOOPBACK",
+    "DaemonAddress",
+    "NetworkSpec",
+    "ServiceSpec",
+    "parse_daemon",
+    "parse_network",
+    "parse_service",
+]
+
+#: The hard default service when the ``rendezvous`` service name is not defined.
+DEFAULT_SERVICE_PORT = 7500
+#: The default TCP port of a standalone daemon (``daemon="7500"``, or the CLI's ``--listen``).
+DEFAULT_DAEMON_PORT = 7500
+#: Interface of the default network: nothing leaves the host.
+LOOPBACK = "127.0.0.1"
+#: Multicast group of a network that names none. It lies in 239.255.0.0/16 (IPv4
+#: organization-local scope, RFC 2365); "82.86" are the ASCII codes of "RV". It is
+#: fixed so that every daemon on a host meets every other one on a given service
+#: without configuration; the service port keeps services apart.
+DEFAULT_GROUP = "239.255.82.86"
+
+_SIOCGIFADDR = 0x8915
+_SIOCGIFNETMASK = 0x891B
+
+
+# -- service --------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceSpec:
+    """A resolved service: the UDP ``port`` and the ``text`` the transport gave (for reports)."""
+
+    port: int
+    text: str
+
+
+def parse_service(service: str | None) -> ServiceSpec:
+    """Resolve a service parameter; InvalidArgument names what is wrong."""
+    if service is None or service == "":
+        try:
+            port = socket.getservbyname("rendezvous", "udp")
+        except OSError:
+            port = DEFAULT_SERVICE_PORT
+        return ServiceSpec(port, str(port))
+    if not isinstance(service, str):
+        raise InvalidArgument(
+            f"service must be a str (port number or service name) or None, "
+            f"got {type(service).__name__}"
+        )
+    text = service.strip()
+    if ":" in text:
+        raise InvalidArgument(
+            f"service {service!r}: two-part services (direct communication, 'regular:direct') "
+            "are not supported; give one port number or service name"
+        )
+    if text.isdigit():
+        port = int(text)
+        if not 0 < port <= 0xFFFF:
+            raise InvalidArgument(f"service {service!r}: port must be within 1..65535")
+        return ServiceSpec(port, str(port))
+    if not text or any(c.isspace() for c in text):
+        raise InvalidArgument(f"service {service!r} is neither a port number nor a service name")
+    try:
+        port = socket.getservbyname(text, "udp")
+    except OSError:
+        raise InvalidArgument(
+            f"service {service!r}: no UDP service of that name in the services database "
+            "(give a port number, or add the name to /etc/services)"
+        ) from None
+    return ServiceSpec(port, text)
+
+
+# -- network --------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class NetworkSpec:
+    """A resolved network parameter.
+
+    ``interface`` is the IPv4 address multicast is sent from and joined on;
+    ``groups`` the multicast groups joined (at least one); ``send_address`` where
+    multicast is sent; ``ttl`` the multicast time-to-live (0 on loopback: the
+    datagrams never leave the host; 1 otherwise: they stay on the local
+    subnet); ``text`` the parameter as given (``""`` for the default).
+    Two transports of one daemon on one service must agree on ``key``.
+    """
+
+    interface: str
+    groups: tuple[str, ...]
+    send_address: str
+    ttl: int
+    loopback: bool
+    text: str
+
+    @property
+    def key(self) -> tuple[str, tuple[str, ...], str]:
+        """What must be equal for two transports to share a service in one daemon."""
+        return (self.interface, self.groups, self.send_address)
+
+
+def parse_network(network: str | None) -> NetworkSpec:
+    """Resolve a network parameter; InvalidArgument names the part that is wrong.
+
+    Part one (the interface) may be an IPv4 address, an interface name
+    (``lo``, ``eth0``), a network number (``10.1`` matches the interface whose
+    address lies in 10.1.0.0/16) or a host name; empty means loopback. Part two
+    lists multicast groups; when it is empty rvasync uses :data:`DEFAULT_GROUP`
+    (it does not fall back to UDP broadcast, which the spec itself calls
+    superseded and which loopback cannot do). Part three, the send address,
+    defaults to the first group.
+    """
+    if network is None:
+        return NetworkSpec(LOOPBACK, (DEFAULT_GROUP,), DEFAULT_GROUP, 0, True, "")
+    if not isinstance(network, str):
+        raise InvalidArgument(f"network must be a str or None, got {type(network).__name__}")
+    parts = network.split(";")
+    if len(parts) > 3:
+        raise InvalidArgument(
+            f"network {network!r} has {len(parts)} parts; the form is "
+            "'interface;group,group...;send-address' (at most three parts)"
+        )
+    parts += [""] * (3 - len(parts))
+    iface_text, groups_text, send_text = (p.strip() for p in parts)
+    interface = _resolve_interface(iface_text, network) if iface_text else LOOPBACK
+    groups: list[str] = []
+    if groups_text:
+        for item in groups_text.split(","):
+            groups.append(_multicast(item.strip(), network, "multicast group (part two)"))
+    if send_text:
+        send = _multicast(send_text, network, "send address (part three)")
+    else:
+        send = groups[0] if groups else DEFAULT_GROUP
+    if not groups:
+        groups = [send]
+    loopback = ipaddress.IPv4Address(interface).is_loopback
+    return NetworkSpec(
+        interface,
+        tuple(dict.fromkeys(groups)),
+        send,
+        0 if loopback else 1,
+        loopback,
+        network,
+    )
+
+
+def _multicast(text: str, network: str, what: str) -> str:
+    try:
+        addr = ipaddress.IPv4Address(text)
+    except ValueError:
+        raise InvalidArgument(
+            f"network {network!r}: {what} {text!r} is not an IPv4 address"
+        ) from None
+    if not addr.is_multicast:
+        raise InvalidArgument(
+            f"network {network!r}: {what} {text} is not a multicast address (224.0.0.0/4)"
+        )
+    return str(addr)
+
+
+def _resolve_interface(text: str, network: str) -> str:
+    """The IPv4 address of the interface named by part one of a network parameter."""
+    try:
+        addr = ipaddress.IPv4Address(text)
+    except ValueError:
+        addr = None
+    if addr is not None:
+        if addr.is_multicast or addr.is_unspecified:
+            raise InvalidArgument(
+                f"network {network!r}: interface {text} must be the address of an interface"
+            )
+        return str(addr)
+    by_name = _interface_address(text)
+    if by_name is not None:
+        return by_name
+    if all(p.isdigit() for p in text.split(".")) and text.count(".") < 3:
+        found = _interface_in_network(text)
+        if found is not None:
+            return found
+        raise InvalidArgument(
+            f"network {network!r}: no interface of this host lies in network number {text}"
+        )
+    try:
+        return socket.gethostbyname(text)
+    except OSError:
+        raise InvalidArgument(
+            f"network {network!r}: interface {text!r} is not an IPv4 address, an interface "
+            "name of this host, a network number or a resolvable host name"
+        ) from None
+
+
+def _interface_address(name: str) -> str | None:
+    """IPv4 address of interface ``name`` (Linux ioctl), or None if unknown here."""
+    if not sys.platform.startswith("linux") or len(name.encode()) >= 16:
+        return None
+    try:
+        socket.if_nametoindex(name)
+    except OSError:
+        return None
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            packed = fcntl.ioctl(s.fileno(), _SIOCGIFADDR, struct.pack("256s", name.encode()))
+        except OSError:
+            return None  # the interface has no IPv4 address
+    return socket.inet_ntoa(packed[20:24])
+
+
+def _interface_in_network(number: str) -> str | None:
+    """Address of the first interface inside network ``number`` ("10", "10.1", "10.1.2")."""
+    octets = number.split(".")
+    prefix = ".".join(octets + ["0"] * (4 - len(octets)))
+    try:
+        net = ipaddress.IPv4Network(f"{prefix}/{8 * len(octets)}")
+    except ValueError:
+        return None
+    for _, name in socket.if_nameindex():
+        addr = _interface_address(name)
+        if addr is not None and ipaddress.IPv4Address(addr) in net:
+            return addr
+    return None
+
+
+# -- daemon ---------------------------------------------------------------------
+
+
+class DaemonAddress(NamedTuple):
+    """Where a standalone daemon listens, and whether a transport may start it.
+
+    ``autostart`` is True only for a bare local port (``"7500"``, ``"tcp:7500"``):
+    a two-part parameter names a host (even ``127.0.0.1``), and Rendezvous never
+    starts a daemon for those; that is also how a user suppresses auto-start.
+    """
+
+    host: str
+    port: int
+    autostart: bool
+
+
+def parse_daemon(daemon: str | None) -> DaemonAddress:
+    """Parse a daemon parameter: ``None``, ``"7500"``, ``"tcp:7500"``, ``"host:port"``,
+    ``"tcp:host:port"``. ``None`` means the default local daemon (port 7500, auto-start)."""
+    if daemon is None or daemon == "":
+        return DaemonAddress(LOOPBACK, DEFAULT_DAEMON_PORT, True)
+    if not isinstance(daemon, str):
+        raise InvalidArgument(f"daemon must be a str or None, got {type(daemon).__name__}")
+    parts = daemon.strip().split(":")
+    if parts[0].lower() == "tcp":
+        parts = parts[1:]
+    elif parts[0].lower() == "ssl":
+        raise InvalidArgument(
+            f"daemon {daemon!r}: secure (ssl:) daemons are not supported; use tcp"
+        )
+    if len(parts) == 1:
+        host, port_text, autostart = LOOPBACK, parts[0], True
+    elif len(parts) == 2:
+        host, port_text = parts
+        autostart = not host  # ":7500" is the local daemon, like "7500"
+        host = host or LOOPBACK
+    else:
+        raise InvalidArgument(f"daemon {daemon!r}: expected 'port', 'host:port' or 'tcp:host:port'")
+    if not port_text.isdigit() or not 0 < int(port_text) <= 0xFFFF:
+        raise InvalidArgument(
+            f"daemon {daemon!r}: port {port_text!r} must be a number within 1..65535"
+        )
+    return DaemonAddress(host, int(port_text), autostart)

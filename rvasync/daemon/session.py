@@ -1,0 +1,261 @@
+"""Client sessions: what a transport holds in its daemon, and the messages they exchange.
+
+A :class:`ClientSession` is one transport attached to one service of a daemon:
+its subject interests (so the daemon hands it only what it listens to), its
+inbox prefix (so point-to-point replies find it), and its way back to the
+transport, the :class:`SessionOwner` (the in-process link, or D2's per-connection
+TCP handler).
+
+A :class:`Payload` carries one message in whichever forms are known (the
+decoded :class:`~rvasync.message.Message`, the wire bytes, or both) and computes
+each form at most once, so a message received from the network is decoded once
+however many sessions take it, and a message published by a TCP client is
+forwarded without being decoded unless a local in-process session wants it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
+
+from rvasync import codec
+from rvasync.errors import MalformedMessage, TransportClosed
+from rvasync.message import Message
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable
+
+    from rvasync.daemon.service import ServiceEndpoint
+
+__all__ = ["ClientSession", "Payload", "SessionOwner", "peek_subject"]
+
+_encode = codec.encode
+_decode = codec.decode
+
+
+def peek_subject(data: bytes) -> str | None:
+    """The subject of an encoded message, read without decoding the rest.
+
+    The wire form is the header then a msgpack array whose first element is the
+    subject (docs/messages.md). Returns None when the bytes do not start the
+    way an encoded message does, or the subject is absent; the caller then
+    decodes in full (and a malformed message fails there).
+    """
+    if len(data) < 7 or data[4] != 0x94:
+        return None
+    tag = data[5]
+    if 0xA0 <= tag <= 0xBF:
+        start, length = 6, tag - 0xA0
+    elif tag == 0xD9:
+        start, length = 7, data[6]
+    elif tag == 0xDA and len(data) >= 8:
+        start, length = 8, (data[6] << 8) | data[7]
+    else:
+        return None
+    if start + length > len(data):
+        return None
+    try:
+        return data[start : start + length].decode()
+    except UnicodeDecodeError:
+        return None
+
+
+class Payload:
+    """One message in whichever forms are known; each form is computed at most once."""
+
+    __slots__ = ("_data", "_msg")
+
+    def __init__(self, msg: Message | None = None, data: bytes | None = None) -> None:
+        if msg is None and data is None:
+            raise ValueError("a Payload needs a message, its wire bytes, or both")
+        self._msg = msg
+        self._data = data
+
+    def message(self) -> Message:
+        """The decoded message (decoded on first use; MalformedMessage for bad bytes)."""
+        msg = self._msg
+        if msg is None:
+            msg = self._msg = _decode(self._data)  # type: ignore[arg-type]
+        return msg
+
+    def wire(self) -> bytes:
+        """The wire bytes (encoded on first use; MessageTooLarge over 64 MiB)."""
+        data = self._data
+        if data is None:
+            data = self._data = _encode(self._msg)
+        return data
+
+    @property
+    def subject(self) -> str | None:
+        """The message's subject, without decoding the whole message when only bytes are known."""
+        msg = self._msg
+        if msg is not None:
+            return msg.subject
+        subject = peek_subject(self._data)  # type: ignore[arg-type]
+        if subject is None:
+            try:
+                return self.message().subject
+            except MalformedMessage:
+                return None
+        return subject
+
+    @property
+    def size(self) -> int:
+        """Length of the wire form (encodes if needed)."""
+        return len(self.wire())
+
+    def __repr__(self) -> str:
+        forms = [f for f, v in (("msg", self._msg), ("data", self._data)) if v is not None]
+        return f"<Payload {'+'.join(forms)} subject={self.subject!r}>"
+
+
+class SessionOwner(Protocol):
+    """The transport side of a session: where the daemon hands messages and advisories.
+
+    Neither call may block. Optional extensions, used when the owner has them:
+
+    * ``deliver_message(msg)``: take decoded :class:`Message` objects instead of
+      :class:`Payload` objects (shared with other sessions: deliver copies, as
+      the router does);
+    * ``deliver_owned(msg)``: a freshly decoded message that only this session
+      receives; the owner may keep it as is;
+    * ``deliver_inbox(msg, owned)``: a message for one of the session's inboxes
+      (``owned`` as above), so that replies can complete requests directly.
+    """
+
+    def deliver(self, payload: Payload) -> None:
+        """A message matching one of the session's interests, or sent to one of its inboxes."""
+
+    def present(self, advisory: Message) -> None:
+        """An advisory for this session (transport-scoped)."""
+
+
+class ClientSession:
+    """One transport attached to one service of a daemon.
+
+    Created by ``Daemon.attach``. ``inbox_prefix`` is ``"_INBOX.<transport_id>."``
+    where ``transport_id`` is the hex unicast address of the service's daemon
+    socket and a token unique within that daemon, so that any daemon on the
+    service can route a message sent to one of this session's inboxes straight
+    to the right daemon (point to point) and that daemon to this session.
+    """
+
+    __slots__ = (
+        "_inbox_sink",
+        "_interests",
+        "_service",
+        "_sink",
+        "_sink_is_message",
+        "batch",
+        "closed",
+        "description",
+        "inbox_prefix",
+        "owner",
+        "reliability",
+        "service_key",
+        "token",
+        "transport_id",
+    )
+
+    def __init__(
+        self,
+        service: ServiceEndpoint,
+        owner: SessionOwner,
+        token: str,
+        *,
+        description: str | None,
+        reliability: float | None,
+    ) -> None:
+        self._service = service
+        self.owner = owner
+        self.token = token
+        self.description = description
+        self.reliability = reliability
+        self.service_key = service.port
+        self.transport_id = f"{service.address_hex}.{token}"
+        self.inbox_prefix = f"_INBOX.{self.transport_id}."
+        self.closed = False
+        self.batch = False
+        self._interests: dict[str, int] = {}
+        sink = getattr(owner, "deliver_message", None)
+        self._sink_is_message = sink is not None
+        self._sink: Any = sink if sink is not None else owner.deliver
+        #: deliver_inbox(msg, owned): optional fast path for replies to this session's inboxes
+        self._inbox_sink: Any = getattr(owner, "deliver_inbox", None)
+
+    # -- interest ------------------------------------------------------------
+
+    def add_interest(self, subject: str) -> None:
+        """Listen to ``subject`` (wildcards allowed); refcounted: add twice, remove twice."""
+        if self.closed:
+            raise TransportClosed("the daemon session is closed")
+        if subject.startswith(self.inbox_prefix):
+            return  # this session's own inboxes reach it by address, whoever listens
+        count = self._interests.get(subject, 0)
+        self._interests[subject] = count + 1
+        if count == 0:
+            self._service.add_interest(self, subject)
+
+    def remove_interest(self, subject: str) -> None:
+        """Undo one :meth:`add_interest` (a no-op for a subject not listened to, or once closed)."""
+        count = self._interests.get(subject, 0)
+        if count == 0 or self.closed:
+            return
+        if count == 1:
+            del self._interests[subject]
+            self._service.remove_interest(self, subject)
+        else:
+            self._interests[subject] = count - 1
+
+    def interests(self) -> list[str]:
+        """The subjects this session listens to now."""
+        return list(self._interests)
+
+    # -- publishing --------------------------------------------------------------
+
+    def publish(self, payload: Payload) -> Awaitable[None] | None:
+        """Send one message: to every matching session of this daemon (this one included) and,
+        unless it is ``_LOCAL.`` or an inbox of this daemon, to the network (an inbox of
+        another daemon goes point to point to that daemon only).
+
+        Returns None, or an awaitable when the service's send backlog is full
+        (backpressure: await it before sending more). Raises TransportClosed
+        once closed, MessageTooLarge (after presenting DATALOSS.MSG_TOO_LARGE)
+        for a message over 64 MiB.
+        """
+        if self.closed:
+            raise TransportClosed("the daemon session is closed")
+        return self._service.publish(self, payload._msg, payload._data)
+
+    def publish_many(self, payloads: list[Payload]) -> Awaitable[None] | None:
+        """Send several messages in order (see :meth:`publish`); all are checked before any
+        is sent."""
+        if self.closed:
+            raise TransportClosed("the daemon session is closed")
+        return self._service.publish_many(self, [(p._msg, p._data) for p in payloads])
+
+    def publish_message(self, msg: Message) -> Awaitable[None] | None:
+        """:meth:`publish` for a Message (the in-process path: no Payload object)."""
+        if self.closed:
+            raise TransportClosed("the daemon session is closed")
+        return self._service.publish(self, msg, None)
+
+    def publish_messages(self, msgs: list[Message]) -> Awaitable[None] | None:
+        """:meth:`publish_many` for Messages."""
+        if self.closed:
+            raise TransportClosed("the daemon session is closed")
+        return self._service.publish_many(self, [(m, None) for m in msgs])
+
+    # -- lifecycle -------------------------------------------------------------
+
+    def close(self) -> None:
+        """Detach from the daemon: interests dropped, inboxes dead; peers hear
+        ``UNREACHABLE.TRANSPORT.<transport_id>``. Idempotent."""
+        if self.closed:
+            return
+        self.closed = True
+        self._service.detach(self)
+        self._interests.clear()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else "open"
+        return f"<ClientSession {self.transport_id} service={self.service_key} {state}>"

@@ -1,0 +1,148 @@
+"""Links between a network transport and its daemon.
+
+``rv.Transport`` does not care where its daemon runs: it talks to a
+:class:`DaemonLink`. :class:`InProcessLink` attaches to the daemon engine of
+the running event loop and calls it directly (no sockets, no copies: a
+published Message is handed to local listeners as copy-on-write deliveries and
+encoded once for the network). ``rvasync.transport.tcplink.TcpLink`` speaks the
+client protocol to a standalone daemon.
+
+The transport implements :class:`LinkHooks`: the link hands it inbound messages
+and advisories through them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Protocol
+
+from rvasync.daemon.engine import in_process_daemon
+from rvasync.errors import TransportClosed
+
+if TYPE_CHECKING:
+    from rvasync.daemon.session import ClientSession, Payload
+    from rvasync.message import Message
+
+__all__ = ["DaemonLink", "InProcessLink", "LinkHooks"]
+
+
+class LinkHooks(Protocol):
+    """What a link calls on its transport (implemented by ``rv.Transport``)."""
+
+    def _link_deliver(self, msg: Message) -> None:
+        """Route an inbound message to this transport's listeners."""
+
+    def _link_present(self, advisory: Message) -> None:
+        """Present an advisory on this transport."""
+
+
+class DaemonLink(Protocol):
+    """A transport's connection to its daemon (in-process or standalone)."""
+
+    inbox_prefix: str
+
+    async def open(self, transport_hooks: LinkHooks) -> None:
+        """Attach to the daemon; raises DaemonUnavailable if it cannot be reached."""
+
+    async def close(self) -> None:
+        """Detach (idempotent)."""
+
+    def add_interest(self, subject: str) -> None: ...
+
+    def remove_interest(self, subject: str) -> None: ...
+
+    def publish(self, msg: Message) -> Awaitable[None] | None:
+        """Send one validated message; may return an awaitable (backpressure) to await
+        before sending more. TransportClosed when the link is closed."""
+
+    def publish_many(self, msgs: list[Message]) -> Awaitable[None] | None:
+        """Send several validated messages in order (packed together)."""
+
+
+def _not_open(*_args: object) -> None:
+    raise TransportClosed("the transport is not open: await transport.open() or use async with")
+
+
+class InProcessLink:
+    """Attaches a transport to the in-process daemon of the running event loop.
+
+    The session's methods are bound straight onto this object when it opens,
+    so ``transport.send`` reaches the engine with no intermediate call.
+    """
+
+    def __init__(
+        self,
+        *,
+        service: str | None,
+        network: str | None,
+        description: str | None,
+        reliability: float | None,
+        batch: bool = False,
+    ) -> None:
+        self._service = service
+        self._network = network
+        self._description = description
+        self._reliability = reliability
+        self._batch = batch
+        self._session: ClientSession | None = None
+        self.inbox_prefix = ""
+        self.add_interest = _not_open
+        self.remove_interest = _not_open
+        self.publish = _not_open
+        self.publish_many = _not_open
+
+    @property
+    def session(self) -> ClientSession | None:
+        """The daemon session, once open."""
+        return self._session
+
+    async def open(self, transport_hooks: LinkHooks) -> None:
+        if self._session is not None:
+            return
+        daemon = await in_process_daemon()
+        # Set before attaching: the engine looks for deliver_message when it builds the session.
+        self.deliver_message = transport_hooks._link_deliver
+        owned = getattr(transport_hooks, "_link_deliver_owned", None)
+        if owned is not None:
+            self.deliver_owned = owned
+        inbox = getattr(transport_hooks, "_link_deliver_inbox", None)
+        if inbox is not None:
+            self.deliver_inbox = inbox
+        self._present = transport_hooks._link_present
+        session = daemon.attach(
+            self,
+            service=self._service,
+            network=self._network,
+            description=self._description,
+            reliability=self._reliability,
+        )
+        session.batch = self._batch
+        self._session = session
+        self.inbox_prefix = session.inbox_prefix
+        self.add_interest = session.add_interest
+        self.remove_interest = session.remove_interest
+        self.publish = session.publish_message
+        self.publish_many = session.publish_messages
+
+    async def close(self) -> None:
+        session = self._session
+        if session is not None:
+            session.close()
+
+    # -- SessionOwner ---------------------------------------------------------
+
+    def deliver(self, payload: Payload) -> None:
+        """Fallback of the SessionOwner protocol (the engine uses deliver_message)."""
+        self.deliver_message(payload.message())
+
+    def deliver_message(self, msg: Message) -> None:  # replaced by the transport's on open
+        """Hand a decoded message to the transport's listeners."""
+
+    def present(self, advisory: Message) -> None:
+        self._present(advisory)
+
+    def _present(self, advisory: Message) -> None:  # replaced by the transport's on open
+        """Present an advisory on the transport."""
+
+    def __repr__(self) -> str:
+        return f"<InProcessLink {self._session!r}>"

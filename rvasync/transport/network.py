@@ -1,0 +1,300 @@
+"""``rv.Transport``: the network transport, attached to a daemon.
+
+A network transport reaches every transport on the same service, in this
+process, on this host and (when the user names a network) beyond it, through a
+daemon. By default the daemon runs inside the event loop (started by the first
+transport; the IPM model, and the fastest); with ``daemon="7500"`` or
+``"host:port"`` it is a standalone daemon reached over TCP.
+
+Everything users call (send, send_request, listen ...) is the same as on the
+process transport (see :class:`~rvasync.transport.base.BaseTransport`); this
+class adds the daemon link, ``send_many`` and batch mode.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from typing import TYPE_CHECKING, Any
+
+from rvasync.daemon.params import parse_daemon
+from rvasync.errors import DaemonUnavailable, InvalidArgument, RequestTimeout, TransportClosed
+from rvasync.subjects import check_send_subject
+from rvasync.transport.base import BaseTransport
+from rvasync.transport.links import DaemonLink, InProcessLink, _not_open
+
+if TYPE_CHECKING:
+    from rvasync.message import Message
+    from rvasync.transport.listener import Listener
+
+__all__ = ["Transport"]
+
+
+def _expire(reply: asyncio.Future[Message], subject: str, timeout: float) -> None:
+    if not reply.done():
+        reply.set_exception(RequestTimeout(f"no reply to {subject!r} within {timeout} s"))
+
+
+def _optional_str(name: str, value: Any) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise InvalidArgument(f"{name} must be a str or None, got {type(value).__name__}")
+    return value
+
+
+class Transport(BaseTransport):
+    """A network transport: ``Transport(service=None, network=None, daemon=None, *,
+    description=None, reliability=None, batch=False)``.
+
+    ``service``: UDP port number or service name (default: ``rendezvous`` or 7500).
+    ``network``: ``"interface;groups;send-address"``; None is loopback, so nothing
+    leaves the host. ``daemon``: None for the in-process daemon of the running
+    loop; ``"7500"`` for a local standalone daemon (started if not running),
+    ``"host:port"`` for one that is never auto-started. ``reliability``: seconds
+    sent data is kept for retransmission (None: the daemon's default, 5 s
+    in-process, 60 s standalone; 0 disables; when transports of one daemon and
+    service ask differently, the largest wins). ``batch``: hold small messages
+    up to 20 ms to pack more per datagram (more throughput, more latency).
+
+    Use as ``async with rv.Transport(...) as t:`` or ``await t.open()`` /
+    ``await t.close()``.
+    """
+
+    def __init__(
+        self,
+        service: str | None = None,
+        network: str | None = None,
+        daemon: str | None = None,
+        *,
+        description: str | None = None,
+        reliability: float | None = None,
+        batch: bool = False,
+    ) -> None:
+        self.service = _optional_str("service", service)
+        self.network = _optional_str("network", network)
+        self.daemon = _optional_str("daemon", daemon)
+        description = _optional_str("description", description)
+        if daemon is not None:
+            parse_daemon(daemon)  # refuse a bad daemon parameter now, not at open
+        if reliability is not None:
+            if isinstance(reliability, bool) or not isinstance(reliability, int | float):
+                raise InvalidArgument(
+                    f"reliability must be a number of seconds or None, got {reliability!r}"
+                )
+            if not math.isfinite(reliability) or reliability < 0:
+                raise InvalidArgument(
+                    f"reliability must be finite and >= 0 seconds, got {reliability!r}"
+                )
+        if not isinstance(batch, bool):
+            raise InvalidArgument(f"batch must be True or False, got {batch!r}")
+        super().__init__(description=description)
+        self.reliability = reliability
+        self.batch = batch
+        self._link: DaemonLink | None = None
+        self._opening = False
+        self._publish: Any = _not_open
+        self._publish_many: Any = _not_open
+        # LinkHooks: inbound messages go straight to the router.
+        self._link_deliver = self._router.deliver
+        #: inbox -> future of a pending send_request
+        self._replies: dict[str, asyncio.Future[Message]] = {}
+
+    # -- lifecycle -------------------------------------------------------------
+
+    @property
+    def link(self) -> DaemonLink | None:
+        """The daemon link, once open."""
+        return self._link
+
+    async def open(self) -> Transport:
+        """Attach to the daemon (in-process: started on first use). Idempotent."""
+        if self._closed:
+            raise TransportClosed("the transport is closed; make a new one")
+        if self._link is not None:
+            return self
+        if self._opening:
+            raise TransportClosed("the transport is already being opened by another task")
+        self._opening = True
+        try:
+            link = self._make_link()
+            await link.open(self)
+        finally:
+            self._opening = False
+        if self._closed:  # closed while opening
+            await link.close()
+            raise TransportClosed("the transport was closed while opening")
+        self._link = link
+        self._inbox_prefix = link.inbox_prefix
+        self._publish = link.publish
+        self._publish_many = link.publish_many
+        return self
+
+    def _make_link(self) -> DaemonLink:
+        if self.daemon is None:
+            return InProcessLink(
+                service=self.service,
+                network=self.network,
+                description=self.description,
+                reliability=self.reliability,
+                batch=self.batch,
+            )
+        try:
+            from rvasync.transport.tcplink import TcpLink
+        except ImportError:
+            raise DaemonUnavailable(
+                f"daemon={self.daemon!r}: this rvasync build has no standalone-daemon client "
+                "(rvasync.transport.tcplink); use daemon=None for the in-process daemon"
+            ) from None
+        return TcpLink(
+            self.daemon,
+            service=self.service,
+            network=self.network,
+            description=self.description,
+            reliability=self.reliability,
+            batch=self.batch,
+        )
+
+    async def close(self) -> None:
+        """Close every listener and detach from the daemon; peers hear UNREACHABLE.TRANSPORT."""
+        if self._closed:
+            return
+        self._close_listeners()
+        self._publish = self._publish_many = _not_open
+        link = self._link
+        if link is not None:
+            await link.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise TransportClosed("the transport is closed")
+        if self._link is None:
+            raise TransportClosed(
+                "the transport is not open: await transport.open() or use async with"
+            )
+
+    # -- sending ---------------------------------------------------------------
+
+    async def send(self, msg: Message) -> None:
+        """Send ``msg`` to its subject (see BaseTransport.send); waits only when the
+        daemon's send backlog is full."""
+        subject = msg.subject
+        if subject is None or self._closed:
+            await super().send(msg)  # raises the right error
+            return
+        check_send_subject(subject)
+        msg._share()
+        wait = self._publish(msg)
+        if wait is not None:
+            await wait
+
+    async def send_many(self, msgs: list[Message]) -> None:
+        """Send several messages in one call, in order; they are packed together.
+
+        Every message is checked first: if one is invalid, none is sent.
+        """
+        if self._closed:
+            raise TransportClosed("the transport is closed")
+        batch = list(msgs)
+        for msg in batch:
+            subject = msg.subject
+            if subject is None:
+                raise InvalidArgument("cannot send a message without a subject")
+            check_send_subject(subject)
+        for msg in batch:
+            msg._share()
+        if not batch:
+            return
+        wait = self._publish_many(batch)
+        if wait is not None:
+            await wait
+
+    async def send_request(self, msg: Message, timeout: float) -> Message:
+        """Send ``msg`` with a fresh inbox as reply subject; return the first reply.
+
+        Same behaviour as on every transport (RequestTimeout after ``timeout``
+        seconds; the caller's message is not changed), without a listener per
+        request: the daemon hands the reply straight to the waiting call.
+        """
+        if (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, int | float)
+            or not timeout > 0
+            or not math.isfinite(timeout)
+        ):
+            raise InvalidArgument(
+                f"send_request timeout must be a positive number, got {timeout!r}"
+            )
+        if msg.subject is None:
+            raise InvalidArgument("cannot send a request without a subject")
+        self._check_open()
+        inbox = f"{self._inbox_prefix}{next(self._inbox_counter)}"
+        loop = asyncio.get_running_loop()
+        reply = loop.create_future()
+        self._replies[inbox] = reply
+        expiry = loop.call_later(timeout, _expire, reply, msg.subject, timeout)
+        try:
+            request = msg._delivery_copy(None, None)
+            request.reply_subject = inbox
+            await self.send(request)
+            return await reply
+        finally:
+            expiry.cancel()
+            self._replies.pop(inbox, None)
+
+    def _route(self, msg: Message) -> None:
+        self._publish(msg)
+
+    # -- listeners -------------------------------------------------------------
+
+    def _open_listener(self, listener: Listener) -> None:
+        self._link.add_interest(listener.subject)  # type: ignore[union-attr]
+
+    def _close_listener(self, listener: Listener) -> None:
+        link = self._link
+        if link is not None:
+            try:
+                link.remove_interest(listener.subject)
+            except TransportClosed:
+                pass
+
+    # -- LinkHooks ---------------------------------------------------------------
+
+    def _link_present(self, advisory: Message) -> None:
+        self._present(advisory)
+
+    def _link_deliver_inbox(self, msg: Message, owned: bool) -> None:
+        """A message for one of this transport's inboxes: the reply a request waits for,
+        or else an ordinary delivery to whoever listens on that inbox."""
+        reply = self._replies.pop(msg.subject, None)  # type: ignore[arg-type]
+        if reply is not None:
+            if not reply.done():
+                reply.set_result(msg if owned else msg._delivery_copy(None, None))
+            return
+        if owned:
+            self._link_deliver_owned(msg)
+        else:
+            self._router.deliver(msg)
+
+    def _link_deliver_owned(self, msg: Message) -> None:
+        """Route a message that nobody else holds (freshly decoded for this transport only).
+
+        With one matching listener the message itself is delivered, saving the
+        copy-on-write copy the router makes for messages that others share.
+        """
+        listeners = self._router._index.match(msg.subject)
+        if len(listeners) == 1:
+            listener = listeners[0]
+            msg.listener = listener
+            msg.closure = listener.closure
+            listener._put(msg)
+            return
+        copy = msg._delivery_copy
+        for listener in listeners:
+            listener._put(copy(listener, listener.closure))
+
+    def __repr__(self) -> str:
+        where = "in-process daemon" if self.daemon is None else f"daemon {self.daemon}"
+        state = "closed" if self._closed else ("open" if self._link else "not open")
+        return (
+            f"<Transport service={self.service!r} network={self.network!r} {where} {state} "
+            f"listeners={len(self._router)}>"
+        )

@@ -1,0 +1,296 @@
+"""rv.Transport on one in-process daemon: sending, listening, inboxes, advisories, errors."""
+
+import asyncio
+
+import pytest
+from netutil import WAIT, collect
+
+import rvasync as rv
+from rvasync.daemon.engine import Daemon, running_in_process_daemon
+from rvasync.message import Message
+from rvasync.transport.network import Transport
+
+
+@pytest.fixture
+def service(rv_service):
+    return rv_service[0]
+
+
+def counters(transport):
+    return transport.link.session._service.counters
+
+
+async def test_send_and_listen_between_transports_of_one_daemon(service):
+    async with Transport(service) as a, Transport(service) as b:
+        on_b = b.listen("ORDERS.>")
+        on_a = a.listen("ORDERS.*")
+        sent = Message("ORDERS.NEW", {"id": 7})
+        await a.send(sent)
+        got_b = await on_b.get(WAIT)
+        got_a = await on_a.get(WAIT)  # the sender's own daemon delivers to it too
+        assert got_b["id"] == got_a["id"] == 7
+        assert got_b is not sent and got_a is not got_b
+        assert got_b.listener is on_b
+        assert a.link.session.service_key == b.link.session.service_key
+        assert running_in_process_daemon().session_count == 2
+
+
+async def test_local_subjects_stay_in_the_daemon(service):
+    async with Transport(service) as a, Transport(service) as b:
+        local = b.listen("_LOCAL.>")
+        before = counters(a).messages_out
+        await a.send(Message("_LOCAL.NOTE", {"x": 1}))
+        assert (await local.get(WAIT))["x"] == 1
+        assert counters(a).messages_out == before  # nothing went to the network
+
+
+async def test_daemon_hands_a_session_only_its_interests(service):
+    async with Transport(service) as a, Transport(service) as b:
+        b.listen("WANTED")
+        await a.send(Message("OTHER", {"x": 1}))
+        await a.send(Message("WANTED", {"x": 2}))
+        await asyncio.sleep(0)
+        session_b = b.link.session
+        assert session_b.interests() == ["WANTED"]
+        # One delivery for WANTED (to b); OTHER matched nobody and was not handed out.
+        assert counters(a).deliveries == 1
+
+
+async def test_request_reply_and_timeout(service):
+    async with Transport(service) as client, Transport(service) as server:
+        requests = server.listen("PRICE")
+
+        async def answer():
+            async for request in requests:
+                await server.send_reply(Message(fields={"p": request["s"] * 2}), request)
+
+        task = asyncio.create_task(answer())
+        try:
+            request = Message("PRICE", {"s": 21})
+            reply = await client.send_request(request, WAIT)
+            assert reply["p"] == 42
+            assert request.reply_subject is None  # the caller's message is unchanged
+            assert reply.subject.startswith(client.link.inbox_prefix)
+            with pytest.raises(rv.RequestTimeout):
+                await client.send_request(Message("NOBODY", {"s": 1}), 0.05)
+            with pytest.raises(rv.InvalidArgument, match="positive"):
+                await client.send_request(request, 0)
+        finally:
+            task.cancel()
+
+
+async def test_inbox_listened_to_directly(service):
+    async with Transport(service) as a, Transport(service) as b:
+        inbox = a.create_inbox()
+        assert inbox.startswith("_INBOX.") and inbox.startswith(a.link.inbox_prefix)
+        listener = a.listen(inbox)
+        await b.send(Message(inbox, {"n": 1}))
+        assert (await listener.get(WAIT))["n"] == 1
+
+
+async def test_send_many_and_batch_mode(service):
+    async with Transport(service, batch=True) as a, Transport(service) as b:
+        listener = b.listen("MANY.*")
+        await a.send_many([Message(f"MANY.{i}", {"i": i}) for i in range(50)])
+        got = await collect(listener, 50)
+        assert [m["i"] for m in got] == list(range(50))
+        with pytest.raises(rv.InvalidArgument, match="without a subject"):
+            await a.send_many([Message("MANY.1"), Message()])
+        with pytest.raises(rv.NotPermitted):
+            await a.send_many([Message("_RV.X")])
+
+
+async def test_batch_mode_messages_reach_other_daemons(service):
+    other = Daemon(reliability=1.0)
+    # A second daemon in this loop is not the in-process one; attach to it directly.
+    await other.start()
+    try:
+        received = []
+
+        class Owner:
+            def deliver(self, payload):
+                received.append(payload.message())
+
+            def present(self, advisory):
+                pass
+
+        session = other.attach(Owner(), service=service, network=None)
+        session.add_interest("BATCHED")
+        async with Transport(service, batch=True) as a:
+            for i in range(5):
+                await a.send(Message("BATCHED", {"i": i}))
+            async with asyncio.timeout(WAIT):
+                while len(received) < 5:
+                    await asyncio.sleep(0.005)
+        assert [m["i"] for m in received] == list(range(5))
+    finally:
+        await other.stop()
+
+
+async def test_message_too_large_is_refused_and_reported(service):
+    async with Transport(service) as a:
+        advisories = a.listen("_RV.ERROR.SYSTEM.DATALOSS.MSG_TOO_LARGE")
+        huge = Message("BIG", {"blob": b"\0" * (64 * 1024 * 1024)})
+        with pytest.raises(rv.MessageTooLarge):
+            await a.send(huge)
+        adv = await advisories.get(WAIT)
+        assert str(adv["host"]) == "127.0.0.1"
+        assert adv["lost"] > 1000
+        assert counters(a).messages_too_large == 1
+
+
+async def test_host_status_fields(service):
+    async with Transport(service, description="status test") as a:
+        listener = a.listen("_RV.INFO.SYSTEM.HOST.STATUS.>")
+        await a.send(Message("COUNTED", {"x": 1}))
+        endpoint = a.link.session._service
+        adv = endpoint.publish_host_status()
+        got = await listener.get(WAIT)
+        assert got.subject == adv.subject == "_RV.INFO.SYSTEM.HOST.STATUS.7F000001"
+        for name in (
+            "hostaddr",
+            "ver",
+            "time",
+            "up",
+            "cc",
+            "ms",
+            "bs",
+            "mr",
+            "br",
+            "ps",
+            "pr",
+            "rx",
+            "pm",
+            "idl",
+            "odl",
+            "irrs",
+            "orrs",
+            "ipport",
+            "service",
+            "network",
+        ):
+            assert name in got, name
+        assert got["cc"] == 1 and got["ms"] >= 1 and got["service"] == service
+        status = running_in_process_daemon().host_status(service)
+        assert status["ms"] >= 1 and status["service"] == service
+
+
+async def test_one_network_per_service_per_daemon(service):
+    async with Transport(service):
+        other = Transport(service, network="127.0.0.1;239.255.1.2")
+        with pytest.raises(rv.NotPermitted, match="already bound"):
+            await other.open()
+        # the default and an explicit loopback network are the same network
+        async with Transport(service, network="127.0.0.1"):
+            pass
+
+
+async def test_reliability_the_larger_wins(service):
+    async with Transport(service, reliability=2.0) as a:
+        endpoint = a.link.session._service
+        assert endpoint.reliability == 2.0
+        async with Transport(service, reliability=9.0):
+            assert endpoint.reliability == 9.0
+        async with Transport(service, reliability=1.0):
+            assert endpoint.reliability == 9.0  # never lowered while the service is open
+
+
+async def test_reliability_raised_from_zero_replaces_the_core(service):
+    async with Transport(service, reliability=0) as a:
+        endpoint = a.link.session._service
+        first = endpoint.core
+        async with Transport(service, reliability=3.0) as b:
+            assert endpoint.reliability == 3.0 and endpoint.core is not first
+            listener = b.listen("AFTER")
+            await a.send(Message("AFTER", {"ok": True}))
+            assert (await listener.get(WAIT))["ok"] is True
+
+
+async def test_not_open_and_closed_errors(service):
+    t = Transport(service)
+    with pytest.raises(rv.TransportClosed, match="not open"):
+        await t.send(Message("X", {}))
+    with pytest.raises(rv.TransportClosed, match="not open"):
+        t.listen("X")
+    with pytest.raises(rv.TransportClosed, match="not open"):
+        t.create_inbox()
+    await t.open()
+    listener = t.listen("X")
+    await t.close()
+    assert listener.closed
+    with pytest.raises(rv.TransportClosed):
+        await t.send(Message("X", {}))
+    with pytest.raises(rv.TransportClosed):
+        await t.open()
+    await t.close()  # idempotent
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"service": 7500}, "service must be a str"),
+        ({"daemon": "ssl:x:1"}, "not supported"),
+        ({"reliability": -1}, "reliability"),
+        ({"reliability": "5"}, "reliability"),
+        ({"batch": 1}, "batch"),
+    ],
+)
+def test_bad_transport_arguments(kwargs, match):
+    with pytest.raises(rv.InvalidArgument, match=match):
+        Transport(**kwargs)
+
+
+async def test_bad_service_reported_at_open():
+    with pytest.raises(rv.InvalidArgument, match="no UDP service"):
+        await Transport("no-such-service-xyz").open()
+
+
+async def test_subject_rules_apply(service):
+    async with Transport(service) as a:
+        with pytest.raises(rv.NotPermitted):
+            await a.send(Message("_RV.INFO.FAKE", {}))
+        with pytest.raises(rv.InvalidSubject):
+            await a.send(Message("A..B", {}))
+        with pytest.raises(rv.InvalidArgument):
+            await a.send(Message())
+
+
+async def test_unreachable_transport_when_a_transport_closes(service):
+    async with Transport(service) as watcher:
+        advisories = watcher.listen("_RV.INFO.SYSTEM.UNREACHABLE.TRANSPORT.>")
+        leaving = await Transport(service, description="leaver").open()
+        tid = leaving.link.session.transport_id
+        await leaving.close()
+        adv = await advisories.get(WAIT)
+        assert adv.subject == f"_RV.INFO.SYSTEM.UNREACHABLE.TRANSPORT.{tid}"
+        assert adv["descr"] == "leaver"
+
+
+async def test_configured_daemon_serves_the_loop(service):
+    daemon = Daemon(reliability=7.0, host_status_interval=0)
+    await daemon.start()
+    try:
+        assert running_in_process_daemon() is daemon
+        async with Transport(service) as t:
+            assert t.link.session._service.reliability == 7.0
+    finally:
+        await daemon.stop()
+    assert running_in_process_daemon() is None
+    await daemon.wait_stopped()
+
+
+async def test_callbacks_and_queues_work_as_on_every_transport(service):
+    async with Transport(service) as a:
+        seen = []
+        done = asyncio.Event()
+
+        async def on_msg(msg):
+            seen.append(msg["n"])
+            if len(seen) == 3:
+                done.set()
+
+        a.listen("CB", callback=on_msg)
+        for n in range(3):
+            await a.send(Message("CB", {"n": n}))
+        await asyncio.wait_for(done.wait(), WAIT)
+        assert seen == [0, 1, 2]
