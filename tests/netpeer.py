@@ -18,8 +18,10 @@ and then executes one command per stdin line, answering each with one JSON line:
 from __future__ import annotations
 
 import asyncio
+import faulthandler
 import json
 import os
+import signal
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -99,4 +101,5 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
+    faulthandler.register(signal.SIGUSR1, file=sys.stderr)  # stack dump on demand, to debug
     asyncio.run(main())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import sys
@@ -72,10 +73,11 @@ class Peer:
             raise RuntimeError(f"peer process failed to start (exit {await proc.wait()})")
         return cls(proc, json.loads(line))
 
-    async def call(self, timeout: float = WAIT, **cmd: Any) -> dict:
+    async def call(self, wait: float = 2 * WAIT, **cmd: Any) -> dict:
+        """Send one command; its answer within ``wait`` seconds (``timeout=`` goes to the peer)."""
         self.proc.stdin.write((json.dumps(cmd) + "\n").encode())  # type: ignore[union-attr]
         await self.proc.stdin.drain()  # type: ignore[union-attr]
-        line = await asyncio.wait_for(self.proc.stdout.readline(), timeout)  # type: ignore[union-attr]
+        line = await asyncio.wait_for(self.proc.stdout.readline(), wait)  # type: ignore[union-attr]
         if not line:
             raise RuntimeError(f"peer {self.pid} exited (code {await self.proc.wait()})")
         return json.loads(line)
@@ -86,11 +88,11 @@ class Peer:
                 await self.call(op="exit")
                 await asyncio.wait_for(self.proc.wait(), WAIT)
             except (RuntimeError, TimeoutError, BrokenPipeError, ConnectionResetError):
-                self.proc.kill()
-                await self.proc.wait()
+                self.kill()
+        await self.proc.wait()
 
     def kill(self) -> None:
-        if self.proc.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
             self.proc.kill()
 
 

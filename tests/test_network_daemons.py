@@ -10,6 +10,7 @@ import socket
 import pytest
 from netutil import WAIT, LoopThread, collect, until
 
+import rvasync as rv
 from rvasync.daemon.engine import Daemon
 from rvasync.daemon.params import DEFAULT_GROUP
 from rvasync.message import Message
@@ -108,6 +109,24 @@ async def test_request_reply_across_daemons(service, loops):
         for v in range(20):
             reply = await client.send_request(Message("ECHO", {"v": v}), WAIT)
             assert reply["v"] == v
+
+
+async def test_protocol_subjects_travel_but_advisories_are_refused(service, loops):
+    """Drivers (fault tolerance, certified delivery) publish on their own '_' subjects."""
+    (a_loop,) = loops(1)
+    a = await open_in(a_loop, service)
+    async with Transport(service) as b:
+        assert b.transport_id == b.link.session.transport_id
+        control = b.listen("_RVFT.GROUP")
+        await _settle()
+
+        async def route(msg):
+            a._route(msg)  # what the drivers call: the user-facing send refuses '_' subjects
+
+        await a_loop.run(route(Message("_RVFT.GROUP", {"w": 1})))
+        assert (await control.get(WAIT))["w"] == 1
+        with pytest.raises(rv.NotPermitted, match="advisories"):
+            await a_loop.run(route(Message("_RV.INFO.SYSTEM.FAKE", {})))
 
 
 async def test_local_subjects_do_not_cross_daemons(service, loops):

@@ -31,6 +31,7 @@ and every driver callback contains and logs unexpected exceptions.
 from __future__ import annotations
 
 import asyncio
+import functools
 import random
 from collections import deque
 from collections.abc import Awaitable
@@ -318,17 +319,8 @@ class ServiceEndpoint:
             raise InvalidArgument("cannot publish a message without a subject")
         if subject[:1] == "_":
             return self._publish_special(session, subject, msg, data)
-        if data is None:
-            try:
-                data = _encode(msg)
-            except MessageTooLarge:
-                self._too_large(session, None)
-                raise
-        elif len(data) > MAX_MESSAGE:
-            self._too_large(session, len(data))
-            raise MessageTooLarge(
-                f"message is {len(data)} bytes, over the {MAX_MESSAGE}-byte (64 MiB) limit"
-            )
+        if data is None or len(data) > MAX_MESSAGE:
+            data = self._wire(session, msg, data)
         sessions = self._routes.get(subject)
         if sessions is None:
             sessions = self._route(subject)
@@ -347,28 +339,16 @@ class ServiceEndpoint:
         items: list[tuple[Message | None, bytes | None]],
     ) -> Awaitable[None] | None:
         """Route several messages in order; every one is encoded and checked before any is sent."""
-        plan: list[tuple[str, Message | None, bytes | None]] = []
-        multicast: list[bytes] = []
+        plan: list[tuple[str, Message | None, bytes]] = []
         for msg, data in items:
             subject = msg.subject if msg is not None else _subject_of(data)  # type: ignore[arg-type]
             if subject is None:
                 raise InvalidArgument("cannot publish a message without a subject")
-            if subject[:1] != "_" or subject.startswith("_INBOX."):
-                if data is None:
-                    try:
-                        data = _encode(msg)
-                    except MessageTooLarge:
-                        self._too_large(session, None)
-                        raise
-                if len(data) > MAX_MESSAGE:
-                    self._too_large(session, len(data))
-                    raise MessageTooLarge(
-                        f"message is {len(data)} bytes, over the {MAX_MESSAGE}-byte limit"
-                    )
-            elif session is not None and not subject.startswith("_LOCAL."):
-                raise NotPermitted(f"clients may not publish to {subject!r}: reserved subject")
-            plan.append((subject, msg, data))
+            if session is not None and subject[:1] == "_":
+                _check_client_subject(subject)
+            plan.append((subject, msg, self._wire(session, msg, data)))
         routes = self._routes
+        multicast: list[bytes] = []
         total = 0
         for subject, msg, data in plan:
             if subject[:1] == "_":
@@ -379,8 +359,8 @@ class ServiceEndpoint:
                 sessions = self._route(subject)
             if sessions:
                 self._deliver_local(sessions, msg, data)
-            multicast.append(data)  # type: ignore[arg-type]
-            total += len(data)  # type: ignore[arg-type]
+            multicast.append(data)
+            total += len(data)
         if multicast:
             self._core.send_multicast_many(multicast, 0.0)
             counters = self.counters
@@ -393,6 +373,23 @@ class ServiceEndpoint:
         """Publish a message of the daemon's own (an advisory) locally and on the network."""
         self.publish(None, msg, None)
 
+    def _wire(
+        self, session: ClientSession | None, msg: Message | None, data: bytes | None
+    ) -> bytes:
+        """The wire bytes of a message to send, refusing (and reporting) one over 64 MiB."""
+        if data is None:
+            try:
+                data = _encode(msg)
+            except MessageTooLarge:
+                self._too_large(session, None)
+                raise
+        if len(data) > MAX_MESSAGE:
+            self._too_large(session, len(data))
+            raise MessageTooLarge(
+                f"message is {len(data)} bytes, over the {MAX_MESSAGE}-byte (64 MiB) limit"
+            )
+        return data
+
     def _publish_special(
         self,
         session: ClientSession | None,
@@ -400,7 +397,13 @@ class ServiceEndpoint:
         msg: Message | None,
         data: bytes | None,
     ) -> Awaitable[None] | None:
-        """Subjects whose first element starts with '_': inboxes, _LOCAL, daemon advisories."""
+        """Subjects whose first element starts with '_'.
+
+        ``_INBOX.<address>.<session>.n`` goes to that session (here, or point to point to
+        its daemon); ``_LOCAL.`` and inbox names rvasync did not make stay in this daemon;
+        ``_RV.`` (advisories) is the daemon's own; any other (the protocol subjects of
+        fault tolerance, certified delivery ...) travels like an ordinary subject.
+        """
         counters = self.counters
         if subject.startswith("_INBOX."):
             parts = subject.split(".", 3)
@@ -418,19 +421,9 @@ class ServiceEndpoint:
                     else:
                         self._deliver_local((target,), msg, data)
                     return None
-                dest = parse_address_hex(parts[1])
+                dest = _address(parts[1])
                 if dest is not None:
-                    if data is None:
-                        try:
-                            data = _encode(msg)
-                        except MessageTooLarge:
-                            self._too_large(session, None)
-                            raise
-                    elif len(data) > MAX_MESSAGE:
-                        self._too_large(session, len(data))
-                        raise MessageTooLarge(
-                            f"message is {len(data)} bytes, over the {MAX_MESSAGE}-byte limit"
-                        )
+                    data = self._wire(session, msg, data)
                     self._core.send_ptp(dest, data, 0.0)
                     counters.messages_out += 1
                     counters.bytes_out += len(data)
@@ -440,30 +433,26 @@ class ServiceEndpoint:
             local_only = True
         elif subject.startswith("_LOCAL."):
             local_only = True
-        elif session is None:
-            local_only = False  # the daemon's own advisories go everywhere
         else:
-            raise NotPermitted(f"clients may not publish to {subject!r}: reserved subject")
-        if local_only:
-            counters.messages_local += 1
-            sessions = self._routes.get(subject)
-            if sessions is None:
-                sessions = self._route(subject)
-            if sessions:
-                self._deliver_local(sessions, msg, data)
-            return None
-        if data is None:
-            data = _encode(msg)
+            if session is not None:
+                _check_client_subject(subject)
+            local_only = False
         sessions = self._routes.get(subject)
         if sessions is None:
             sessions = self._route(subject)
+        if local_only:
+            counters.messages_local += 1
+            if sessions:
+                self._deliver_local(sessions, msg, data)
+            return None
+        data = self._wire(session, msg, data)
         if sessions:
             self._deliver_local(sessions, msg, data)
         self._core.send_multicast(data, 0.0)
         counters.messages_out += 1
         counters.bytes_out += len(data)
-        self._sent(None, len(data))
-        return None
+        self._sent(session, len(data))
+        return self._pressure(session)
 
     def _deliver_local(
         self, sessions: tuple[ClientSession, ...], msg: Message | None, data: bytes | None
@@ -937,6 +926,20 @@ class ServiceEndpoint:
     def __repr__(self) -> str:
         state = "closed" if self.closed else f"{len(self.sessions)} sessions"
         return f"<ServiceEndpoint {self.spec.text} {self.address_hex} {state}>"
+
+
+def _check_client_subject(subject: str) -> None:
+    """Clients may not publish advisories: ``_RV.`` subjects belong to the daemons."""
+    if subject == "_RV" or subject.startswith("_RV."):
+        raise NotPermitted(
+            f"clients may not publish to {subject!r}: '_RV.' subjects are the daemons' advisories"
+        )
+
+
+@functools.lru_cache(maxsize=1024)
+def _address(text: str) -> tuple[str, int] | None:
+    """The daemon address written in an inbox (cached: replies reuse a few addresses)."""
+    return parse_address_hex(text)
 
 
 def _subject_key(data: bytes) -> bytes | None:

@@ -101,6 +101,15 @@ class Transport(BaseTransport):
     # -- lifecycle -------------------------------------------------------------
 
     @property
+    def transport_id(self) -> str | None:
+        """This transport's id in the daemon (the element after ``_INBOX.`` in its inboxes, and
+        the suffix of ``_RV.INFO.SYSTEM.UNREACHABLE.TRANSPORT.<id>``); None until open. A
+        standalone daemon gives a new one after a reconnect."""
+        if self._link is None:
+            return None
+        return self._inbox_prefix[len("_INBOX.") : -1]
+
+    @property
     def link(self) -> DaemonLink | None:
         """The daemon link, once open."""
         return self._link
