@@ -17,7 +17,7 @@ from rvasync.errors import RvError
 
 __all__ = ["build_parser", "main"]
 
-_COMMAND_MODULES = ("info", "subject", "decode", "daemon", "send", "listen")
+_COMMAND_MODULES = ("info", "subject", "decode", "daemon", "send", "listen", "record")
 
 
 def build_parser() -> argparse.ArgumentParser:

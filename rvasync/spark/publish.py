@@ -22,6 +22,8 @@ from rvasync.spark.typemap import message_builder
 
 __all__ = ["RowPublisher", "network_transport"]
 
+_CHUNK = 256
+
 
 def network_transport() -> Any:
     """The ``rv.Transport`` class (imported late: executors import only what they use)."""
@@ -101,7 +103,18 @@ class RowPublisher:
             opts.service, opts.network, opts.daemon, description="rvasync spark writer"
         )
         async with transport:
+            chunk: list[Message] = []
             for msg in self.messages(rows):
-                await transport.send(msg)
-                count += 1
+                chunk.append(msg)
+                if len(chunk) >= _CHUNK:
+                    await transport.send_many(chunk)
+                    count += len(chunk)
+                    chunk = []
+            if chunk:
+                await transport.send_many(chunk)
+                count += len(chunk)
+            # The task succeeds only once the daemon has taken every message.
+            ping = getattr(transport.link, "ping", None)
+            if ping is not None:
+                await ping()
         return count

@@ -42,7 +42,7 @@ _MAX_INFLIGHT = 4
 
 def _is_certified(transport: Any) -> bool:
     try:
-        from rvasync.cm import CmTransport
+        from rvasync.cmdriver import CmTransport
     except ImportError:
         return False
     return isinstance(transport, CmTransport)
