@@ -2,7 +2,7 @@
 
 Usage::
 
-    python tests/ftpeer.py member  --service S --network N --group G [--weight W]
+    python tests/ftpeer.py member  --service S --network N --group G [--weight W] [--daemon D]
                                    [--heartbeat H] [--activation A] [--name NAME]
     python tests/ftpeer.py monitor --service S --network N --group G --lost L [--name NAME]
 
@@ -31,8 +31,9 @@ import sys
 import time
 from typing import Any
 
-import rvasync as rv
 from rvasync.ftdriver import FtMember, FtMonitor
+from rvasync.protocol.ft import FtAction
+from rvasync.transport.network import Transport
 
 
 def report(event: str, name: str, **values: Any) -> None:
@@ -49,7 +50,7 @@ async def commands() -> asyncio.StreamReader:
 
 
 async def run_member(args: argparse.Namespace, transport: Any) -> None:
-    def on_action(member: FtMember, action: rv.FtAction) -> None:
+    def on_action(member: FtMember, action: FtAction) -> None:
         report("action", args.name, action=action.name)
 
     member = FtMember(
@@ -95,7 +96,8 @@ async def run_monitor(args: argparse.Namespace, transport: Any) -> None:
 
 
 async def main(args: argparse.Namespace) -> None:
-    async with rv.Transport(service=args.service, network=args.network) as transport:
+    transport = Transport(service=args.service, network=args.network, daemon=args.daemon)
+    async with transport:
         if args.role == "member":
             await run_member(args, transport)
         else:
@@ -107,6 +109,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("role", choices=["member", "monitor"])
     parser.add_argument("--service", required=True)
     parser.add_argument("--network", default=None)
+    parser.add_argument("--daemon", default=None, help="standalone daemon (default: in-process)")
     parser.add_argument("--group", required=True)
     parser.add_argument("--name", default="peer")
     parser.add_argument("--weight", type=int, default=50)

@@ -18,12 +18,6 @@ from typing import Any
 
 import pytest
 
-import rvasync as rv
-
-pytestmark = pytest.mark.skipif(
-    not hasattr(rv, "Transport"), reason="the network transport (rv.Transport) is not built yet"
-)
-
 PEER = str(Path(__file__).with_name("ftpeer.py"))
 GROUP = "TEST.FT.PROC"
 WAIT = 30.0
@@ -191,3 +185,18 @@ async def test_closed_transport_is_confirmed_by_the_daemon(spawn):
     assert took < timing["activation"] / 2, f"takeover took {took:.2f} s"
     # The member itself finds out at its next heartbeat and stops serving.
     await first.wait_for(lambda: first.actions() == ["ACTIVATE", "DEACTIVATE"], "DEACTIVATE")
+
+
+async def test_kill_of_a_client_of_a_standalone_daemon_is_confirmed_at_once(spawn, rv_daemon):
+    """Both members use one standalone daemon: it sees the killed client's link drop and
+    reports its transport unreachable, so the other takes over without waiting."""
+    timing = {"heartbeat": 0.3, "activation": 2.0}  # a wait for silence would show
+    members = [await spawn(name, daemon=rv_daemon, **timing) for name in ("m1", "m2")]
+    await until(lambda: len(active_names(members)) == 1, "one active member")
+    (victim,) = [m for m in members if m.name in active_names(members)]
+    (other,) = [m for m in members if m is not victim]
+    killed_at = asyncio.get_running_loop().time()
+    victim.process.kill()
+    await until(lambda: active_names([other]) == [other.name], "the other member to take over")
+    took = other.time_of("action", action="ACTIVATE") - killed_at
+    assert took < timing["activation"] / 2, f"takeover took {took:.2f} s"
