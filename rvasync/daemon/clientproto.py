@@ -308,35 +308,54 @@ def _message_frame(frame_type: int, messages: Sequence[bytes]) -> list[bytes]:
     return parts
 
 
+def _packed_frame(frame_type: int, messages: list[bytes]) -> list[bytes]:
+    """One frame of small messages, packed by msgpack's C packer (one copy, but fast)."""
+    body = _pack(messages)
+    return [_HEADER.pack(len(body) + 1, frame_type), body]
+
+
 def encode_messages(
     frame_type: FrameType, messages: Iterable[bytes], *, target: int = _BATCH_TARGET
 ) -> list[bytes]:
     """PUBLISH or DELIVER frames carrying ``messages`` in order, as buffers to write.
 
     Consecutive messages share a frame until it reaches about ``target``
-    bytes; a message too big for the batch gets a frame of its own. The
-    messages are not copied here (the result lists them as they are), so a
-    64 MiB message costs no extra copy on its way to the socket.
+    bytes. Small batches are packed in C (copying a few hundred KiB costs
+    less than framing each message in Python); a message bigger than
+    ``target`` gets a frame of its own and is not copied here (the result
+    lists it as it is), so a 64 MiB message costs no extra copy on its way to
+    the socket.
     """
     if frame_type is not FrameType.PUBLISH and frame_type is not FrameType.DELIVER:
         raise ValueError(f"encode_messages makes PUBLISH or DELIVER frames, not {frame_type!r}")
+    if not isinstance(messages, list):
+        messages = list(messages)
+    if sum(map(len, messages)) <= target:  # the common case: one small batch
+        return _packed_frame(frame_type, messages) if messages else []
     out: list[bytes] = []
     batch: list[bytes] = []
     size = 0
     for wire in messages:
         n = len(wire)
-        if n > MAX_MESSAGE_SIZE:
-            raise ProtocolError(
-                f"a message of {n} bytes is over the {MAX_MESSAGE_SIZE}-byte message limit"
-            )
-        if batch and size + n > target:
-            out += _message_frame(frame_type, batch)
+        if n > target:
+            if n > MAX_MESSAGE_SIZE:
+                raise ProtocolError(
+                    f"a message of {n} bytes is over the {MAX_MESSAGE_SIZE}-byte message limit"
+                )
+            if batch:
+                out += _packed_frame(frame_type, batch)
+                batch = []
+                size = 0
+            out += _message_frame(frame_type, [wire])
+            continue
+        if size + n > target:
+            out += _packed_frame(frame_type, batch)
             batch = []
             size = 0
         batch.append(wire)
         size += n + 5
     if batch:
-        out += _message_frame(frame_type, batch)
+        out += _packed_frame(frame_type, batch)
     return out
 
 

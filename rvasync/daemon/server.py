@@ -236,6 +236,10 @@ class ClientConnection(asyncio.Protocol):
         # Backlog of (enqueued_at, kind, wire): messages and advisories in delivery order.
         self._queue: deque[tuple[float, int, bytes]] = deque()
         self._queued_bytes = 0
+        # This turn's messages while the socket keeps up (no backlog): one frame per turn.
+        self._pending: list[bytes] = []
+        self._pending_bytes = 0
+        self._closing = False
         self._limit = server.max_consumer_buffer
         self._paused = False
         self._flush_scheduled = False
@@ -311,12 +315,31 @@ class ClientConnection(asyncio.Protocol):
 
     def deliver(self, payload: Any) -> None:
         """Queue one message for this client; written at the end of the loop turn."""
+        if self._closing:
+            return
         wire = payload.wire()
-        self._enqueue(_MESSAGE, wire)
+        if self._queue or self._paused:  # a backlog: keep the order, apply the limits
+            self._enqueue(_MESSAGE, wire)
+            return
+        # The usual case, kept cheap: collect this turn's messages for one DELIVER frame.
+        self._pending.append(wire)
+        self._pending_bytes += len(wire)
+        if self._pending_bytes >= _WRITE_CHUNK:
+            self._write_pending()
+        elif not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)
 
     def present(self, advisory: Message) -> None:
         """Queue an advisory for this client, in order with its messages."""
-        self._enqueue(_ADVISORY, _advisory_wire(advisory))
+        if self._closing:
+            return
+        wire = _advisory_wire(advisory)
+        if self._queue or self._paused:
+            self._enqueue(_ADVISORY, wire)
+            return
+        self._write_pending()
+        self._write(cp.encode(cp.Advisory(wire)))
 
     # -- inbound frames ------------------------------------------------------------------------
 
@@ -342,6 +365,7 @@ class ClientConnection(asyncio.Protocol):
                     self._interests[frame.subject] = count - 1
                 session.remove_interest(frame.subject)
         elif kind is cp.Ping:
+            self._write_pending()  # deliveries made before the PING go first
             self._write(cp.encode(cp.Pong(frame.token)))
         elif kind is cp.Pong:
             pass
@@ -463,9 +487,14 @@ class ClientConnection(asyncio.Protocol):
 
     # -- outbound backlog -----------------------------------------------------------------------
 
+    def _write_pending(self) -> None:
+        pending = self._pending
+        if pending and self._transport is not None:
+            self._pending = []
+            self._pending_bytes = 0
+            self._transport.writelines(cp.encode_messages(FrameType.DELIVER, pending))
+
     def _enqueue(self, kind: int, wire: bytes) -> None:
-        if self._transport is None or self._transport.is_closing():
-            return
         self._queue.append((self._loop.time(), kind, wire))
         self._queued_bytes += len(wire)
         if self._queued_bytes > self._limit:
@@ -483,8 +512,11 @@ class ClientConnection(asyncio.Protocol):
     def _flush(self) -> None:
         self._flush_scheduled = False
         transport = self._transport
-        if transport is None or transport.is_closing():
+        if transport is None or self._closing:
             return
+        # Messages collected while the socket took everything go first (they are older
+        # than any backlog, and bounded by one write chunk).
+        self._write_pending()
         queue = self._queue
         if self._paused:
             if queue and self._age_timer is None:
@@ -595,6 +627,8 @@ class ClientConnection(asyncio.Protocol):
         return self._gone
 
     def _close_transport(self) -> None:
+        self._closing = True
+        self._pending = []
         transport = self._transport
         if transport is None or transport.is_closing():
             return
@@ -619,6 +653,8 @@ class ClientConnection(asyncio.Protocol):
         self._close_session()
         self._queue.clear()
         self._queued_bytes = 0
+        self._pending = []
+        self._closing = True
         self.server.sessions.discard(self)
         self._transport = None
         if not self._gone.done():
