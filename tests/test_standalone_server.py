@@ -481,3 +481,16 @@ async def test_messages_published_just_before_close_still_go_out():
         link.publish(Message("LAST", {"n": 1}))
         await link.close()
         assert (await hooks.next_message())["n"] == 1
+
+
+async def test_a_message_of_the_maximum_size_crosses_the_client_port():
+    from rvasync._wire import MAX_MESSAGE_SIZE
+
+    async with serving() as (_, server), linked(server.port) as (link, hooks):
+        link.add_interest("BIG")
+        blob = bytes(MAX_MESSAGE_SIZE - 200)
+        link.publish(Message("BIG", {"b": blob}))
+        got = await hooks.next_message()
+        assert len(got["b"]) == len(blob)
+        with pytest.raises(rv.MessageTooLarge):
+            link.publish(Message("BIG", {"b": bytes(MAX_MESSAGE_SIZE)}))

@@ -111,7 +111,6 @@ class ErrorCode(enum.StrEnum):
     INVALID_ARGUMENT = "INVALID_ARGUMENT"  # bad service/network/reliability ...
     NOT_PERMITTED = "NOT_PERMITTED"  # e.g. service already bound to another network
     PROTOCOL = "PROTOCOL"  # garbage or out-of-order frames
-    ILLEGAL_PUBLISH = "ILLEGAL_PUBLISH"  # a message the daemon refuses to forward
     SHUTDOWN = "SHUTDOWN"  # the daemon is stopping
 
 
