@@ -18,7 +18,9 @@ from rvasync.errors import (
     RvError,
     TransportClosed,
 )
+from rvasync.daemon import Daemon
 from rvasync.fieldtypes import FieldType
+from rvasync.ftdriver import FtMember, FtMonitor
 from rvasync.message import CmLabel, Field, Message
 from rvasync.protocol.ft import FtAction
 from rvasync.queues import LimitPolicy, Queue, QueueGroup, default_queue
@@ -26,6 +28,7 @@ from rvasync.rvdatetime import DateTime
 from rvasync.subjects import SubjectIndex, subject_matches, validate_subject
 from rvasync.timers import Timer
 from rvasync.transport.listener import Listener
+from rvasync.transport.network import Transport
 from rvasync.transport.process import ProcessTransport, process_transport
 
 __version__ = "0.1.0"
@@ -33,11 +36,14 @@ __version__ = "0.1.0"
 __all__ = [
     "CmLabel",
     "ConversionError",
+    "Daemon",
     "DaemonUnavailable",
     "DateTime",
     "Field",
     "FieldType",
     "FtAction",
+    "FtMember",
+    "FtMonitor",
     "InvalidArgument",
     "InvalidSubject",
     "LimitPolicy",
@@ -54,6 +60,7 @@ __all__ = [
     "RvError",
     "SubjectIndex",
     "Timer",
+    "Transport",
     "TransportClosed",
     "__version__",
     "default_queue",
