@@ -159,7 +159,8 @@ async def test_two_client_processes_exchange_messages_and_requests(rv_daemon, rv
             assert await wait_exit(proc) == 0
 
 
-async def test_bare_port_auto_starts_a_daemon_and_two_part_does_not(rv_service):
+async def test_bare_port_auto_starts_a_daemon_and_two_part_does_not(rv_service, monkeypatch):
+    monkeypatch.setattr(tcplink, "RECONNECT_MAX_DELAY", 0.2)
     port = free_port(socket.SOCK_STREAM)
     with pytest.raises(rv.DaemonUnavailable, match=f"127.0.0.1:{port}"):
         await Transport(rv_service[0], daemon=f"127.0.0.1:{port}").open()
@@ -178,6 +179,15 @@ async def test_bare_port_auto_starts_a_daemon_and_two_part_does_not(rv_service):
         async with Transport(rv_service[0], daemon=str(port)) as second:
             assert second.link.started_daemon_pid is None
             assert second.link.daemon_info["pid"] == pid
+        # The daemon dies: the transport starts another one by itself and carries on.
+        status = transport.listen("_RV.*.SYSTEM.RVD.>")
+        os.killpg(pid, signal.SIGKILL)
+        assert (await status.get(WAIT)).subject == "_RV.WARN.SYSTEM.RVD.DISCONNECTED"
+        assert (await status.get(WAIT)).subject == "_RV.INFO.SYSTEM.RVD.CONNECTED"
+        pid = link.started_daemon_pid
+        assert pid is not None and link.daemon_info["pid"] == pid
+        await transport.send(Message("AUTO", {"again": True}))
+        assert (await listener.get(WAIT))["again"] is True
     finally:
         await transport.close()
         if pid is not None:

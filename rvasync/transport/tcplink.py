@@ -47,6 +47,7 @@ from rvasync.errors import (
     InvalidArgument,
     MalformedMessage,
     NotPermitted,
+    RvError,
     TransportClosed,
 )
 from rvasync.message import Message
@@ -408,7 +409,9 @@ class TcpLink:
             attempts += 1
             try:
                 await self._establish(autostart=self.address.autostart)
-            except (DaemonUnavailable, NotPermitted, InvalidArgument, cp.ProtocolError) as exc:
+            except Exception as exc:  # whatever went wrong, the loop must keep trying
+                if not isinstance(exc, RvError):
+                    stderr_logger().exception("reconnect attempt failed", daemon=self._where)
                 if not failure_reported and loop.time() - started >= RECONNECT_FAILED_AFTER:
                     failure_reported = True
                     self._present(
