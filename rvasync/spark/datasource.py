@@ -82,7 +82,9 @@ class RvasyncDataSource(DataSource):
         return MessageWriter(_publisher(self.options, schema, overwrite))
 
     def streamWriter(self, schema: T.StructType, overwrite: bool) -> DataSourceStreamWriter:
-        return MessageStreamWriter(_publisher(self.options, schema, overwrite))
+        # overwrite is outputMode("complete"): each micro-batch is the whole
+        # result table, and publishing all of it is what a listener wants.
+        return MessageStreamWriter(_publisher(self.options, schema, False))
 
 
 def _publisher(options: Any, schema: T.StructType, overwrite: bool) -> RowPublisher:
