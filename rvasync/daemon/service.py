@@ -495,8 +495,12 @@ class ServiceEndpoint:
                     self._batch_handle = self._loop.call_later(BATCH_DELAY, self._flush)
                 return
         if not self._flush_soon:
+            # The first message of a loop turn goes out at once: a lone request or reply
+            # does not wait for the end of the turn. The rest of the turn is packed and
+            # flushed at its end, so a burst still costs few datagrams.
             self._flush_soon = True
             self._loop.call_soon(self._flush)
+            self._flush_now()
 
     # ------------------------------------------------------------------ output
 
@@ -508,6 +512,9 @@ class ServiceEndpoint:
             self._batch_handle = None
         self._batched = 0
         self._unflushed = 0
+        self._flush_now()
+
+    def _flush_now(self) -> None:
         if self.closed:
             return
         try:
