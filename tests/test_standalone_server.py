@@ -494,3 +494,6 @@ async def test_a_message_of_the_maximum_size_crosses_the_client_port():
         assert len(got["b"]) == len(blob)
         with pytest.raises(rv.MessageTooLarge):
             link.publish(Message("BIG", {"b": bytes(MAX_MESSAGE_SIZE)}))
+        adv = await hooks.advisory("DATALOSS.MSG_TOO_LARGE")
+        assert adv.subject == "_RV.ERROR.SYSTEM.DATALOSS.MSG_TOO_LARGE"
+        assert str(adv["host"]) == "127.0.0.1" and adv["lost"] > 1000

@@ -37,15 +37,18 @@ from collections.abc import Awaitable
 from typing import Any, Protocol
 
 from rvasync._logging import stderr_logger
+from rvasync._wire import MAX_MESSAGE_SIZE
 from rvasync.advisories import AdvisoryClass, build_advisory
 from rvasync.daemon import clientproto as cp
-from rvasync.daemon.advisories import fast_producer
+from rvasync.daemon.advisories import fast_producer, msg_too_large
 from rvasync.daemon.clientproto import ErrorCode, FrameType
+from rvasync.daemon.engine import LOOPBACK_DATAGRAM, NETWORK_DATAGRAM
 from rvasync.daemon.params import parse_daemon
 from rvasync.errors import (
     DaemonUnavailable,
     InvalidArgument,
     MalformedMessage,
+    MessageTooLarge,
     NotPermitted,
     RvError,
     TransportClosed,
@@ -220,7 +223,11 @@ class TcpLink:
         """Queue ``msg`` for the daemon; an awaitable means "wait: the daemon is behind"."""
         if self._state != "connected":
             self._refuse_send()
-        wire = msg.to_bytes()
+        try:
+            wire = msg.to_bytes()
+        except MessageTooLarge:
+            self._too_large()
+            raise
         self._batch.append(wire)
         self._batch_bytes += len(wire)
         return self._after_queue()
@@ -228,7 +235,11 @@ class TcpLink:
     def publish_many(self, msgs: list[Message]) -> Awaitable[None] | None:
         if self._state != "connected":
             self._refuse_send()
-        wires = [m.to_bytes() for m in msgs]
+        try:
+            wires = [m.to_bytes() for m in msgs]
+        except MessageTooLarge:  # none of them is sent
+            self._too_large()
+            raise
         self._batch += wires
         self._batch_bytes += sum(map(len, wires))
         return self._after_queue()
@@ -492,6 +503,20 @@ class TcpLink:
         except MalformedMessage:
             return
         hooks._link_present(advisory)
+
+    def _too_large(self) -> None:
+        """Present DATALOSS.MSG_TOO_LARGE, as the daemon would have had the message reached it.
+
+        The codec refused the message before its size was known, so ``lost``
+        counts the datagrams of the smallest message over the limit.
+        """
+        conn = self._conn
+        peer = conn.transport.get_extra_info("peername") if conn and conn.transport else None
+        host = peer[0] if peer else "127.0.0.1"
+        datagram = LOOPBACK_DATAGRAM if self.network is None else NETWORK_DATAGRAM
+        lost = -(-(MAX_MESSAGE_SIZE + 1) // (datagram - 64))
+        if self._hooks is not None:
+            self._hooks._link_present(msg_too_large(host, lost, None))
 
     def _fast_producer(self, waiting: int) -> None:
         if self._hooks is not None:
