@@ -76,6 +76,25 @@ async def test_multicast_between_three_daemons(service, loops):
         assert (await b_loop.run(collect(on_b, 1)))[0]["n"] == -1
 
 
+async def test_long_and_non_ascii_subjects_cross_daemons(service, loops):
+    (a_loop,) = loops(1)
+    a = await open_in(a_loop, service)
+    subjects = [
+        ".".join(["LONG"] * 40),
+        "PRIX.ÉTÉ",
+        "X" * 31,
+        "Y" * 32,
+        "Z." + ".".join(["W" * 100] * 2),
+    ]
+    async with Transport(service) as b:
+        listeners = [b.listen(s) for s in subjects]
+        await _settle()
+        for _ in range(2):  # the second time through the route cache
+            await a_loop.run(_send_all(a, [Message(s, {"s": s}) for s in subjects]))
+            for subject, listener in zip(subjects, listeners, strict=True):
+                assert (await listener.get(WAIT))["s"] == subject
+
+
 async def test_point_to_point_goes_to_the_owning_daemon_only(service, loops):
     a_loop, b_loop = loops(2)
     a = await open_in(a_loop, service)

@@ -294,3 +294,25 @@ async def test_callbacks_and_queues_work_as_on_every_transport(service):
             await a.send(Message("CB", {"n": n}))
         await asyncio.wait_for(done.wait(), WAIT)
         assert seen == [0, 1, 2]
+
+
+async def test_pending_request_fails_when_the_transport_closes(service):
+    t = await Transport(service).open()
+    request = asyncio.create_task(t.send_request(Message("NOBODY.HOME", {}), WAIT))
+    await asyncio.sleep(0.01)
+    await t.close()
+    with pytest.raises(rv.TransportClosed, match="during the request"):
+        await asyncio.wait_for(request, WAIT)
+
+
+async def test_services_are_separate(rv_service):
+    from rvasync.testing import free_port
+
+    first, second = rv_service[0], str(free_port())
+    async with Transport(first) as a, Transport(second) as b:
+        on_b = b.listen("WHO")
+        on_a = a.listen("WHO")
+        await a.send(Message("WHO", {"s": 1}))
+        assert (await on_a.get(WAIT))["s"] == 1
+        assert await collect(on_b, 1, timeout=0.2) == []
+        assert len(running_in_process_daemon().services) == 2

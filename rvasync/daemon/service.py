@@ -709,8 +709,10 @@ class ServiceEndpoint:
             entry = None
             if len(data) > 6 and data[4] == 0x94:
                 tag = data[5]
-                if 0xA0 < tag <= 0xBF:
+                if 0xA0 < tag <= 0xBF:  # fixstr: subjects up to 31 bytes
                     entry = inbound.get(data[6 : tag - 0x9A])
+                elif tag == 0xD9:  # str8: up to 255 bytes
+                    entry = inbound.get(data[7 : 7 + data[6]])
             if entry is None:
                 entry = self._inbound_route(data)
                 if entry is None:
@@ -950,11 +952,14 @@ def _address(text: str) -> tuple[str, int] | None:
 
 
 def _subject_key(data: bytes) -> bytes | None:
-    """The encoded subject bytes of a wire message (a short string's bytes), or None."""
+    """The encoded subject bytes of a wire message (the UTF-8 of a subject of up to 255
+    bytes, read from the msgpack string after the header), or None."""
     if len(data) > 6 and data[4] == 0x94:
         tag = data[5]
         if 0xA0 < tag <= 0xBF and 6 + tag - 0xA0 <= len(data):
             return data[6 : tag - 0x9A]
+        if tag == 0xD9 and 7 + data[6] <= len(data):
+            return data[7 : 7 + data[6]]
     return None
 
 

@@ -168,6 +168,10 @@ class Transport(BaseTransport):
             return
         self._close_listeners()
         self._publish = self._publish_many = _not_open
+        replies, self._replies = self._replies, {}
+        for reply in replies.values():
+            if not reply.done():
+                reply.set_exception(TransportClosed("the transport was closed during the request"))
         link = self._link
         if link is not None:
             await link.close()
