@@ -37,7 +37,7 @@ from collections import deque
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
-from rvasync import codec
+from rvasync import _accel, codec
 from rvasync._logging import stderr_logger
 from rvasync.daemon import advisories as adv
 from rvasync.daemon.params import NetworkSpec, ServiceSpec
@@ -100,6 +100,8 @@ ROUTE_CACHE = 4096
 _encode = codec.encode
 _decode = codec.decode
 _Delivered = Delivered
+_deliver = _accel.load("daemonpath").deliver_multicast
+_subject_key = _accel.load("daemonpath").subject_key
 
 
 class ServiceEndpoint:
@@ -695,53 +697,51 @@ class ServiceEndpoint:
     def _deliver_multicast(self, payloads: list[bytes]) -> None:
         """Hand each received multicast message to the sessions interested in its subject.
 
-        The hot path of a receiving daemon. The subject is not decoded: its
-        encoded bytes (the msgpack string right after the header) key a cache
+        The hot path of a receiving daemon (``daemonpath``: compiled, or its
+        pure twin). The subject is not decoded: its encoded bytes key a cache
         of routes, so an unwanted message costs a slice and a dict lookup, and
         a wanted one is decoded once whatever the number of sessions.
         """
         counters = self.counters
         counters.messages_in += len(payloads)
         counters.bytes_in += sum(map(len, payloads))
-        inbound = self._inbound
-        deliveries = 0
-        for data in payloads:
-            entry = None
-            if len(data) > 6 and data[4] == 0x94:
-                tag = data[5]
-                if 0xA0 < tag <= 0xBF:  # fixstr: subjects up to 31 bytes
-                    entry = inbound.get(data[6 : tag - 0x9A])
-                elif tag == 0xD9:  # str8: up to 255 bytes
-                    entry = inbound.get(data[7 : 7 + data[6]])
-            if entry is None:
-                entry = self._inbound_route(data)
-                if entry is None:
-                    continue
-            owned, sessions = entry
-            if not sessions:
-                counters.messages_unwanted += 1
-                continue
-            try:
-                msg = _decode(data)
-            except MalformedMessage:
-                counters.messages_malformed += 1
-                continue
-            deliveries += len(sessions)
-            try:
-                if owned is not None:
-                    owned(msg)
-                    continue
-                payload = None
-                for target in sessions:
-                    if target._sink_is_message:
-                        target._sink(msg)
-                    else:
-                        if payload is None:
-                            payload = Payload(msg, data)
-                        target._sink(payload)
-            except Exception:
-                self._contain("delivering to a client", subject=msg.subject)
+        deliveries, unwanted, malformed = _deliver(
+            payloads,
+            self._inbound,
+            _decode,
+            self._inbound_route,
+            self._deliver_shared,
+            self._delivery_failed,
+            MalformedMessage,
+        )
         counters.deliveries += deliveries
+        counters.messages_unwanted += unwanted
+        counters.messages_malformed += malformed
+
+    def _deliver_shared(
+        self, msg: Message, data: bytes, sessions: tuple[ClientSession, ...]
+    ) -> None:
+        """A received message for several sessions (or for one that takes Payloads)."""
+        payload = None
+        for target in sessions:
+            try:
+                if target._sink_is_message:
+                    target._sink(msg)
+                else:
+                    if payload is None:
+                        payload = Payload(msg, data)
+                    target._sink(payload)
+            except Exception as exc:
+                self._delivery_failed(exc, msg)
+
+    def _delivery_failed(self, exc: BaseException, msg: Message) -> None:
+        self.counters.internal_errors += 1
+        self._log.error(
+            "delivery to a client failed; the daemon carries on",
+            service=self.spec.text,
+            subject=getattr(msg, "subject", None),
+            exc_info=exc,
+        )
 
     def _inbound_route(self, data: bytes) -> tuple[Any, tuple[ClientSession, ...]] | None:
         """Route of a received multicast message the cache did not know: (owned sink or None,
@@ -949,18 +949,6 @@ def _check_client_subject(subject: str) -> None:
 def _address(text: str) -> tuple[str, int] | None:
     """The daemon address written in an inbox (cached: replies reuse a few addresses)."""
     return parse_address_hex(text)
-
-
-def _subject_key(data: bytes) -> bytes | None:
-    """The encoded subject bytes of a wire message (the UTF-8 of a subject of up to 255
-    bytes, read from the msgpack string after the header), or None."""
-    if len(data) > 6 and data[4] == 0x94:
-        tag = data[5]
-        if 0xA0 < tag <= 0xBF and 6 + tag - 0xA0 <= len(data):
-            return data[6 : tag - 0x9A]
-        if tag == 0xD9 and 7 + data[6] <= len(data):
-            return data[7 : 7 + data[6]]
-    return None
 
 
 def _subject_of(data: bytes) -> str | None:

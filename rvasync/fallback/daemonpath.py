@@ -1,0 +1,96 @@
+"""The daemon's per-message receive path (pure-Python twin of ``rvasync_native.daemonpath``).
+
+A receiving daemon hands every message of every datagram to the client
+sessions interested in its subject. Per message that is: read the subject's
+encoded bytes from the wire form (without decoding the message), look the
+route up in a cache keyed by those bytes, decode the message once if anyone
+wants it, and hand it over. This module is that loop; the routing policy
+(what a cache miss means, how several sessions share a message) stays in
+:mod:`rvasync.daemon.service`, passed in as callables.
+
+The wire form of a message is a 4-byte header then a msgpack array whose first
+element is the subject (docs/messages.md): the subject's bytes are a fixstr
+(tag 0xA1..0xBF, up to 31 bytes) or a str8 (tag 0xD9, up to 255 bytes) at
+offset 5. Longer subjects, and anything else, take the slow path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+__all__ = ["deliver_multicast", "subject_key"]
+
+
+def subject_key(data: bytes) -> bytes | None:
+    """The encoded subject bytes of wire message ``data``, or None (not a short subject)."""
+    if len(data) > 6 and data[4] == 0x94:
+        tag = data[5]
+        if 0xA0 < tag <= 0xBF:
+            return data[6 : tag - 0x9A]
+        if tag == 0xD9:
+            return data[7 : 7 + data[6]]
+    return None
+
+
+def deliver_multicast(
+    payloads: list[bytes],
+    inbound: dict[bytes, tuple[Any, tuple[Any, ...]]],
+    decode: Callable[[bytes], Any],
+    slow: Callable[[bytes], tuple[Any, tuple[Any, ...]] | None],
+    shared: Callable[[Any, bytes, tuple[Any, ...]], None],
+    contain: Callable[[BaseException, Any], None],
+    malformed_error: type[BaseException],
+) -> tuple[int, int, int]:
+    """Deliver each received message in ``payloads``; return (deliveries, unwanted, malformed).
+
+    ``inbound`` maps subject bytes (see :func:`subject_key`) to a route
+    ``(owned, sessions)``; on a miss ``slow(data)`` computes (and caches) the
+    route, or returns None to drop the message (it counts why). A message with
+    the same subject bytes as the one just before it takes the same route
+    (routes are a snapshot for a run of one subject). A route with
+    no sessions counts the message as unwanted, undecoded. ``decode`` failing
+    with ``malformed_error`` counts it as malformed. Then ``owned(msg)`` takes a
+    message that one session alone receives; otherwise ``shared(msg, data,
+    sessions)`` delivers it. An exception from either goes to
+    ``contain(exc, msg)`` and delivery goes on with the next message.
+    """
+    deliveries = unwanted = malformed = 0
+    prev_key = prev_entry = None
+    for data in payloads:
+        entry = None
+        key = None
+        if len(data) > 6 and data[4] == 0x94:
+            tag = data[5]
+            if 0xA0 < tag <= 0xBF:
+                key = data[6 : tag - 0x9A]
+            elif tag == 0xD9:
+                key = data[7 : 7 + data[6]]
+            if key:
+                # A burst usually repeats one subject: reuse the previous route for it.
+                entry = prev_entry if key == prev_key else inbound.get(key)
+        if entry is None:
+            entry = slow(data)
+            if entry is None:
+                prev_key = prev_entry = None
+                continue
+        if key:
+            prev_key, prev_entry = key, entry
+        owned, sessions = entry
+        if not sessions:
+            unwanted += 1
+            continue
+        try:
+            msg = decode(data)
+        except malformed_error:
+            malformed += 1
+            continue
+        deliveries += len(sessions)
+        try:
+            if owned is not None:
+                owned(msg)
+            else:
+                shared(msg, data, sessions)
+        except Exception as exc:
+            contain(exc, msg)
+    return deliveries, unwanted, malformed
