@@ -15,6 +15,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
+from rvasync.protocol.cm._flat import fast_init
+
 __all__ = [
     "Advisory",
     "FieldTag",
@@ -37,6 +39,7 @@ FieldTag = Literal["string", "u64", "msg"]
 AdvisoryClassName = Literal["INFO", "WARN", "ERROR"]
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Advisory:
     """One advisory: its full subject, its class and condition, and its typed fields."""

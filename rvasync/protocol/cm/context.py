@@ -9,11 +9,13 @@ noticed). This module holds that shared part and the write-ahead rule.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from rvasync.errors import InvalidArgument
 from rvasync.protocol.cm import advisories as adv
 from rvasync.protocol.cm.ledger import LedgerRecord, LedgerState
+from rvasync.protocol.cm.names import is_any_instance_address
 from rvasync.protocol.cm.outputs import AppendLedger, Deliver, Output, Transmit
 from rvasync.protocol.cm.records import Record
 
@@ -76,6 +78,17 @@ class Context:
         self._held: deque[tuple[int, Transmit]] = deque()
         self.peers: dict[str, str] = {}
         """Last known address of every correspondent we deal with, for MOVED."""
+        self.info_filter: Callable[[str, str], bool] | None = None
+        """Driver's ``filter(condition, tail)``: False skips a per-message INFO advisory."""
+
+    def wants_info(self, condition: str, tail: str) -> bool:
+        """Whether to make a per-message INFO advisory (DELIVERY.CONFIRM, DELIVERY.COMPLETE).
+
+        Two of them per message and listener are most of a sender's work when
+        nobody listens to them; the driver's filter says whether anyone would.
+        """
+        info_filter = self.info_filter
+        return info_filter is None or info_filter(condition, tail)
 
     def record(self, record: LedgerRecord) -> None:
         """Change persistent state: apply ``record`` and, for a file ledger, ask to append it."""
@@ -115,7 +128,13 @@ class Context:
         self.outputs.append(delivery)
 
     def note_peer(self, name: str, address: str) -> bool:
-        """Remember where ``name`` speaks from; True (and MOVED presented) if that changed."""
+        """Remember where ``name`` speaks from; True (and MOVED presented) if that changed.
+
+        A provisional any-instance address says nothing about where the peer
+        is, so it is neither remembered nor compared.
+        """
+        if is_any_instance_address(address):
+            return False
         known = self.peers.get(name)
         self.peers[name] = address
         if known is not None and known != address:

@@ -22,7 +22,7 @@ touches a socket or a file.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from rvasync.errors import InvalidArgument, MalformedMessage
@@ -63,7 +63,8 @@ __all__ = ["CmCorrespondent"]
 class CmCorrespondent:
     """One CM transport's certified-delivery protocol, without I/O.
 
-    ``name`` None generates a transient name. ``address`` is where peers
+    ``name`` None generates a transient name (or pass one made by
+    :func:`~rvasync.protocol.cm.names.new_transient_name`). ``address`` is where peers
     reach this instance point-to-point (the driver's inbox for it); it must
     be unique to the instance, because a familiar name at a new address is
     how peers notice that a correspondent moved. ``ledger`` is the replayed
@@ -91,7 +92,9 @@ class CmCorrespondent:
         if name is None:
             name = new_transient_name()
         else:
-            check_correspondent_name(name)
+            # A generated name is accepted too: a driver makes it first when
+            # the instance address it gives here is derived from the name.
+            check_correspondent_name(name, allow_transient=True)
         if not isinstance(address, str) or not address:
             raise InvalidArgument(f"address must be a non-empty str, got {address!r}")
         self._default_time_limit = check_time_limit(default_time_limit)
@@ -138,6 +141,20 @@ class CmCorrespondent:
         if is_transient_name(self._ctx.name):
             return ()
         return (hello_subject(self._ctx.name),)
+
+    def set_info_filter(self, info_filter: Callable[[str, str], bool] | None) -> None:
+        """Install ``info_filter(condition, tail)``, asked before each per-message INFO advisory.
+
+        DELIVERY.CONFIRM and DELIVERY.COMPLETE come once per message (and per
+        listener); a driver that knows nobody listens to
+        ``_RV.INFO.RVCM.<condition>.<tail>`` returns False and the core skips
+        making them. None (the default) makes every advisory.
+        """
+        if info_filter is not None and not callable(info_filter):
+            raise InvalidArgument(
+                f"info_filter must be callable or None, not {type(info_filter).__name__}"
+            )
+        self._ctx.info_filter = info_filter
 
     # --- outputs and time ---------------------------------------------------------------
 
@@ -252,6 +269,15 @@ class CmCorrespondent:
         nothing until those are confirmed too.
         """
         return self._listener.confirm(listener_id, sender, subject, sequence)
+
+    def confirm_many(self, items: Iterable[tuple[int, str, str, int | None]]) -> int:
+        """Several :meth:`confirm` calls, ``(listener_id, sender, subject, sequence)`` each.
+
+        Same outcome as confirming one by one, but every source advances once
+        for the batch: one ledger record and one confirmation per sender and
+        subject. Returns how many deliveries were settled.
+        """
+        return self._listener.confirm_many(items)
 
     def review_sources(self) -> list[SourceReview]:
         """Listener-side state of every known (sender, subject)."""

@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from rvasync.protocol.cm._flat import to_flat
+from rvasync.protocol.cm._flat import fast_init, to_flat
 
 __all__ = [
     "LEDGER_RECORD_TYPES",
@@ -48,6 +48,7 @@ __all__ = [
 ]
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class LedgerRecord:
     """Base of every ledger record."""
@@ -62,6 +63,7 @@ class LedgerRecord:
 # --- sender side ---------------------------------------------------------------
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class SubjectMark(LedgerRecord):
     """After a restart, sequence numbers on ``subject`` continue after ``last_sent``.
@@ -76,6 +78,7 @@ class SubjectMark(LedgerRecord):
     last_sent: int
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class StoredMessage(LedgerRecord):
     """An outbound certified message kept until every registered listener confirms it."""
@@ -88,6 +91,7 @@ class StoredMessage(LedgerRecord):
     payload: bytes
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class MessageRemoved(LedgerRecord):
     """The message left the ledger: complete, failed (expired) or expired by the program."""
@@ -97,6 +101,7 @@ class MessageRemoved(LedgerRecord):
     sequence: int
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Registration(LedgerRecord):
     """A certified agreement with ``listener`` on ``subject`` (created or updated).
@@ -117,6 +122,7 @@ class Registration(LedgerRecord):
     anticipated: bool
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ListenerConfirmed(LedgerRecord):
     """``listener`` confirmed every message on ``subject`` up to ``sequence``."""
@@ -127,6 +133,7 @@ class ListenerConfirmed(LedgerRecord):
     sequence: int
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class RegistrationRemoved(LedgerRecord):
     """The agreement with ``listener`` on ``subject`` ended (closed, removed, disallowed)."""
@@ -136,6 +143,7 @@ class RegistrationRemoved(LedgerRecord):
     listener: str
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Disallowed(LedgerRecord):
     """Registration requests from ``listener`` are refused."""
@@ -144,6 +152,7 @@ class Disallowed(LedgerRecord):
     listener: str
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Allowed(LedgerRecord):
     """A previous disallow of ``listener`` no longer applies."""
@@ -155,6 +164,7 @@ class Allowed(LedgerRecord):
 # --- listener side -------------------------------------------------------------
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Source(LedgerRecord):
     """``sender`` is a known source of certified messages on ``subject`` (created or updated)."""
@@ -166,6 +176,7 @@ class Source(LedgerRecord):
     confirmed: int
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class SourceConfirmed(LedgerRecord):
     """This listener confirmed every message from ``sender`` on ``subject`` up to ``sequence``."""
@@ -176,6 +187,7 @@ class SourceConfirmed(LedgerRecord):
     sequence: int
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class SourceRemoved(LedgerRecord):
     """``sender`` is no longer a certified source on ``subject`` for this listener."""

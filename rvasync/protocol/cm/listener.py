@@ -21,6 +21,7 @@ acceptance arrives.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from rvasync.errors import InvalidArgument
@@ -52,6 +53,8 @@ UNCERTIFIED = "uncertified"
 
 # At most this many retransmission requests (missing ranges) go out per source at once.
 _MAX_RANGES_PER_REQUEST = 32
+# Subjects whose covering listener ids are remembered (the cache restarts when full).
+_IDS_CACHE_SIZE = 4096
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +109,7 @@ class ListenerHalf:
         self._require_old = require_old
         self._listeners: dict[int, _CmListener] = {}
         self._index: SubjectIndex[int] = SubjectIndex()
+        self._ids_cache: dict[str, tuple[int, ...]] = {}
         self._next_id = 1
         self._sources: dict[tuple[str, str], _Source] = {}
         for (sender, subject), state in ctx.ledger.sources.items():
@@ -130,6 +134,7 @@ class ListenerHalf:
         self._next_id += 1
         self._listeners[listener_id] = _CmListener(pattern, bool(explicit_confirm))
         self._index.add(pattern, listener_id)
+        self._ids_cache.clear()
         for src in self._sources.values():
             if src.status == IDLE and src.address and subject_matches(pattern, src.subject):
                 self._register(src, now)
@@ -145,7 +150,13 @@ class ListenerHalf:
         return listener
 
     def listener_ids(self, subject: str) -> tuple[int, ...]:
-        return tuple(sorted(self._index.match(subject)))
+        """Ids of the open listeners covering ``subject``, ascending (cached per subject)."""
+        ids = self._ids_cache.get(subject)
+        if ids is None:
+            if len(self._ids_cache) >= _IDS_CACHE_SIZE:
+                self._ids_cache.clear()
+            ids = self._ids_cache[subject] = tuple(sorted(self._index.match(subject)))
+        return ids
 
     def close(self, listener_id: int, cancel_agreements: bool, now: float) -> None:
         """Close a CM listener; with ``cancel_agreements``, end agreements nobody else needs.
@@ -160,6 +171,7 @@ class ListenerHalf:
         listener = self._check_listener(listener_id)
         del self._listeners[listener_id]
         self._index.remove(listener.pattern, listener_id)
+        self._ids_cache.clear()
         ctx = self._ctx
         for key, src in list(self._sources.items()):
             if not subject_matches(listener.pattern, src.subject):
@@ -303,18 +315,48 @@ class ListenerHalf:
         if sequence is None:
             return False
         check_sequence(sequence)
+        src = self._settle(listener_id, sender, subject, sequence)
+        if src is None:
+            return False
+        self._advance_confirmed(src)
+        return True
+
+    def confirm_many(self, items: Iterable[tuple[int, str, str, int | None]]) -> int:
+        """:meth:`confirm` for many ``(listener_id, sender, subject, sequence)`` at once.
+
+        Each source then advances (one ledger record, one confirmation to its
+        sender) once for the whole batch instead of once per message, which is
+        what lets a driver confirm at the rate messages are consumed. Returns
+        how many deliveries were settled.
+        """
+        touched: dict[int, _Source] = {}
+        settled = 0
+        for listener_id, sender, subject, sequence in items:
+            self._check_listener(listener_id)
+            if sequence is None:
+                continue
+            check_sequence(sequence)
+            src = self._settle(listener_id, sender, subject, sequence)
+            if src is not None:
+                settled += 1
+                touched[id(src)] = src
+        for src in touched.values():
+            self._advance_confirmed(src)
+        return settled
+
+    def _settle(self, listener_id: int, sender: str, subject: str, sequence: int) -> _Source | None:
+        """Mark one delivery consumed; the source if that was news (not yet advanced)."""
         src = self._sources.get((sender, subject))
         if src is None or src.status != CERTIFIED:
-            return False
+            return None
         ids = src.pending.get(sequence)
         if ids is None or listener_id not in ids:
-            return False
+            return None
         ids.discard(listener_id)
         if not ids:
             del src.pending[sequence]
             src.done.add(sequence)
-            self._advance_confirmed(src)
-        return True
+        return src
 
     # --- gaps -------------------------------------------------------------------------------
 
@@ -386,7 +428,7 @@ class ListenerHalf:
         )
 
     def on_data(self, rec: DataRecord, now: float) -> None:
-        if not self._index.match(rec.subject):
+        if not self.listener_ids(rec.subject):
             return
         ctx = self._ctx
         key = (rec.origin, rec.subject)

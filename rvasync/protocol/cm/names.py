@@ -18,14 +18,20 @@ from rvasync.errors import InvalidArgument, InvalidSubject, NotPermitted
 from rvasync.subjects import check_send_subject, has_wildcards, validate_name, validate_subject
 
 __all__ = [
+    "ANY_INSTANCE",
     "CONTROL_PREFIX",
+    "P2P_PREFIX",
     "TRANSIENT_PREFIX",
+    "any_instance_address",
     "check_cm_send_subject",
     "check_correspondent_name",
     "check_listen_pattern",
     "check_sequence",
     "check_time_limit",
     "hello_subject",
+    "instance_address",
+    "instance_route",
+    "is_any_instance_address",
     "is_transient_name",
     "new_transient_name",
     "point_to_point_subject",
@@ -44,8 +50,17 @@ def new_transient_name() -> str:
 
 
 def is_transient_name(name: str) -> bool:
-    """True for a name made by :func:`new_transient_name`."""
-    return name.startswith(TRANSIENT_PREFIX + ".")
+    """True for a name made by :func:`new_transient_name` (the prefix and 32 hex digits)."""
+    return (
+        len(name) == _TRANSIENT_LENGTH
+        and name.startswith(_TRANSIENT_START)
+        and all(c in _HEX for c in name[len(_TRANSIENT_START) :])
+    )
+
+
+_TRANSIENT_START = TRANSIENT_PREFIX + "."
+_TRANSIENT_LENGTH = len(_TRANSIENT_START) + 32
+_HEX = frozenset("0123456789abcdef")
 
 
 def check_correspondent_name(
@@ -125,6 +140,49 @@ def hello_subject(name: str) -> str:
     address means two live transports claim one name.
     """
     return f"{CONTROL_PREFIX}.HELLO.{name}"
+
+
+P2P_PREFIX = f"{CONTROL_PREFIX}.P2P"
+"""First two elements of every point-to-point address of the rvasync driver."""
+
+ANY_INSTANCE = "ANY"
+"""Instance element of :func:`any_instance_address` (instance ids are hex, never this)."""
+
+
+def instance_address(name: str, instance: str) -> str:
+    """The point-to-point address of one instance of correspondent ``name``.
+
+    ``_RVCM.P2P.<instance>.<name>``: unique per instance (``instance`` is one
+    element, a random hex id), yet routed by name: every instance of ``name``
+    listens on :func:`instance_route`, so an address remembered in a ledger
+    still reaches whichever instance of the name is alive after a restart.
+    """
+    return f"{P2P_PREFIX}.{instance}.{name}"
+
+
+def instance_route(name: str) -> str:
+    """The wildcard subject on which every instance of ``name`` receives its records."""
+    return f"{P2P_PREFIX}.*.{name}"
+
+
+def any_instance_address(name: str) -> str:
+    """An address reaching the live instance of ``name`` when its own address is not known.
+
+    The driver gives it for a labeled message from a correspondent it has not
+    heard a record from yet (labels carry the name, not the address). It is
+    provisional: :meth:`Context.note_peer` never takes it as the peer's
+    address, so the real one, learned from the peer's first record, is not
+    mistaken for a move.
+    """
+    return f"{P2P_PREFIX}.{ANY_INSTANCE}.{name}"
+
+
+def is_any_instance_address(address: str) -> bool:
+    """True for an address made by :func:`any_instance_address`."""
+    return address.startswith(_ANY_PREFIX)
+
+
+_ANY_PREFIX = f"{P2P_PREFIX}.{ANY_INSTANCE}."
 
 
 def point_to_point_subject(instance: str) -> str:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rvasync.protocol.cm._flat import fast_init
 from rvasync.protocol.cm.advisories import Advisory
 from rvasync.protocol.cm.ledger import LedgerRecord
 from rvasync.protocol.cm.records import Record
@@ -23,6 +24,7 @@ from rvasync.protocol.cm.records import Record
 __all__ = ["AppendLedger", "Deliver", "Output", "SendResult", "Transmit"]
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Transmit:
     """Send ``record`` (as ``record.to_fields()``) to ``destination``.
@@ -37,6 +39,7 @@ class Transmit:
     point_to_point: bool
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Deliver:
     """Give a message to CM listener ``listener_id``.
@@ -57,6 +60,7 @@ class Deliver:
     payload: bytes
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class AppendLedger:
     """Append ``record`` to the ledger file; ``lsn`` numbers appends from 1 upward.
@@ -75,6 +79,7 @@ Output = Transmit | Deliver | Advisory | AppendLedger
 """Anything :meth:`CmCorrespondent.drain` can return."""
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class SendResult:
     """What ``send`` assigned: the sequence number and the ledger append to wait for.

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Self
 
 from rvasync.errors import MalformedMessage
-from rvasync.protocol.cm._flat import FlatError, from_flat, to_flat
+from rvasync.protocol.cm._flat import FlatError, fast_init, from_flat, to_flat
 
 __all__ = [
     "PROTOCOL_VERSION",
@@ -49,6 +49,7 @@ PROTOCOL_VERSION = 1
 """Carried as field ``rvcm`` in every record; a record of another version is rejected."""
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Record:
     """Common part of every record: who sent it, and from which instance."""
@@ -99,6 +100,7 @@ def _positive(record: Record, *names: str) -> str | None:
     return None
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class DataRecord(Record):
     """A labeled message: sender name, per-subject sequence, time limit, opaque payload.
@@ -122,6 +124,7 @@ class DataRecord(Record):
         return _positive(self, "sequence")
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class RegisterRequest(Record):
     """Listener to sender: please certify ``subject`` to me.
@@ -141,6 +144,7 @@ class RegisterRequest(Record):
         return _nonneg(self, "last_confirmed")
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class RegisterReply(Record):
     """Sender to listener: accepted; certified delivery starts at ``begin``.
@@ -162,6 +166,7 @@ class RegisterReply(Record):
         return _positive(self, "begin") or _nonneg(self, "last_sent")
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class NotCertified(Record):
     """Sender to listener: no (longer a) certified agreement on ``subject``.
@@ -176,6 +181,7 @@ class NotCertified(Record):
     disallowed: bool
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Confirm(Record):
     """Listener to sender: every message up to ``sequence`` on ``subject`` is confirmed.
@@ -193,6 +199,7 @@ class Confirm(Record):
         return _nonneg(self, "sequence")
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class ConfirmRequest(Record):
     """Sender to listener: you have not confirmed for a while; I have sent up to ``last_sent``."""
@@ -206,6 +213,7 @@ class ConfirmRequest(Record):
         return _nonneg(self, "last_sent")
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class RetransmitRequest(Record):
     """Listener to sender: please resend messages ``first`` to ``last`` on ``subject``."""
@@ -223,6 +231,7 @@ class RetransmitRequest(Record):
         return problem
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Unavailable(Record):
     """Sender to listener: messages ``first`` to ``last`` are gone (expired); skip them."""
@@ -240,6 +249,7 @@ class Unavailable(Record):
         return problem
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Cancel(Record):
     """Listener to sender: I close my certified agreement on ``subject``."""
@@ -249,6 +259,7 @@ class Cancel(Record):
     subject: str
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Invite(Record):
     """Sender to listener: you are allowed again; register for ``subject`` if you still care."""
@@ -258,6 +269,7 @@ class Invite(Record):
     subject: str
 
 
+@fast_init
 @dataclass(frozen=True, slots=True)
 class Hello(Record):
     """A reusable-named instance announcing itself (``reply`` when answering an announcement)."""

@@ -125,7 +125,8 @@ class SenderHalf:
     def _resolve_if_complete(self, subject: str, entry: SenderSubject, seq: int) -> None:
         if seq in entry.messages and not self._pending(entry, seq):
             self._ctx.record(MessageRemoved(subject=subject, sequence=seq))
-            self._ctx.advise(adv.delivery_complete(subject, seq))
+            if self._ctx.wants_info("DELIVERY.COMPLETE", subject):
+                self._ctx.advise(adv.delivery_complete(subject, seq))
 
     def _resolve_all(self, subject: str, entry: SenderSubject) -> None:
         for seq in list(entry.messages):
@@ -427,8 +428,9 @@ class SenderHalf:
                 candidates = [s for s in range(before + 1, upto + 1) if s in entry.messages]
             else:
                 candidates = [s for s in entry.messages if before < s <= upto]
+            advise = ctx.wants_info("DELIVERY.CONFIRM", subject)
             for seq in candidates:
-                if seq >= reg.begin:
+                if advise and seq >= reg.begin:
                     ctx.advise(adv.delivery_confirm(subject, listener, seq))
                 self._resolve_if_complete(subject, entry, seq)
         self._schedule_ask(subject, listener, now)

@@ -1,0 +1,267 @@
+"""CM listeners: the program's side of certified delivery on one subject.
+
+A :class:`CmListener` is used like an ordinary listener (an async iterator
+and async context manager, or a callback), and decides when each certified
+message counts as *taken*, which is when the CM transport confirms it to the
+sender:
+
+* ``async for msg in listener`` (or ``await listener.get()``): when the
+  listener is asked for the next message, i.e. when the body of the loop for
+  this one has finished; or when the listener closes after handing it over.
+* a ``callback``: when the callback returns (an async callback: when its
+  coroutine completes). A callback that raises has still taken the message;
+  one cancelled because the listener closed has not.
+* a ``queue`` of the program's, consumed straight from the queue (``async
+  for msg in queue``, a queue group): rvasync cannot see the consumer, so a
+  message counts as taken once it has left the queue, which the transport
+  checks every half second and whenever the queue discards.
+* a message a bounded queue's limit policy discards has been taken (by the
+  policy).
+
+With ``explicit_confirm=True`` none of this happens: the program calls
+``await listener.confirm(msg)`` once it has finished with the message.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from rvasync.errors import InvalidArgument
+from rvasync.message import Message
+from rvasync.queues import Queue
+
+if TYPE_CHECKING:
+    from rvasync.cmdriver.transport import CmTransport
+
+__all__ = ["CmCallback", "CmListener"]
+
+CmCallback = Callable[[Message], Awaitable[None] | None]
+
+
+class CmListener:
+    """A CM listener on ``subject`` (wildcards allowed) of one :class:`CmTransport`.
+
+    Created by :meth:`CmTransport.listen`. Messages from certified senders
+    carry ``msg.cm`` with the sender's name and the sequence number; others
+    (unlabeled messages, or labeled ones not certified to this listener)
+    arrive too, with ``msg.cm`` None or ``msg.cm.sequence`` None.
+    """
+
+    __slots__ = (
+        "__weakref__",
+        "_callback",
+        "_callback_is_async",
+        "_closed",
+        "_cm",
+        "_held",
+        "_id",
+        "_own_queue",
+        "_queue",
+        "_tracked",
+        "_user_callback",
+        "closure",
+        "explicit_confirm",
+        "subject",
+    )
+
+    def __init__(
+        self,
+        cm: CmTransport,
+        listener_id: int,
+        subject: str,
+        *,
+        explicit_confirm: bool,
+        queue: Queue | None,
+        closure: Any,
+        callback: CmCallback | None,
+    ) -> None:
+        self._cm = cm
+        self._id = listener_id
+        self.subject = subject
+        self.closure = closure
+        self.explicit_confirm = explicit_confirm
+        self._own_queue = queue is None
+        self._queue = Queue(name=f"cmlistener:{subject}") if queue is None else queue
+        self._closed = False
+        # The certified message the last __anext__/get handed out, confirmed on the next.
+        self._held: Message | None = None
+        # Certified deliveries waiting in a program's queue (id -> message), so
+        # that ones consumed straight from the queue can be found and confirmed.
+        self._tracked: dict[int, Message] | None = None if queue is None or explicit_confirm else {}
+        self._user_callback = callback
+        # The transport's dispatcher calls ``_callback`` (see rvasync.transport.dispatch).
+        self._callback: Callable[[Message], Any] | None = (
+            None if callback is None else self._dispatch
+        )
+        self._callback_is_async = False
+
+    # --- public ---------------------------------------------------------------------
+
+    @property
+    def queue(self) -> Queue:
+        """The queue this listener's messages wait in."""
+        return self._queue
+
+    @property
+    def transport(self) -> CmTransport:
+        """The CM transport this listener belongs to."""
+        return self._cm
+
+    @property
+    def callback(self) -> CmCallback | None:
+        return self._user_callback
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __aiter__(self) -> AsyncIterator[Message]:
+        return self
+
+    async def __anext__(self) -> Message:
+        held = self._held
+        if held is not None:
+            self._held = None
+            held.listener._taken(held)
+        msg = await self._queue.__anext__()
+        self._handed(msg)
+        return msg
+
+    async def get(self, timeout: float | None = None) -> Message:
+        """The next message (``TimeoutError`` after ``timeout`` seconds).
+
+        Like the next step of ``async for``: the message this call returned
+        last is taken (confirmed) now.
+        """
+        held = self._held
+        if held is not None:
+            self._held = None
+            held.listener._taken(held)
+        msg = await self._queue.get(timeout)
+        self._handed(msg)
+        return msg
+
+    async def confirm(self, msg: Message) -> None:
+        """Confirm ``msg`` (delivered by this listener) to its sender.
+
+        Meant for listeners made with ``explicit_confirm=True``. Confirming an
+        uncertified message, or one already confirmed, does nothing. With a
+        ``sync_ledger`` transport this returns once the confirmation is on
+        disk. Confirmations reach the sender in sequence order: confirming 57
+        while 55 and 56 are not yet confirmed sends nothing until they are.
+        """
+        if not isinstance(msg, Message):
+            raise InvalidArgument(f"confirm takes a Message, not {type(msg).__name__}")
+        if msg.listener is not self:
+            raise InvalidArgument(
+                "confirm takes a message this listener delivered; "
+                f"this one came from {msg.listener!r}"
+            )
+        cm = msg.cm
+        if self._closed or cm is None or cm.sequence is None:
+            return
+        await self._cm._confirm_now(self._id, cm.sender, msg.subject or "", cm.sequence)
+
+    async def close(self, cancel_agreements: bool = False) -> None:
+        """Stop listening.
+
+        The message handed over last is taken (confirmed) first. Messages
+        still waiting in the listener's queue are dropped unconfirmed: the
+        sender keeps them. With ``cancel_agreements`` the certified agreements
+        no other open listener of this CM transport still needs end (the
+        senders present REGISTRATION.CLOSED and stop storing messages for this
+        correspondent); otherwise they stand and a later listener on the
+        subject receives what this one did not confirm.
+        """
+        if self._closed:
+            return
+        await self._cm._close_listener(self, bool(cancel_agreements))
+
+    async def __aenter__(self) -> CmListener:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        mode = " explicit" if self.explicit_confirm else ""
+        return f"<CmListener {self.subject!r}{mode} {state}>"
+
+    # --- used by the CM transport ----------------------------------------------------------
+
+    def _put(self, msg: Message) -> None:
+        """Queue a delivery (made by the transport for this listener)."""
+        queue = self._queue
+        tracked = self._tracked
+        if tracked is None:
+            queue._put(msg)
+            return
+        cm = msg.cm
+        if cm is not None and cm.sequence is not None:
+            tracked[id(msg)] = msg
+            self._cm._track(self)
+        if queue.limit:
+            before = queue.discarded
+            queue._put(msg)
+            if queue.discarded != before:
+                self._cm._queue_discarded(queue)
+        else:
+            queue._put(msg)
+
+    def _handed(self, msg: Message) -> None:
+        """``msg`` left the queue through this listener's iteration or ``get``."""
+        listener = msg.listener
+        if listener.__class__ is not CmListener:
+            return
+        if listener._tracked:
+            listener._tracked.pop(id(msg), None)
+        cm = msg.cm
+        if cm is not None and cm.sequence is not None and not listener.explicit_confirm:
+            self._held = msg
+
+    def _taken(self, msg: Message) -> None:
+        """The consumer has finished with ``msg``: confirm it (unless confirming explicitly)."""
+        if self.explicit_confirm or self._closed:
+            return
+        cm = msg.cm
+        if cm is not None and cm.sequence is not None:
+            self._cm._confirm_later(self._id, cm.sender, msg.subject or "", cm.sequence)
+
+    def _dispatch(self, msg: Message) -> Any:
+        """The callback as the dispatcher runs it: the user's, then the message is taken."""
+        tracked = self._tracked
+        if tracked:
+            tracked.pop(id(msg), None)
+        try:
+            result = self._user_callback(msg)  # type: ignore[misc]
+        except BaseException:
+            self._taken(msg)
+            raise
+        if result is not None and inspect.isawaitable(result):
+            return self._finish(result, msg)
+        self._taken(msg)
+        return None
+
+    async def _finish(self, result: Awaitable[Any], msg: Message) -> None:
+        try:
+            await result
+        except asyncio.CancelledError:
+            raise  # interrupted by a close: not taken, the sender keeps it
+        except BaseException:
+            self._taken(msg)
+            raise
+        self._taken(msg)
+
+    def _sweep(self, present: set[int]) -> None:
+        """Confirm tracked deliveries no longer in the queue (``present``: ids still there)."""
+        tracked = self._tracked
+        if not tracked:
+            return
+        gone = [msg for key, msg in tracked.items() if key not in present]
+        for msg in gone:
+            del tracked[id(msg)]
+            self._taken(msg)

@@ -1,0 +1,905 @@
+"""``CmTransport``: certified message delivery over any rvasync transport.
+
+This is the asyncio driver of the sans-IO core
+(:class:`~rvasync.protocol.cm.CmCorrespondent`). It owns everything the core
+does not: the internal listeners that bring labeled messages and records in,
+one task that feeds them to the core in arrival order, the timer that wakes
+the core, the ledger file, and the CM listeners the program reads from.
+After every input it drains the core's outputs and carries them out in
+order (send a record, deliver to a CM listener, present an advisory, append
+to the ledger). See docs/certified.md ("Using CmTransport").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from rvasync._logging import stderr_logger
+from rvasync.cmdriver.ledgerfile import LedgerFile, check_ledger_path
+from rvasync.cmdriver.listener import CmCallback, CmListener
+from rvasync.cmdriver.wire import (
+    advisory_message,
+    make_label,
+    message_fields,
+    record_message,
+    send_internal,
+)
+from rvasync.errors import (
+    InvalidArgument,
+    InvalidSubject,
+    MalformedMessage,
+    NotPermitted,
+    QueueDestroyed,
+    RequestTimeout,
+    RvError,
+    TransportClosed,
+)
+from rvasync.message import Message
+from rvasync.protocol.cm import (
+    AppendLedger,
+    CmCorrespondent,
+    CmTiming,
+    Deliver,
+    LedgerState,
+    SubjectReview,
+    Transmit,
+    compact_ledger,
+)
+from rvasync.protocol.cm.advisories import Advisory
+from rvasync.protocol.cm.names import (
+    any_instance_address,
+    check_correspondent_name,
+    check_listen_pattern,
+    check_time_limit,
+    hello_subject,
+    instance_address,
+    instance_route,
+    is_transient_name,
+    new_transient_name,
+)
+from rvasync.protocol.cm.records import DataRecord, Hello, parse_record
+from rvasync.queues import Queue
+from rvasync.subjects import validate_subject
+from rvasync.transport.base import BaseTransport
+from rvasync.transport.dispatch import Dispatcher
+
+__all__ = ["CmTransport"]
+
+# Roles of the internal listeners, carried as their closure.
+_DATA = "data"
+_P2P = "p2p"
+_OWN_HELLO = "own-hello"
+_PEER_HELLO = "peer-hello"
+
+_SWEEP_INTERVAL = 0.5
+"""How often deliveries waiting in a program's queue are checked for having left it."""
+
+
+class CmTransport:
+    """A certified-delivery (CM) transport employing ``transport`` for the network.
+
+    ``name`` is the correspondent name: a reusable name you choose (subject
+    syntax, no wildcards, not starting with ``_``), or None for a generated
+    transient name. ``ledger`` is a file path for a file-based ledger, or
+    None to keep the ledger in the process. A reusable name with a ledger
+    file makes a *persistent correspondent*, which a later transport with the
+    same name and file continues. ``require_old`` asks senders to keep and
+    deliver what an earlier instance of this name had not confirmed.
+    ``sync_ledger`` makes ``send`` return only once its ledger record is on
+    disk (fsync, shared by concurrent sends). ``default_time_limit`` (seconds,
+    0 = none) applies to sends that give no time limit. ``timing`` tunes the
+    protocol intervals (:class:`~rvasync.protocol.cm.CmTiming`).
+
+    With a ledger file, open the transport before use (``async with`` or
+    ``await cm.open()``; coroutine methods open it on first use). With a
+    process ledger it is ready at once. Closing it never closes ``transport``
+    and never cancels certified agreements.
+    """
+
+    def __init__(
+        self,
+        transport: BaseTransport,
+        name: str | None = None,
+        *,
+        ledger: str | os.PathLike[str] | None = None,
+        require_old: bool = False,
+        sync_ledger: bool = False,
+        relay_agent: str | None = None,
+        default_time_limit: float = 0,
+        timing: CmTiming | None = None,
+    ) -> None:
+        if not isinstance(transport, BaseTransport):
+            raise InvalidArgument(
+                f"transport must be an rvasync transport, not {type(transport).__name__}"
+            )
+        if transport.closed:
+            raise TransportClosed(f"cannot create a CM transport on a closed {transport!r}")
+        if name is not None:
+            check_correspondent_name(name)
+        for flag, value in (("require_old", require_old), ("sync_ledger", sync_ledger)):
+            if not isinstance(value, bool):
+                raise InvalidArgument(f"{flag} must be a bool, not {type(value).__name__}")
+        if relay_agent is not None:
+            check_correspondent_name(relay_agent, what="relay agent name")
+            raise NotPermitted(
+                f"relay agent {relay_agent!r}: rvasync does not provide relay agents yet; "
+                "use relay_agent=None"
+            )
+        if timing is not None and not isinstance(timing, CmTiming):
+            raise InvalidArgument(f"timing must be a CmTiming, not {type(timing).__name__}")
+        try:
+            self._loop = asyncio.get_running_loop()
+        except RuntimeError:
+            raise NotPermitted(
+                "CmTransport needs a running event loop: create it from async code"
+            ) from None
+        self._transport = transport
+        self._default_time_limit = check_time_limit(default_time_limit)
+        self._require_old = require_old
+        self._sync = sync_ledger
+        self._timing = timing or CmTiming()
+        self._ledger_path = None if ledger is None else check_ledger_path(ledger)
+        self._ledger: LedgerFile | None = None
+        self._name = name if name is not None else new_transient_name()
+        self._instance = os.urandom(8).hex()
+        self._address = instance_address(self._name, self._instance)
+        for subject in (instance_route(self._name), hello_subject(self._name)):
+            try:
+                validate_subject(subject, wildcards=True)
+            except InvalidSubject:
+                raise InvalidSubject(
+                    f"correspondent name {self._name!r} is too long: its control subject "
+                    f"{subject!r} breaks the subject length limits (keep names short)"
+                ) from None
+        self._core: CmCorrespondent | None = None
+        self._opening: asyncio.Future[None] | None = None
+        self._closed = False
+        self._inbound = Queue(name=f"rvcm:{self._name}")
+        self._internal: list[Any] = []
+        self._data_listeners: dict[str, list[Any]] = {}  # pattern -> [Listener, refcount]
+        self._watched: dict[str, Any] = {}  # sender name -> Listener on its hello subject
+        self._peers: dict[str, str] = {}  # name -> address heard in a record, this lifetime
+        self._listeners: dict[int, CmListener] = {}
+        self._outbound: dict[tuple[str, int], Message] = {}
+        self._confirms: list[tuple[int, str, str, int]] = []
+        self._confirm_scheduled = False
+        self._timer: asyncio.TimerHandle | None = None
+        self._deadline: float | None = None
+        self._timer_dirty = False
+        self._tracking: set[CmListener] = set()
+        self._sweep_handle: asyncio.TimerHandle | None = None
+        self._pump_task: asyncio.Task[None] | None = None
+        self._last_fields: Any = None
+        self._last_cm: Any = None
+        self._seen: list[Any] = []
+        self.malformed = 0
+        """Inbound records dropped as malformed."""
+        if self._ledger_path is None:
+            self._start(None)
+
+    # --- lifecycle --------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        """The correspondent name (reusable, or generated for a transient correspondent)."""
+        return self._name
+
+    @property
+    def transport(self) -> BaseTransport:
+        """The transport this CM transport employs."""
+        return self._transport
+
+    @property
+    def ledger_path(self) -> str | None:
+        """The ledger file, or None for a process-based ledger."""
+        return self._ledger_path
+
+    @property
+    def persistent(self) -> bool:
+        """A reusable name with a ledger file: a later transport can continue this one."""
+        return self._ledger_path is not None and not is_transient_name(self._name)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def opened(self) -> bool:
+        return self._core is not None
+
+    async def open(self) -> CmTransport:
+        """Open the ledger file (if any) and start; a no-op once open."""
+        if self._closed:
+            raise TransportClosed(f"CM transport {self._name!r} is closed")
+        if self._core is not None:
+            return self
+        if self._opening is None:
+            self._opening = self._loop.create_future()
+            try:
+                await self._open_file_ledger()
+            except BaseException as exc:
+                self._opening.set_exception(exc)
+                self._opening.exception()  # retrieved: later callers re-raise it
+                raise
+            self._opening.set_result(None)
+        else:
+            await asyncio.shield(self._opening)
+        return self
+
+    async def _open_file_ledger(self) -> None:
+        assert self._ledger_path is not None
+        ledger, replay = await LedgerFile.open(self._ledger_path, self._name, sync=self._sync)
+        if self._closed:
+            await ledger.close()
+            raise TransportClosed(f"CM transport {self._name!r} was closed while opening")
+        self._ledger = ledger
+        self._start(replay.state)
+        ledger.start(self._on_durable, self._snapshot)
+
+    def _start(self, state: LedgerState | None) -> None:
+        transport = self._transport
+        try:
+            self._internal.append(
+                transport.listen(instance_route(self._name), queue=self._inbound, closure=_P2P)
+            )
+            core = CmCorrespondent(
+                self._name,
+                self._address,
+                now=time.time(),
+                ledger=state,
+                file_ledger=self._ledger_path is not None,
+                require_old=self._require_old,
+                default_time_limit=self._default_time_limit,
+                timing=self._timing,
+            )
+            for subject in core.control_subjects:
+                self._internal.append(
+                    transport.listen(subject, queue=self._inbound, closure=_OWN_HELLO)
+                )
+        except BaseException:
+            for listener in self._internal:
+                listener._close_now()
+            self._internal.clear()
+            raise
+        router = transport._router
+        core.set_info_filter(
+            lambda condition, tail: router.interested(f"_RV.INFO.RVCM.{condition}.{tail}")
+        )
+        self._core = core
+        self._pump_task = self._loop.create_task(self._pump(), name=f"rvcm:{self._name}")
+        self._process(core.drain())
+
+    def _require(self) -> CmCorrespondent:
+        core = self._core
+        if core is None or self._closed:
+            if self._closed:
+                raise TransportClosed(f"CM transport {self._name!r} is closed")
+            raise NotPermitted(
+                f"CM transport {self._name!r} has a ledger file and is not open yet: "
+                "use `async with` or `await cm.open()` first"
+            )
+        return core
+
+    async def _ready(self) -> CmCorrespondent:
+        if self._core is None and not self._closed:
+            await self.open()
+        core = self._require()
+        if self._transport.closed:
+            raise TransportClosed(
+                f"the transport of CM transport {self._name!r} is closed: {self._transport!r}"
+            )
+        ledger = self._ledger
+        if ledger is not None and ledger.failure is not None:
+            raise ledger.failure
+        return core
+
+    async def close(self) -> None:
+        """Close every CM listener, write out the ledger and stop.
+
+        Agreements are not cancelled (senders keep storing for this name);
+        messages already sent are transmitted once their ledger records are
+        written. The employed transport stays open.
+        """
+        if self._closed:
+            return
+        if self._opening is not None and self._core is None:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self._opening)
+        core = self._core
+        if core is not None:
+            for listener in list(self._listeners.values()):
+                self._settle_listener(listener)
+            self._flush_confirms()
+            for listener in list(self._listeners.values()):
+                self._drop_listener(listener, cancel_agreements=False)
+            self._process(core.drain())
+        self._closed = True
+        ledger = self._ledger
+        if ledger is not None:
+            await ledger.close()  # last writes release the transmissions they held
+        for listener in self._internal:
+            listener._close_now()
+        self._internal.clear()
+        for listener in self._watched.values():
+            listener._close_now()
+        self._watched.clear()
+        for listener, _count in self._data_listeners.values():
+            listener._close_now()
+        self._data_listeners.clear()
+        self._inbound.destroy()
+        if self._pump_task is not None:
+            self._pump_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._pump_task
+        for handle in (self._timer, self._sweep_handle):
+            if handle is not None:
+                handle.cancel()
+        self._timer = self._sweep_handle = None
+        self._outbound.clear()
+
+    async def __aenter__(self) -> CmTransport:
+        await self.open()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    def __repr__(self) -> str:
+        ledger = f" ledger={self._ledger_path!r}" if self._ledger_path else ""
+        state = "closed" if self._closed else ("open" if self._core else "not open")
+        return f"<CmTransport {self._name!r}{ledger} {state}>"
+
+    # --- sending ----------------------------------------------------------------------
+
+    async def send(self, msg: Message, time_limit: float | None = None) -> int:
+        """Send ``msg`` as a labeled message; returns its sequence number on its subject.
+
+        Certified to every listener registered for the subject. ``time_limit``
+        (seconds, 0 = no limit, None = the transport's default) is how long
+        the sender keeps trying. A wildcard subject raises NotPermitted.
+        With ``sync_ledger`` this returns once the message is on disk.
+        """
+        core = self._core
+        if core is None or self._closed or self._transport._closed:
+            core = await self._ready()
+        if msg.__class__ is not Message and not isinstance(msg, Message):
+            raise InvalidArgument(f"send takes a Message, not {type(msg).__name__}")
+        subject = msg.subject
+        if subject is None:
+            raise InvalidArgument("cannot send a message without a subject")
+        ledger = self._ledger
+        if ledger is not None:
+            if ledger.failure is not None:
+                raise ledger.failure
+            if ledger.backlogged:
+                await ledger.wait_room()
+        limit = self._default_time_limit if time_limit is None else check_time_limit(time_limit)
+        result = core.send(subject, msg.to_bytes(), time.time(), limit)
+        wire = msg._delivery_copy(None, None)
+        wire.cm = make_label(self._name, result.sequence, limit)
+        self._outbound[(subject, result.sequence)] = wire
+        self._process(core.drain())
+        if self._sync and result.lsn is not None and ledger is not None:
+            await ledger.wait_durable(result.lsn)
+        return result.sequence
+
+    async def send_reply(
+        self, reply: Message, request: Message, time_limit: float | None = None
+    ) -> int:
+        """Send ``reply`` (labeled) to the reply subject of ``request``."""
+        reply_subject = request.reply_subject
+        if not reply_subject:
+            raise InvalidArgument("the request has no reply subject to answer")
+        reply.subject = reply_subject
+        return await self.send(reply, time_limit)
+
+    async def send_request(
+        self, msg: Message, timeout: float, time_limit: float | None = None
+    ) -> Message:
+        """Send ``msg`` (labeled) with a fresh inbox as reply subject; the first reply.
+
+        Raises :class:`~rvasync.errors.RequestTimeout` after ``timeout`` seconds.
+        The reply arrives on the employed transport (an inbox is never
+        certified: it cannot outlive this call).
+        """
+        if timeout is None or isinstance(timeout, bool) or not timeout > 0:
+            raise InvalidArgument(
+                f"send_request timeout must be a positive number, got {timeout!r}"
+            )
+        if msg.subject is None:
+            raise InvalidArgument("cannot send a request without a subject")
+        await self._ready()
+        inbox = self._transport.create_inbox()
+        listener = self._transport.listen(inbox)
+        try:
+            request = msg._delivery_copy(None, None)
+            request.reply_subject = inbox
+            await self.send(request, time_limit)
+            try:
+                return await listener.get(timeout)
+            except TimeoutError:
+                raise RequestTimeout(f"no reply to {msg.subject!r} within {timeout} s") from None
+        finally:
+            listener._close_now()
+
+    def create_inbox(self) -> str:
+        """A unique inbox subject of the employed transport."""
+        return self._transport.create_inbox()
+
+    # --- sender-side management ---------------------------------------------------------
+
+    async def add_listener(self, name: str, subject: str) -> bool:
+        """Anticipate listener ``name`` on ``subject``: store messages for it from now on.
+
+        Returns False if it is already registered. The listener must use
+        ``require_old=True`` to receive what was stored before it registers.
+        Returns once the agreement is in the ledger.
+        """
+        core = await self._ready()
+        added = core.add_listener(name, subject)
+        await self._after_ledger_change(core)
+        return added
+
+    async def remove_listener(self, name: str, subject: str) -> None:
+        """End the agreement with listener ``name`` on ``subject`` (it may register again)."""
+        core = await self._ready()
+        core.remove_listener(name, subject, time.time())
+        await self._after_ledger_change(core)
+
+    async def disallow_listener(self, name: str) -> None:
+        """End every agreement with ``name`` and refuse its registrations until allowed."""
+        core = await self._ready()
+        core.disallow_listener(name, time.time())
+        await self._after_ledger_change(core)
+
+    async def allow_listener(self, name: str) -> None:
+        """Lift :meth:`disallow_listener`; the listener is invited to register again."""
+        core = await self._ready()
+        core.allow_listener(name)
+        await self._after_ledger_change(core)
+
+    async def expire_messages(self, subject: str, sequence: int) -> int:
+        """Give up on stored messages on ``subject`` up to ``sequence`` (DELIVERY.FAILED each).
+
+        Returns how many messages were expired.
+        """
+        core = await self._ready()
+        count = core.expire_messages(subject, sequence)
+        await self._after_ledger_change(core)
+        return count
+
+    def review_ledger(self, subject: str) -> list[SubjectReview]:
+        """The ledger's summary of each outbound subject matching ``subject`` (wildcards allowed).
+
+        Per subject: ``last_sent``, ``total_messages``, ``total_size`` and the
+        registered ``listeners`` (name, last confirmed, unconfirmed count,
+        anticipated).
+        """
+        return self._require().review_ledger(subject)
+
+    async def sync(self) -> None:
+        """Wait until every ledger record made so far is written (synced with ``sync_ledger``)."""
+        await self._ready()
+        if self._ledger is not None:
+            await self._ledger.flush()
+
+    async def compact_ledger(self) -> None:
+        """Rewrite the ledger file as its live state now (it also happens by itself)."""
+        await self._ready()
+        if self._ledger is not None:
+            await self._ledger.compact_now()
+
+    async def _after_ledger_change(self, core: CmCorrespondent) -> None:
+        self._process(core.drain())
+        if self._ledger is not None:
+            await self._ledger.wait_durable(core.last_lsn)
+
+    # --- listening ---------------------------------------------------------------------------
+
+    def listen(
+        self,
+        subject: str,
+        *,
+        explicit_confirm: bool = False,
+        queue: Queue | None = None,
+        closure: Any = None,
+        callback: CmCallback | None = None,
+    ) -> CmListener:
+        """A CM listener on ``subject`` (wildcards allowed).
+
+        Certified messages are confirmed automatically once the program has
+        taken them (see :class:`CmListener`), or with ``explicit_confirm``
+        only by ``await listener.confirm(msg)``. ``queue``, ``closure`` and
+        ``callback`` work as for an ordinary listener.
+        """
+        core = self._require()
+        check_listen_pattern(subject)
+        if not isinstance(explicit_confirm, bool):
+            raise InvalidArgument(
+                f"explicit_confirm must be a bool, not {type(explicit_confirm).__name__}"
+            )
+        if queue is not None and not isinstance(queue, Queue):
+            raise InvalidArgument(f"queue must be an rvasync Queue, got {type(queue).__name__}")
+        if callback is not None and not callable(callback):
+            raise InvalidArgument(f"callback must be callable, got {type(callback).__name__}")
+        transport = self._transport
+        if queue is not None:
+            transport._check_queue_mode(queue, dispatched=callback is not None)
+        self._acquire_data_listener(subject)
+        listener_id = core.listen(subject, now=time.time(), explicit_confirm=explicit_confirm)
+        listener = CmListener(
+            self,
+            listener_id,
+            subject,
+            explicit_confirm=explicit_confirm,
+            queue=queue,
+            closure=closure,
+            callback=callback,
+        )
+        self._listeners[listener_id] = listener
+        if callback is not None:
+            dispatcher = transport._dispatchers.get(listener.queue)
+            if dispatcher is None:
+                dispatcher = transport._dispatchers[listener.queue] = Dispatcher(listener.queue)
+            dispatcher.attach()
+        elif queue is not None:
+            transport._iterated_queues[queue] = transport._iterated_queues.get(queue, 0) + 1
+        self._process(core.drain())
+        return listener
+
+    def _acquire_data_listener(self, pattern: str) -> None:
+        entry = self._data_listeners.get(pattern)
+        if entry is None:
+            internal = self._transport.listen(pattern, queue=self._inbound, closure=_DATA)
+            self._data_listeners[pattern] = [internal, 1]
+        else:
+            entry[1] += 1
+
+    def _release_data_listener(self, pattern: str) -> None:
+        entry = self._data_listeners.get(pattern)
+        if entry is None:
+            return
+        entry[1] -= 1
+        if entry[1] <= 0:
+            del self._data_listeners[pattern]
+            entry[0]._close_now()
+
+    def _settle_listener(self, listener: CmListener) -> None:
+        """What the listener handed over counts as taken (it is closing)."""
+        held = listener._held
+        if held is not None:
+            listener._held = None
+            held.listener._taken(held)
+        if listener._tracked:
+            listener._sweep(_present_in(listener.queue))
+
+    async def _close_listener(self, listener: CmListener, cancel_agreements: bool) -> None:
+        core = self._core
+        if core is None or self._closed:
+            listener._closed = True
+            return
+        self._settle_listener(listener)
+        self._flush_confirms()
+        self._drop_listener(listener, cancel_agreements=cancel_agreements)
+        await self._after_ledger_change(core)
+
+    def _drop_listener(self, listener: CmListener, *, cancel_agreements: bool) -> None:
+        core = self._core
+        assert core is not None
+        listener._closed = True
+        self._listeners.pop(listener._id, None)
+        self._tracking.discard(listener)
+        queue = listener.queue
+        transport = self._transport
+        if listener._callback is not None:
+            dispatcher = transport._dispatchers.get(queue)
+            if dispatcher is not None and dispatcher.detach():
+                del transport._dispatchers[queue]
+        elif not listener._own_queue and queue in transport._iterated_queues:
+            remaining = transport._iterated_queues[queue] - 1
+            if remaining:
+                transport._iterated_queues[queue] = remaining
+            else:
+                del transport._iterated_queues[queue]
+        if listener._own_queue:
+            queue.destroy()
+        else:
+            queue._discard_where(lambda item: getattr(item, "listener", None) is listener)
+        core.close_listener(listener._id, time.time(), cancel_agreements=cancel_agreements)
+        self._release_data_listener(listener.subject)
+
+    # --- confirmation --------------------------------------------------------------------------
+
+    def _confirm_later(self, listener_id: int, sender: str, subject: str, sequence: int) -> None:
+        """Queue an automatic confirmation; a batch goes to the core once per loop turn."""
+        self._confirms.append((listener_id, sender, subject, sequence))
+        if not self._confirm_scheduled:
+            self._confirm_scheduled = True
+            self._loop.call_soon(self._flush_confirms)
+
+    def _flush_confirms(self) -> None:
+        self._confirm_scheduled = False
+        items = self._confirms
+        core = self._core
+        if not items or core is None or self._closed:
+            return
+        self._confirms = []
+        live = self._listeners
+        try:
+            core.confirm_many(item for item in items if item[0] in live)
+        except RvError:
+            stderr_logger().exception("confirming certified messages failed")
+        self._process(core.drain())
+
+    async def _confirm_now(self, listener_id: int, sender: str, subject: str, seq: int) -> None:
+        core = self._require()
+        self._flush_confirms()
+        core.confirm(listener_id, sender, subject, seq)
+        self._process(core.drain())
+        if self._sync and self._ledger is not None:
+            await self._ledger.wait_durable(core.last_lsn)
+
+    def _track(self, listener: CmListener) -> None:
+        """``listener`` has deliveries in a program's queue: sweep it until they leave."""
+        self._tracking.add(listener)
+        if self._sweep_handle is None and not self._closed:
+            self._sweep_handle = self._loop.call_later(_SWEEP_INTERVAL, self._sweep)
+
+    def _sweep(self) -> None:
+        self._sweep_handle = None
+        by_queue: dict[Queue, list[CmListener]] = {}
+        for listener in list(self._tracking):
+            if not listener._tracked:
+                self._tracking.discard(listener)
+            else:
+                by_queue.setdefault(listener.queue, []).append(listener)
+        for queue, listeners in by_queue.items():
+            present = _present_in(queue)
+            for listener in listeners:
+                listener._sweep(present)
+        if self._tracking and not self._closed:
+            self._sweep_handle = self._loop.call_later(_SWEEP_INTERVAL, self._sweep)
+
+    def _queue_discarded(self, queue: Queue) -> None:
+        """A program's queue discarded items: certified ones among them count as taken."""
+        present = _present_in(queue)
+        for listener in list(self._tracking):
+            if listener.queue is queue:
+                listener._sweep(present)
+
+    # --- inbound -------------------------------------------------------------------------------
+
+    async def _pump(self) -> None:
+        """Feed every inbound message to the core, in arrival order, then carry out outputs."""
+        inbound = self._inbound
+        handle = self._handle
+        while True:
+            try:
+                msg = await inbound.get()
+            except QueueDestroyed:
+                return
+            now = time.time()
+            count = 0
+            while msg is not None:
+                try:
+                    handle(msg, now)
+                except Exception:
+                    stderr_logger().exception(
+                        "certified delivery: an inbound message could not be handled",
+                        subject=msg.subject,
+                    )
+                count += 1
+                if count & 255 == 0:
+                    now = time.time()
+                    self._drain_core()
+                msg = inbound.poll()
+            self._drain_core()
+
+    def _drain_core(self) -> None:
+        core = self._core
+        if core is not None:
+            self._process(core.drain())
+
+    def _handle(self, msg: Message, now: float) -> None:
+        core = self._core
+        assert core is not None
+        role = msg.closure
+        if role is _DATA:
+            # A message matching two CM listener subjects arrives once per
+            # internal listener; the copies share field storage and label.
+            fields = msg._fields
+            cm = msg.cm
+            if fields is self._last_fields and cm is self._last_cm:
+                seen = self._seen
+                if msg.listener not in seen:
+                    seen.append(msg.listener)
+                    return
+            self._last_fields = fields
+            self._last_cm = cm
+            self._seen = [msg.listener]
+            if cm is None or cm.sequence is None or msg.subject is None:
+                core.receive_plain(msg.subject or "", msg)  # type: ignore[arg-type]
+                return
+            sender = cm.sender
+            if sender == self._name:
+                address = self._address
+            else:
+                address = self._peers.get(sender) or self._first_contact(sender)
+            core.receive(
+                DataRecord(
+                    origin=sender,
+                    address=address,
+                    subject=msg.subject,
+                    sequence=cm.sequence,
+                    time_limit=cm.time_limit,
+                    payload=msg,  # type: ignore[arg-type]  # decoded already; see _deliver
+                ),
+                now,
+            )
+            return
+        try:
+            record = parse_record(message_fields(msg))
+        except MalformedMessage as exc:
+            self._malformed(msg, exc)
+            return
+        if role is _P2P:
+            if record.origin != self._name:
+                self._peers[record.origin] = record.address
+            core.receive(record, now)
+        elif role is _OWN_HELLO:
+            core.receive(record, now)
+        elif (
+            role is _PEER_HELLO
+            and isinstance(record, Hello)
+            and not record.reply
+            and msg.subject == hello_subject(record.origin)
+        ):
+            # A sender announcing a new instance: labeled messages from it now
+            # carry its new address, which makes the core notice the move.
+            self._peers[record.origin] = record.address
+
+    def _first_contact(self, sender: str) -> str:
+        """A labeled message from ``sender``, not heard from yet: watch for its restarts."""
+        if not is_transient_name(sender) and sender not in self._watched:
+            with contextlib.suppress(RvError):
+                self._watched[sender] = self._transport.listen(
+                    hello_subject(sender), queue=self._inbound, closure=_PEER_HELLO
+                )
+        return any_instance_address(sender)
+
+    def _malformed(self, msg: Message, exc: Exception) -> None:
+        self.malformed += 1
+        if self.malformed == 1 or self.malformed % 1000 == 0:
+            stderr_logger().warning(
+                "certified delivery: dropped a malformed record",
+                subject=msg.subject,
+                problem=str(exc),
+                malformed_total=self.malformed,
+            )
+
+    # --- outputs -----------------------------------------------------------------------------
+
+    def _process(self, outputs: Iterable[Any]) -> None:
+        """Carry out the core's outputs in order."""
+        transport = self._transport
+        for out in outputs:
+            kind = out.__class__
+            if kind is Deliver:
+                self._deliver(out)
+            elif kind is Transmit:
+                record = out.record
+                try:
+                    if record.__class__ is DataRecord and not out.point_to_point:
+                        wire = self._outbound.pop((record.subject, record.sequence), None)
+                        if wire is None:
+                            wire = Message.from_bytes(record.payload)
+                            wire.subject = record.subject
+                            wire.cm = make_label(record.origin, record.sequence, record.time_limit)
+                        send_internal(transport, wire)
+                    else:
+                        send_internal(transport, record_message(out.destination, record))
+                except TransportClosed:
+                    pass  # the employed transport closed: peers will ask again later
+            elif kind is AppendLedger:
+                ledger = self._ledger
+                if ledger is not None:
+                    ledger.append(out.lsn, out.record)
+            elif kind is Advisory:
+                self._present(out)
+        if not self._timer_dirty:
+            self._timer_dirty = True
+            self._loop.call_soon(self._reschedule)
+
+    def _deliver(self, out: Deliver) -> None:
+        listener = self._listeners.get(out.listener_id)
+        if listener is None or listener._closed:
+            return
+        payload: Any = out.payload
+        if payload.__class__ is Message:
+            base = payload
+        else:
+            try:
+                base = Message.from_bytes(payload)
+            except RvError as exc:
+                self._malformed(Message(out.subject), exc)
+                if out.sequence is not None and out.sender is not None:
+                    # It can never be delivered: do not let it block the ones after it.
+                    self._confirm_later(out.listener_id, out.sender, out.subject, out.sequence)
+                return
+            base.subject = out.subject
+        msg = base._delivery_copy(listener, listener.closure)
+        sender = out.sender
+        if sender is None:
+            msg.cm = None
+        else:
+            label = base.cm
+            if label is None or label.sequence != out.sequence or label.sender != sender:
+                msg.cm = make_label(sender, out.sequence, out.time_limit)
+        listener._put(msg)
+
+    def _present(self, advisory: Advisory) -> None:
+        transport = self._transport
+        if advisory.adv_class == "INFO" and not transport._router.interested(advisory.subject):
+            return  # nobody listens, and INFO advisories nobody hears are dropped anyway
+        try:
+            transport._present(advisory_message(advisory))
+        except TransportClosed:
+            pass
+
+    def _on_durable(self, lsn: int) -> None:
+        core = self._core
+        if core is None:
+            return
+        try:
+            core.durable(lsn)
+            self._process(core.drain())
+        except Exception:
+            stderr_logger().exception("certified delivery: releasing ledger-held output failed")
+
+    def _snapshot(self) -> bytes:
+        core = self._core
+        assert core is not None and self._ledger is not None
+        return compact_ledger(core.ledger, self._ledger.created)
+
+    # --- time ----------------------------------------------------------------------------------
+
+    def _reschedule(self) -> None:
+        self._timer_dirty = False
+        core = self._core
+        if core is None or self._closed:
+            return
+        deadline = core.next_deadline()
+        if deadline == self._deadline and (deadline is None or self._timer is not None):
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._deadline = deadline
+        if deadline is not None:
+            self._timer = self._loop.call_later(max(0.0, deadline - time.time()), self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._deadline = None
+        core = self._core
+        if core is None or self._closed:
+            return
+        core.handle_timer(time.time())
+        self._process(core.drain())
+
+
+def _present_in(queue: Queue) -> set[int]:
+    """Ids of the items in ``queue`` (O(n); it scans without removing anything)."""
+    present: set[int] = set()
+
+    def note(item: object) -> bool:
+        present.add(id(item))
+        return False
+
+    queue._discard_where(note)
+    return present

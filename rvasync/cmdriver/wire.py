@@ -1,0 +1,110 @@
+"""How certified delivery travels on an ordinary rvasync transport.
+
+Three kinds of message carry it:
+
+* **Labeled data** goes out on the application subject as the user's own
+  message (same fields, same reply subject) with its CM label in the
+  message's label slot (``msg.cm``: sender name, sequence number, time
+  limit). An ordinary listener on the subject therefore receives the plain
+  message; it may look at ``msg.cm`` but needs nothing from it. The label
+  names the sender but not the address of its instance, so a CM transport
+  learns addresses from the records peers send it (and from a sender's
+  announcements when it restarts), and uses the sender's any-instance
+  address until it has heard one.
+* **Records** (registration, confirmation, retransmitted data, ...) travel
+  as messages on ``_RVCM.`` subjects whose fields are the record's flat
+  mapping (``rvcm``, ``kind``, ``origin``, ``address``, ...). Point-to-point
+  means "to the correspondent's address" (see
+  :func:`rvasync.protocol.cm.names.instance_address`).
+* **Advisories** are presented on the wrapped transport only, as messages on
+  ``_RV.<class>.RVCM.<condition>.<subject or name>``.
+
+Internal subjects start with ``_``, which the user-facing ``send`` refuses,
+so messages leave through the transport's ``_send_internal`` hook when it
+has one, else its routing hook (the path a validated user message takes).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from rvasync.errors import MalformedMessage, RvError, TransportClosed
+from rvasync.fieldtypes import FieldType
+from rvasync.message import CmLabel, Message
+from rvasync.protocol.cm.advisories import Advisory
+from rvasync.protocol.cm.records import Record
+
+if TYPE_CHECKING:
+    from rvasync.transport.base import BaseTransport
+
+__all__ = ["advisory_message", "make_label", "message_fields", "record_message", "send_internal"]
+
+_new_object = object.__new__
+_set_sender = CmLabel.sender.__set__  # type: ignore[attr-defined]
+_set_sequence = CmLabel.sequence.__set__  # type: ignore[attr-defined]
+_set_time_limit = CmLabel.time_limit.__set__  # type: ignore[attr-defined]
+
+
+def make_label(sender: str, sequence: int | None, time_limit: float) -> CmLabel:
+    """A CM label from values the protocol core has already checked.
+
+    ``CmLabel(...)`` validates every field, which costs more than the rest of
+    making a delivery; labels are made once per certified message sent and
+    delivered, from a correspondent name, a sequence number and a time limit
+    the core validated.
+    """
+    made = _new_object(CmLabel)
+    _set_sender(made, sender)
+    _set_sequence(made, sequence)
+    _set_time_limit(made, time_limit)
+    return made
+
+
+def send_internal(transport: BaseTransport, msg: Message) -> None:
+    """Send ``msg`` without the reserved-subject rule (its subject was made by the driver).
+
+    Raises :class:`~rvasync.errors.TransportClosed` on a closed transport.
+    """
+    internal = getattr(transport, "_send_internal", None)
+    if internal is not None:
+        internal(msg)
+        return
+    if transport._closed:
+        raise TransportClosed(f"{type(transport).__name__} is closed")
+    msg._share()
+    transport._route(msg)
+
+
+def record_message(destination: str, record: Record) -> Message:
+    """The message that carries ``record`` to ``destination`` (a subject or an address)."""
+    msg = Message(destination)
+    add = msg._add_reserved
+    for name, value in record.to_fields().items():
+        add(name, value)
+    return msg
+
+
+def message_fields(msg: Message) -> dict[str, Any]:
+    """A record message's fields as the flat mapping ``parse_record`` takes.
+
+    Reads the message's field storage directly: this runs for every record
+    received, and the public iteration builds a ``Field`` object per field.
+    """
+    return {entry[0]: entry[3] for entry in msg._fields}
+
+
+def advisory_message(advisory: Advisory) -> Message:
+    """The advisory as a message: sequence numbers as U64, ``data`` as a nested message."""
+    msg = Message(advisory.subject)
+    for name, tag, value in advisory.fields:
+        if tag == "u64":
+            msg.add(name, value, FieldType.U64)
+        elif tag == "msg" and isinstance(value, bytes):
+            try:
+                msg.add(name, Message.from_bytes(value))
+            except (MalformedMessage, RvError):
+                # Only our own encoder made these bytes; keep them if they ever do not decode.
+                msg.add(name, value)
+        else:
+            msg.add(name, value)
+    return msg
