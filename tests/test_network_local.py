@@ -173,6 +173,8 @@ async def test_host_status_fields(service):
         assert got["cc"] == 1 and got["ms"] >= 1 and got["service"] == service
         status = running_in_process_daemon().host_status(service)
         assert status["ms"] >= 1 and status["service"] == service
+        running_in_process_daemon().publish_host_status()
+        assert (await listener.get(WAIT))["cc"] == 1
 
 
 async def test_one_network_per_service_per_daemon(service):
@@ -316,3 +318,40 @@ async def test_services_are_separate(rv_service):
         assert (await on_a.get(WAIT))["s"] == 1
         assert await collect(on_b, 1, timeout=0.2) == []
         assert len(running_in_process_daemon().services) == 2
+
+
+class _StalledSocket:
+    """Stands in for a daemon's unicast socket whose send buffer is full until released."""
+
+    def __init__(self, sock):
+        self._sock = sock
+        self.stalled = True
+
+    def sendto(self, data, addr):
+        if self.stalled:
+            raise BlockingIOError(11, "Resource temporarily unavailable")
+        return self._sock.sendto(data, addr)
+
+    def __getattr__(self, name):
+        return getattr(self._sock, name)
+
+
+async def test_backpressure_and_fast_producer(service, monkeypatch):
+    from rvasync.daemon import service as service_module
+
+    monkeypatch.setattr(service_module, "BACKLOG_HIGH", 2000)
+    monkeypatch.setattr(service_module, "BACKLOG_LOW", 500)
+    monkeypatch.setattr(service_module, "FAST_PRODUCER_AFTER", 0.05)
+    async with Transport(service) as a:
+        warnings = a.listen("_RV.WARN.SYSTEM.CLIENT.FASTPRODUCER")
+        endpoint = a.link.session._service
+        stalled = endpoint._uc = _StalledSocket(endpoint._uc)
+        flood = [Message("FLOOD", {"pad": b"x" * 500}) for _ in range(20)]
+        sending = asyncio.ensure_future(a.send_many(flood))
+        adv = await warnings.get(WAIT)
+        assert adv["waiting"] >= 1
+        assert not sending.done()  # the sender waits for the backlog to drain
+        assert endpoint.counters.datagrams_backlogged >= 1
+        stalled.stalled = False
+        await asyncio.wait_for(sending, WAIT)
+        assert not endpoint._backlog

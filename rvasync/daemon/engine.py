@@ -334,6 +334,11 @@ class Daemon:
                 raise InvalidArgument(f"service {service!r} is not open in this daemon")
         return {name: value for name, value, _ in endpoint.host_status()}
 
+    def publish_host_status(self) -> None:
+        """Publish HOST.STATUS now on every open service (besides the periodic ones)."""
+        for endpoint in list(self._services.values()):
+            endpoint.publish_host_status()
+
     def __repr__(self) -> str:
         listen = f" listen={self.listen_port}" if self._server is not None else ""
         return f"<Daemon {self._state}{listen} services={sorted(self._services)}>"
