@@ -166,6 +166,7 @@ class CmTransport:
         self._peers: dict[str, str] = {}  # name -> address heard in a record, this lifetime
         self._listeners: dict[int, CmListener] = {}
         self._outbound: dict[tuple[str, int], Message] = {}
+        self._backpressure: Any = None  # what the transport asked us to await, if anything
         self._confirms: list[tuple[int, str, str, int]] = []
         self._confirm_scheduled = False
         self._timer: asyncio.TimerHandle | None = None
@@ -384,6 +385,10 @@ class CmTransport:
         wire.cm = make_label(self._name, result.sequence, limit)
         self._outbound[(subject, result.sequence)] = wire
         self._process(core.drain())
+        wait = self._backpressure
+        if wait is not None:
+            self._backpressure = None
+            await wait  # the employed transport's send backlog is full
         if self._sync and result.lsn is not None and ledger is not None:
             await ledger.wait_durable(result.lsn)
         return result.sequence
@@ -800,9 +805,11 @@ class CmTransport:
                             wire = Message.from_bytes(record.payload)
                             wire.subject = record.subject
                             wire.cm = make_label(record.origin, record.sequence, record.time_limit)
-                        send_internal(transport, wire)
+                        wait = send_internal(transport, wire)
                     else:
-                        send_internal(transport, record_message(out.destination, record))
+                        wait = send_internal(transport, record_message(out.destination, record))
+                    if wait is not None:
+                        self._backpressure = wait
                 except TransportClosed:
                     pass  # the employed transport closed: peers will ask again later
             elif kind is AppendLedger:

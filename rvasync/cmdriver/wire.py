@@ -26,6 +26,7 @@ has one, else its routing hook (the path a validated user message takes).
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
 from rvasync.errors import MalformedMessage, RvError, TransportClosed
@@ -60,19 +61,25 @@ def make_label(sender: str, sequence: int | None, time_limit: float) -> CmLabel:
     return made
 
 
-def send_internal(transport: BaseTransport, msg: Message) -> None:
+def send_internal(transport: BaseTransport, msg: Message) -> Awaitable[None] | None:
     """Send ``msg`` without the reserved-subject rule (its subject was made by the driver).
 
-    Raises :class:`~rvasync.errors.TransportClosed` on a closed transport.
+    Returns what the transport's publish returned: an awaitable when its
+    send backlog is full (the caller awaits it before sending more), else
+    None. Raises :class:`~rvasync.errors.TransportClosed` on a closed transport.
     """
     internal = getattr(transport, "_send_internal", None)
     if internal is not None:
-        internal(msg)
-        return
+        return internal(msg)
     if transport._closed:
         raise TransportClosed(f"{type(transport).__name__} is closed")
     msg._share()
+    # A network transport's publish reports backpressure; its _route drops that.
+    publish = getattr(transport, "_publish", None)
+    if publish is not None:
+        return publish(msg)
     transport._route(msg)
+    return None
 
 
 def record_message(destination: str, record: Record) -> Message:

@@ -1,0 +1,116 @@
+"""A certified-delivery peer process for the kill -9 tests (test_cm_driver_processes.py).
+
+Two roles, each a persistent correspondent on a loopback service:
+
+``sender``
+    sends labeled messages on ``--subject`` until the subject's sequence
+    number reaches ``--target`` (continuing where its ledger says it stopped,
+    after a restart), prints ``done <last sequence>``, then stays up to
+    answer retransmission requests until SIGTERM.
+``listener``
+    listens with ``require_old=True`` and appends one line per delivery to
+    ``--out``: the sequence number of a certified message, or ``u`` for an
+    uncertified one. A line ``start`` marks each new process. Certified
+    messages are confirmed automatically, i.e. after their line is written.
+
+Both print ``ready`` once listening, and exit 0 on SIGTERM after closing
+cleanly. Run ``python tests/cmpeer.py --help`` for the options.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import rvasync as rv  # noqa: E402
+from rvasync.cmdriver import CmTransport  # noqa: E402
+from rvasync.message import Message  # noqa: E402
+from rvasync.protocol.cm import CmTiming  # noqa: E402
+
+TIMING = CmTiming(
+    confirm_request_interval=0.3,
+    register_retry_interval=0.2,
+    register_attempts=5,
+    retransmit_interval=0.2,
+)
+
+
+async def run_sender(args: argparse.Namespace, stop: asyncio.Event) -> None:
+    async with (
+        rv.Transport(args.service, args.network) as transport,
+        CmTransport(
+            transport,
+            args.name,
+            ledger=args.ledger,
+            sync_ledger=args.sync,
+            timing=TIMING,
+        ) as cm,
+    ):
+        print("ready", flush=True)
+        reviews = cm.review_ledger(args.subject)
+        last = reviews[0].last_sent if reviews else 0
+        while last < args.target and not stop.is_set():
+            last = await cm.send(Message(args.subject, {"payload": b"x" * 64}))
+            if args.pace:
+                await asyncio.sleep(args.pace)
+        print(f"done {last}", flush=True)
+        await stop.wait()
+
+
+async def run_listener(args: argparse.Namespace, stop: asyncio.Event) -> None:
+    with open(args.out, "a", buffering=1) as out:  # one write per line: kill -9 keeps it
+        out.write("start\n")
+        async with (
+            rv.Transport(args.service, args.network) as transport,
+            CmTransport(
+                transport, args.name, ledger=args.ledger, require_old=True, timing=TIMING
+            ) as cm,
+        ):
+            listener = cm.listen(args.subject)
+            print("ready", flush=True)
+
+            async def consume() -> None:
+                async for msg in listener:
+                    label = msg.cm
+                    if label is not None and label.sequence is not None:
+                        out.write(f"{label.sequence}\n")
+                    else:
+                        out.write("u\n")
+
+            task = asyncio.create_task(consume())
+            await stop.wait()
+            task.cancel()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("role", choices=["sender", "listener"])
+    parser.add_argument("--service", required=True)
+    parser.add_argument("--network", default=None)
+    parser.add_argument("--name", required=True)
+    parser.add_argument("--ledger", required=True)
+    parser.add_argument("--subject", default="REMEMBER.THIS")
+    parser.add_argument("--target", type=int, default=1000)
+    parser.add_argument("--pace", type=float, default=0.0, help="seconds between sends")
+    parser.add_argument("--sync", action="store_true", help="sync_ledger=True")
+    parser.add_argument("--out", help="listener: where deliveries are logged")
+    args = parser.parse_args()
+
+    async def run() -> None:
+        stop = asyncio.Event()
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, stop.set)
+        if args.role == "sender":
+            await run_sender(args, stop)
+        else:
+            await run_listener(args, stop)
+
+    asyncio.run(run())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,164 @@
+"""Kill -9 of real processes: persistent correspondents lose nothing and repeat only the unconfirmed.
+
+A sender (JOE_PER) and a listener (SUE_PER, ``require_old``), each a process
+of its own (tests/cmpeer.py) with a ledger file and an in-process daemon on a
+loopback service, while this test kills the sender, the listener or both
+with SIGKILL at random moments and starts them again. Afterwards:
+
+* every certified sequence number from the first one to the last the sender
+  sent reached the listener (nothing lost);
+* each listener process saw strictly increasing numbers (in order, no
+  duplicate within a process);
+* a restarted listener started exactly after what its ledger had confirmed
+  when it was killed: it saw again only messages it had not confirmed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+
+from rvasync.protocol.cm import decode_ledger
+
+PEER = str(Path(__file__).with_name("cmpeer.py"))
+SUBJECT = "REMEMBER.THIS"
+STARTUP = 30.0
+
+
+class Peer:
+    """One role's process, restarted as often as the test likes."""
+
+    def __init__(self, role: str, args: list[str]) -> None:
+        self.role = role
+        self.args = args
+        self.proc: asyncio.subprocess.Process | None = None
+        self.last_line = ""
+
+    async def start(self) -> None:
+        self.proc = await asyncio.create_subprocess_exec(
+            sys.executable, PEER, self.role, *self.args, stdout=asyncio.subprocess.PIPE
+        )
+        line = await asyncio.wait_for(self.proc.stdout.readline(), STARTUP)
+        assert line.strip() == b"ready", f"{self.role} did not start: {line!r}"
+
+    async def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        await self.proc.wait()
+
+    async def stop(self) -> int:
+        """SIGTERM and wait; the exit status (0: a clean close)."""
+        assert self.proc is not None
+        if self.proc.returncode is None:
+            self.proc.send_signal(signal.SIGTERM)
+        return await asyncio.wait_for(self.proc.wait(), 20)
+
+    async def read_done(self) -> int:
+        assert self.proc is not None
+        while True:
+            line = await asyncio.wait_for(self.proc.stdout.readline(), 60)
+            assert line, "the sender exited before it was done"
+            if line.startswith(b"done "):
+                return int(line.split()[1])
+
+
+def segments(out: Path) -> list[list[int]]:
+    """Certified sequence numbers per listener process, in delivery order."""
+    result: list[list[int]] = []
+    for line in out.read_text().splitlines():
+        if line == "start":
+            result.append([])
+        elif line != "u" and line:
+            result[-1].append(int(line))
+    return result
+
+
+def confirmed_in(ledger: Path) -> int:
+    replay = decode_ledger(ledger.read_bytes(), expected_name="SUE_PER")
+    source = replay.state.sources.get(("JOE_PER", SUBJECT)) if replay.state else None
+    return source.confirmed if source is not None else 0
+
+
+async def wait_for(predicate, timeout: float, what: str) -> None:
+    async with asyncio.timeout(timeout):
+        while not predicate():
+            await asyncio.sleep(0.02)
+
+
+@pytest.mark.timeout(110)
+@pytest.mark.parametrize("seed", [1, 2])
+async def test_kill_9_sender_listener_or_both_loses_nothing(rv_service, tmp_path, seed):
+    rng = random.Random(seed)
+    service, network = rv_service
+    out = tmp_path / "deliveries.txt"
+    sue_ledger = tmp_path / "sue.ledger"
+    common = ["--service", service, "--network", network, "--subject", SUBJECT]
+    listener = Peer(
+        "listener",
+        [*common, "--name", "SUE_PER", "--ledger", str(sue_ledger), "--out", str(out)],
+    )
+    sender = Peer(
+        "sender",
+        [
+            *common,
+            "--name",
+            "JOE_PER",
+            "--ledger",
+            str(tmp_path / "joe.ledger"),
+            "--target",
+            "1500",
+            "--pace",
+            "0.002",
+        ],
+    )
+    # listener restarts: (index of the process it started, what the ledger had confirmed)
+    restarts: list[tuple[int, int]] = []
+    try:
+        await listener.start()
+        await sender.start()
+        await wait_for(lambda: any(segments(out)[0]), 20, "a first certified delivery")
+        rounds = [["sender"], ["listener"], ["sender", "listener"], ["sender", "listener"]]
+        rng.shuffle(rounds)  # every kind of kill, in a random order at random moments
+        for victims in rounds:
+            await asyncio.sleep(rng.uniform(0.1, 0.6))
+            peers = {"sender": sender, "listener": listener}
+            for name in victims:
+                await peers[name].kill()
+            if "listener" in victims:
+                restarts.append((len(segments(out)), confirmed_in(sue_ledger)))
+            rng.shuffle(victims)
+            for name in victims:
+                await peers[name].start()
+        last = await sender.read_done()
+        await wait_for(
+            lambda: max((max(s) for s in segments(out) if s), default=0) >= last,
+            60,
+            f"the listener to receive up to {last}",
+        )
+        await asyncio.sleep(0.3)  # anything more (a duplicate) would show up now
+    finally:
+        statuses = [await peer.stop() for peer in (sender, listener) if peer.proc]
+    assert statuses == [0, 0], f"peers did not close cleanly: {statuses}"
+
+    seen = segments(out)
+    first = seen[0][0]
+    for number, values in enumerate(seen):
+        assert values == sorted(set(values)), f"process {number} saw numbers out of order"
+    delivered = set().union(*map(set, seen))
+    missing = sorted(set(range(first, last + 1)) - delivered)
+    assert not missing, f"certified messages lost: {missing[:20]}"
+    assert max(delivered) == last
+    for index, confirmed in restarts:
+        later = seen[index]
+        if later:
+            assert later[0] == confirmed + 1, (
+                f"listener process {index} started at {later[0]}, "
+                f"but its ledger had confirmed {confirmed}"
+            )
+        for values in seen[index:]:
+            assert all(v > confirmed for v in values), "a confirmed message came again"
