@@ -27,10 +27,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import rvasync as rv  # noqa: E402
-from rvasync.cmdriver import CmTransport  # noqa: E402
-from rvasync.message import Message  # noqa: E402
-from rvasync.protocol.cm import CmTiming  # noqa: E402
+import rvasync as rv
+from rvasync.cmdriver import CmTransport
+from rvasync.message import Message
+from rvasync.protocol.cm import CmTiming
 
 TIMING = CmTiming(
     confirm_request_interval=0.3,

@@ -1,4 +1,4 @@
-"""Kill -9 of real processes: persistent correspondents lose nothing and repeat only the unconfirmed.
+"""Kill -9 of real processes: persistent correspondents lose nothing, repeat only the unconfirmed.
 
 A sender (JOE_PER) and a listener (SUE_PER, ``require_old``), each a process
 of its own (tests/cmpeer.py) with a ledger file and an in-process daemon on a
