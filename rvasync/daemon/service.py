@@ -313,15 +313,24 @@ class ServiceEndpoint:
     # ------------------------------------------------------------------ publishing
 
     def publish(
-        self, session: ClientSession | None, msg: Message | None, data: bytes | None
+        self, session: ClientSession | None, msg: Message | None, data: bytes | None = None
     ) -> Awaitable[None] | None:
         """Route one message from ``session`` (None: the daemon itself). See ClientSession."""
+        if self.closed:
+            raise TransportClosed(f"service {self.spec.text} of this daemon is closed")
         subject = msg.subject if msg is not None else _subject_of(data)  # type: ignore[arg-type]
         if subject is None:
             raise InvalidArgument("cannot publish a message without a subject")
         if subject[:1] == "_":
             return self._publish_special(session, subject, msg, data)
-        if data is None or len(data) > MAX_MESSAGE:
+        # The hot path of a publishing transport: the common case is written out flat.
+        if data is None:
+            try:
+                data = _encode(msg)
+            except MessageTooLarge:
+                self._too_large(session, None)
+                raise
+        elif len(data) > MAX_MESSAGE:
             data = self._wire(session, msg, data)
         sessions = self._routes.get(subject)
         if sessions is None:
@@ -329,11 +338,16 @@ class ServiceEndpoint:
         if sessions:
             self._deliver_local(sessions, msg, data)
         self._core.send_multicast(data, 0.0)
+        size = len(data)
         counters = self.counters
         counters.messages_out += 1
-        counters.bytes_out += len(data)
-        self._sent(session, len(data))
-        return self._pressure(session)
+        counters.bytes_out += size
+        unflushed = self._unflushed = self._unflushed + size
+        if not self._flush_soon or unflushed >= FLUSH_BYTES or (session and session.batch):
+            self._sent(session, size, counted=True)
+        if self._drained is not None:
+            return self._pressure(session)
+        return None
 
     def publish_many(
         self,
@@ -341,6 +355,8 @@ class ServiceEndpoint:
         items: list[tuple[Message | None, bytes | None]],
     ) -> Awaitable[None] | None:
         """Route several messages in order; every one is encoded and checked before any is sent."""
+        if self.closed:
+            raise TransportClosed(f"service {self.spec.text} of this daemon is closed")
         plan: list[tuple[str, Message | None, bytes]] = []
         for msg, data in items:
             subject = msg.subject if msg is not None else _subject_of(data)  # type: ignore[arg-type]
@@ -484,9 +500,13 @@ class ServiceEndpoint:
         lost = self._core.datagrams_for(size if size is not None else MAX_MESSAGE + 1)
         self._present(session, adv.msg_too_large(self.address[0], lost, size))
 
-    def _sent(self, session: ClientSession | None, size: int) -> None:
-        """Arrange for what was just packed to be flushed (end of turn, or batch timer)."""
-        self._unflushed += size
+    def _sent(self, session: ClientSession | None, size: int, *, counted: bool = False) -> None:
+        """Arrange for what was just packed to be flushed (end of turn, or batch timer).
+
+        ``counted``: the caller already added ``size`` to the unflushed total.
+        """
+        if not counted:
+            self._unflushed += size
         if self._unflushed >= FLUSH_BYTES:
             self._flush()
             return

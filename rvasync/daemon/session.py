@@ -15,6 +15,8 @@ forwarded without being decoded unless a local in-process session wants it.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from rvasync import codec
@@ -238,6 +240,12 @@ class ClientSession:
         if self.closed:
             raise TransportClosed("the daemon session is closed")
         return self._service.publish(self, msg, None)
+
+    def message_publisher(self) -> Callable[[Message], Awaitable[None] | None]:
+        """:meth:`publish_message` as one direct call into the service (the in-process link's
+        send path). The owner must stop calling it once it closes the session; a closed
+        service still refuses with TransportClosed."""
+        return functools.partial(self._service.publish, self)
 
     def publish_messages(self, msgs: list[Message]) -> Awaitable[None] | None:
         """:meth:`publish_many` for Messages."""

@@ -121,12 +121,13 @@ class InProcessLink:
         self.inbox_prefix = session.inbox_prefix
         self.add_interest = session.add_interest
         self.remove_interest = session.remove_interest
-        self.publish = session.publish_message
+        self.publish = session.message_publisher()
         self.publish_many = session.publish_messages
 
     async def close(self) -> None:
         session = self._session
         if session is not None:
+            self.publish = self.publish_many = _not_open
             session.close()
 
     # -- SessionOwner ---------------------------------------------------------
