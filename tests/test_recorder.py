@@ -248,3 +248,19 @@ def test_progress_line_counts_and_rates():
     quiet = io.StringIO()
     Progress("x", stream=quiet).update(stats)  # not a terminal: nothing drawn
     assert quiet.getvalue() == ""
+
+
+def test_fields_column_is_the_jsonform_fields_for_every_type():
+    from rvasync.jsonform import to_jsonable
+    from rvasync.spark.capture import fields_json
+
+    msg = sample_message(5)
+    msg.add("nan", float("nan"))
+    msg.add("inf", float("-inf"), FieldType.F32)
+    msg.add("floats", [1.5, float("inf")], FieldType.F32ARRAY)
+    msg.add("xml", b"<a/>", FieldType.XML)
+    msg.add("u64", 2**64 - 1, FieldType.U64)
+    msg.add("port", 8080, FieldType.IPPORT16)
+    msg.add("msgs", [Message(fields={"k": 1})])
+    msg.add("bools", True)
+    assert json.loads(fields_json(msg)) == to_jsonable(msg)["fields"]

@@ -35,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import math
 import os
 import re
 import time
@@ -47,8 +48,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rvasync._logging import stderr_logger
+from rvasync._wire import INT_RANGE
 from rvasync.errors import InvalidArgument, RvError
-from rvasync.jsonform import to_jsonable
+from rvasync.fieldtypes import FieldType
+from rvasync.jsonform import _value_to_jsonable as value_to_jsonable
 from rvasync.message import Message
 
 __all__ = [
@@ -117,10 +120,33 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+_TYPE_NAMES = {ftype: ftype.name for ftype in FieldType}
+# Values JSON carries as they are; everything else goes through rvasync.jsonform.
+_JSON_NATIVE = frozenset(
+    (FieldType.STRING, FieldType.BOOL, FieldType.IPPORT16, *(FieldType(code) for code in INT_RANGE))
+)
+_FLOATS = frozenset((FieldType.F32, FieldType.F64))
+_encode_json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+
+
 def fields_json(msg: Message) -> str:
     """The ``fields`` column: the message's fields in rvasync's readable JSON form
-    (a list of ``{"name", "id", "type", "value"}``; see rvasync.jsonform)."""
-    return json.dumps(to_jsonable(msg)["fields"], ensure_ascii=False, separators=(",", ":"))
+    (a list of ``{"name", "id", "type", "value"}``, exactly the ``fields`` part of
+    :func:`rvasync.jsonform.to_jsonable`, which reads it back).
+
+    The recorder renders this for every message, so the common scalar types
+    skip the general converter.
+    """
+    entries = []
+    for name, field_id, ftype, value in msg._fields:
+        if ftype in _JSON_NATIVE or (ftype in _FLOATS and math.isfinite(value)):
+            rendered = value
+        else:
+            rendered = value_to_jsonable(ftype, value)
+        entries.append(
+            {"name": name, "id": field_id, "type": _TYPE_NAMES[ftype], "value": rendered}
+        )
+    return _encode_json(entries)
 
 
 # -- the marker ------------------------------------------------------------------

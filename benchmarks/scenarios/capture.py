@@ -1,0 +1,204 @@
+"""The data pipeline: recording messages to disk, and Spark reading the captures back.
+
+``capture-record``: one process publishes order messages on the process
+transport while a recorder listening to them writes them to a capture
+directory; throughput counts from the first send until the last message is
+committed (closed, fsynced and in the marker), so it is messages per second
+*to disk*.
+
+``capture-spark-read``: a capture of N order messages is written first
+(untimed), a Spark session starts in local[2] and warms up on a small
+capture, then a full scan of the N rows is timed: once with the documented
+columns only, once with two message fields projected into typed columns
+(which decodes every message).
+"""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from benchmarks.interfaces import Adapter
+from benchmarks.registry import Metric, Params, RoleGroup, Scenario, scenario
+from benchmarks.worker import WorkerContext
+
+REGIONS = ("EU", "US", "ASIA")
+
+
+def order_fields(i: int) -> tuple[tuple[str, str, Any], ...]:
+    """Order number ``i`` as (name, type tag, value) fields; values vary by order."""
+    return (
+        ("order_id", "i64", i),
+        ("amount", "f64", round(5.0 + (i * 7919 % 100_000) / 100, 2)),
+        ("qty", "i32", 1 + i % 97),
+        ("symbol", "string", ("ACME", "GLOBEX", "INITECH", "UMBRELLA")[i % 4]),
+    )
+
+
+class Recording(Adapter):
+    """A recorder capturing what this process publishes."""
+
+    @abc.abstractmethod
+    async def start(self, directory: str, pattern: str) -> None:
+        """Start recording ``pattern`` into ``directory``."""
+
+    @abc.abstractmethod
+    def prepare(self, subject: str, fields: Sequence[tuple[str, str, Any]]) -> Any:
+        """Build, once, a message the recorder will receive."""
+
+    @abc.abstractmethod
+    async def publish(self, handle: Any) -> None:
+        """Publish one prepared message."""
+
+    @abc.abstractmethod
+    async def finish(self, count: int) -> dict[str, int]:
+        """Wait for ``count`` messages, commit, stop; return rows committed and bytes on disk."""
+
+
+class CaptureScan(Adapter):
+    """An analytics engine reading capture directories."""
+
+    @abc.abstractmethod
+    def write_capture(self, directory: str, count: int) -> None:
+        """Write a capture of ``count`` order messages (setup, not timed)."""
+
+    @abc.abstractmethod
+    def start_engine(self) -> None:
+        """Start the engine (setup, not timed)."""
+
+    @abc.abstractmethod
+    def scan(self, directory: str, project: bool) -> int:
+        """Read every row (with two fields projected when ``project``); return the row count."""
+
+
+async def record_run(ctx: WorkerContext) -> dict[str, Any]:
+    p = ctx.params
+    recording = ctx.adapter
+    assert isinstance(recording, Recording)
+    count = int(p["messages"])
+    # Distinct orders (ids and amounts vary), so the files hold realistic data
+    # rather than three values Parquet's dictionary encoding shrinks to nothing.
+    distinct = min(count, int(p["distinct"]))
+    handles = [
+        recording.prepare(f"ORDERS.{REGIONS[i % 3]}.NEW", order_fields(i)) for i in range(distinct)
+    ]
+    with tempfile.TemporaryDirectory(prefix="bench-capture-") as directory:
+        await recording.start(directory, "ORDERS.>")
+        try:
+            await ctx.ready()
+            await ctx.go()
+            t0 = time.perf_counter_ns()
+            publish = recording.publish
+            for i in range(count):
+                await publish(handles[i % distinct])
+                if i % 1000 == 999:
+                    await asyncio.sleep(0)  # let the recorder take its batches
+            written = await recording.finish(count)
+            seconds = (time.perf_counter_ns() - t0) / 1e9
+        finally:
+            await recording.close()
+    if written["rows"] != count:
+        raise RuntimeError(f"recorded {written['rows']} of {count} messages")
+    return {"seconds": seconds, "rows": written["rows"], "bytes": written["bytes"]}
+
+
+def record_combine(
+    results: Mapping[str, Sequence[Mapping[str, Any]]], p: Params
+) -> dict[str, float]:
+    (r,) = results["run"]
+    return {
+        "msgs_per_s": r["rows"] / r["seconds"],
+        "disk_mb_per_s": r["bytes"] / r["seconds"] / 1e6,
+    }
+
+
+async def scan_run(ctx: WorkerContext) -> dict[str, Any]:
+    p = ctx.params
+    engine = ctx.adapter
+    assert isinstance(engine, CaptureScan)
+    rows = int(p["rows"])
+    with tempfile.TemporaryDirectory(prefix="bench-scan-") as work:
+        full, warm = f"{work}/full", f"{work}/warm"
+        await asyncio.to_thread(engine.write_capture, full, rows)
+        await asyncio.to_thread(engine.write_capture, warm, 20_000)
+        try:
+            await asyncio.to_thread(engine.start_engine)
+            for project in (False, True):  # starts the engine's workers, compiles the plans
+                await asyncio.to_thread(engine.scan, warm, project)
+            await ctx.ready()
+            await ctx.go()
+            figures: dict[str, Any] = {}
+            for key, project in (("plain", False), ("projected", True)):
+                t0 = time.perf_counter_ns()
+                seen = await asyncio.to_thread(engine.scan, full, project)
+                figures[f"{key}_seconds"] = (time.perf_counter_ns() - t0) / 1e9
+                if seen != rows:
+                    raise RuntimeError(f"scan ({key}) read {seen} of {rows} rows")
+        finally:
+            await engine.close()
+    return {**figures, "rows": rows}
+
+
+def scan_combine(results: Mapping[str, Sequence[Mapping[str, Any]]], p: Params) -> dict[str, float]:
+    (r,) = results["run"]
+    return {
+        "rows_per_s": r["rows"] / r["plain_seconds"],
+        "projected_rows_per_s": r["rows"] / r["projected_seconds"],
+    }
+
+
+def _single(p: Params) -> Sequence[RoleGroup]:
+    return (RoleGroup("run", 1),)
+
+
+scenario(
+    Scenario(
+        name="capture-record",
+        title="Recorder: messages per second to disk",
+        description=(
+            "One process publishes 4-field order messages on the process transport; a Recorder "
+            "listening to them writes Parquet capture files. Timed from the first send until the "
+            "last message is committed (file closed, fsynced, named in the marker)."
+        ),
+        capability="record",
+        primary=Metric("msgs_per_s", "recorded", "msg/s", "higher"),
+        extras=(Metric("disk_mb_per_s", "written (compressed)", "MB/s", "higher"),),
+        roles={"run": record_run},
+        layout=_single,
+        combine=record_combine,
+        params={"messages": 500_000, "distinct": 100_000},
+        quick={"messages": 20_000, "distinct": 20_000},
+        timeout=180.0,
+        quick_timeout=60.0,
+        order=90,
+    )
+)
+
+scenario(
+    Scenario(
+        name="capture-spark-read",
+        title="Spark batch read of 1,000,000 captured messages",
+        description=(
+            "spark.read.format('rvasync') over a capture of 1,000,000 order messages, local[2]: a "
+            "full scan of the documented columns, and one projecting two fields into typed "
+            "columns (each message decoded). Session start and a warm-up scan are not timed."
+        ),
+        capability="spark-read",
+        primary=Metric("rows_per_s", "scan", "rows/s", "higher"),
+        extras=(Metric("projected_rows_per_s", "scan + 2 fields", "rows/s", "higher"),),
+        chart=("rows_per_s", "projected_rows_per_s"),
+        roles={"run": scan_run},
+        layout=_single,
+        combine=scan_combine,
+        # Setup (writing the capture, starting the JVM, warming up) takes a while.
+        params={"rows": 1_000_000, "ready_timeout": 300.0},
+        quick={"rows": 50_000, "ready_timeout": 240.0},
+        timeout=420.0,
+        quick_timeout=180.0,
+        order=91,
+    )
+)
