@@ -140,7 +140,10 @@ async def test_kill_of_active_member_makes_exactly_one_other_activate(spawn):
 
 
 async def test_graceful_exit_hands_over_at_once(spawn):
-    timing = {"heartbeat": 0.3, "activation": 2.0}  # any wait for silence would show
+    # A long activation interval makes the behaviour unmistakable without a
+    # tight timing bound: a handover driven by the goodbye record takes
+    # milliseconds, one driven by silence would take the whole 12 s.
+    timing = {"heartbeat": 1.0, "activation": 12.0}
     monitor = await spawn("monitor", "monitor", lost=timing["activation"])
     members = [await spawn(name, **timing) for name in ("m1", "m2", "m3")]
     await until(lambda: len(active_names(members)) == 1, "one active member")
