@@ -5,6 +5,7 @@ subject rules, queues and timers, transports and listeners, and the errors.
 """
 
 from rvasync._accel import native_enabled
+from rvasync.daemon import Daemon
 from rvasync.errors import (
     ConversionError,
     DaemonUnavailable,
@@ -18,7 +19,6 @@ from rvasync.errors import (
     RvError,
     TransportClosed,
 )
-from rvasync.daemon import Daemon
 from rvasync.fieldtypes import FieldType
 from rvasync.ftdriver import FtMember, FtMonitor
 from rvasync.message import CmLabel, Field, Message
