@@ -136,7 +136,8 @@ async def _certified(transport: Any, args: argparse.Namespace) -> Any:
         from rvasync.cmdriver import CmTransport
     except ImportError as exc:
         raise InvalidArgument(f"--certified needs certified delivery support ({exc})") from None
-    async with CmTransport(transport, args.certified, ledger=args.ledger) as cm:
+    # require_old: after a crash, senders redeliver what this name had not confirmed.
+    async with CmTransport(transport, args.certified, ledger=args.ledger, require_old=True) as cm:
         yield cm
 
 
