@@ -34,7 +34,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from rvasync._logging import stderr_logger
 from rvasync.errors import InvalidArgument, NotPermitted
-from rvasync.protocol.cm.ledger import LedgerRecord
+from rvasync.protocol.cm.ledger import LedgerRecord, StoredMessage
 from rvasync.protocol.cm.ledger_format import (
     LedgerReplay,
     decode_ledger,
@@ -288,8 +288,10 @@ class LedgerFile:
 
 
 def _estimate(record: LedgerRecord) -> int:
-    payload = getattr(record, "payload", None)
-    return 48 + (len(payload) if payload is not None else 0)
+    """About how many bytes ``record`` takes in the file (for the backlog limit)."""
+    if record.__class__ is StoredMessage:
+        return 64 + len(record.payload)  # type: ignore[attr-defined]
+    return 48
 
 
 # --- executor side: every function below runs on the ledger's own thread ---------------

@@ -24,10 +24,10 @@ from rvasync.cmdriver.ledgerfile import LedgerFile, check_ledger_path
 from rvasync.cmdriver.listener import CmCallback, CmListener
 from rvasync.cmdriver.wire import (
     advisory_message,
+    internal_sender,
     make_label,
     message_fields,
     record_message,
-    send_internal,
 )
 from rvasync.errors import (
     InvalidArgument,
@@ -167,6 +167,7 @@ class CmTransport:
         self._listeners: dict[int, CmListener] = {}
         self._outbound: dict[tuple[str, int], Message] = {}
         self._backpressure: Any = None  # what the transport asked us to await, if anything
+        self._emit = internal_sender(transport)
         self._confirms: list[tuple[int, str, str, int]] = []
         self._confirm_scheduled = False
         self._timer: asyncio.TimerHandle | None = None
@@ -379,8 +380,9 @@ class CmTransport:
                 raise ledger.failure
             if ledger.backlogged:
                 await ledger.wait_room()
-        limit = self._default_time_limit if time_limit is None else check_time_limit(time_limit)
-        result = core.send(subject, msg.to_bytes(), time.time(), limit)
+        result = core.send(subject, msg.to_bytes(), time.time(), time_limit)
+        # The core has checked the time limit (it raises before sending otherwise).
+        limit = self._default_time_limit if time_limit is None else float(time_limit)
         wire = msg._delivery_copy(None, None)
         wire.cm = make_label(self._name, result.sequence, limit)
         self._outbound[(subject, result.sequence)] = wire
@@ -735,17 +737,10 @@ class CmTransport:
                 address = self._address
             else:
                 address = self._peers.get(sender) or self._first_contact(sender)
-            core.receive(
-                DataRecord(
-                    origin=sender,
-                    address=address,
-                    subject=msg.subject,
-                    sequence=cm.sequence,
-                    time_limit=cm.time_limit,
-                    payload=msg,  # type: ignore[arg-type]  # decoded already; see _deliver
-                ),
-                now,
-            )
+            # The payload is the decoded message itself (see _deliver); positional
+            # arguments because this runs once per labeled message received.
+            record = DataRecord(sender, address, msg.subject, cm.sequence, cm.time_limit, msg)  # type: ignore[arg-type]
+            core.receive(record, now)
             return
         try:
             record = parse_record(message_fields(msg))
@@ -791,7 +786,7 @@ class CmTransport:
 
     def _process(self, outputs: Iterable[Any]) -> None:
         """Carry out the core's outputs in order."""
-        transport = self._transport
+        emit = self._emit
         for out in outputs:
             kind = out.__class__
             if kind is Deliver:
@@ -805,9 +800,9 @@ class CmTransport:
                             wire = Message.from_bytes(record.payload)
                             wire.subject = record.subject
                             wire.cm = make_label(record.origin, record.sequence, record.time_limit)
-                        wait = send_internal(transport, wire)
+                        wait = emit(wire)
                     else:
-                        wait = send_internal(transport, record_message(out.destination, record))
+                        wait = emit(record_message(out.destination, record))
                     if wait is not None:
                         self._backpressure = wait
                 except TransportClosed:

@@ -20,13 +20,12 @@ Three kinds of message carry it:
   ``_RV.<class>.RVCM.<condition>.<subject or name>``.
 
 Internal subjects start with ``_``, which the user-facing ``send`` refuses,
-so messages leave through the transport's ``_send_internal`` hook when it
-has one, else its routing hook (the path a validated user message takes).
+so messages leave through :func:`internal_sender`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from rvasync.errors import MalformedMessage, RvError, TransportClosed
@@ -38,7 +37,7 @@ from rvasync.protocol.cm.records import Record
 if TYPE_CHECKING:
     from rvasync.transport.base import BaseTransport
 
-__all__ = ["advisory_message", "make_label", "message_fields", "record_message", "send_internal"]
+__all__ = ["advisory_message", "internal_sender", "make_label", "message_fields", "record_message"]
 
 _new_object = object.__new__
 _set_sender = CmLabel.sender.__set__  # type: ignore[attr-defined]
@@ -61,25 +60,32 @@ def make_label(sender: str, sequence: int | None, time_limit: float) -> CmLabel:
     return made
 
 
-def send_internal(transport: BaseTransport, msg: Message) -> Awaitable[None] | None:
-    """Send ``msg`` without the reserved-subject rule (its subject was made by the driver).
+def internal_sender(transport: BaseTransport) -> Callable[[Message], Awaitable[None] | None]:
+    """A function sending a message without the reserved-subject rule (driver-made subjects).
 
-    Returns what the transport's publish returned: an awaitable when its
-    send backlog is full (the caller awaits it before sending more), else
-    None. Raises :class:`~rvasync.errors.TransportClosed` on a closed transport.
+    The function returns what the transport's publish returned: an awaitable
+    when its send backlog is full (the caller awaits it before sending
+    more), else None; it raises :class:`~rvasync.errors.TransportClosed` once
+    the transport is closed. It uses the transport's ``_send_internal`` hook
+    when it has one, else its publish or routing hook (the path a validated
+    user message takes).
     """
     internal = getattr(transport, "_send_internal", None)
     if internal is not None:
-        return internal(msg)
-    if transport._closed:
-        raise TransportClosed(f"{type(transport).__name__} is closed")
-    msg._share()
-    # A network transport's publish reports backpressure; its _route drops that.
-    publish = getattr(transport, "_publish", None)
-    if publish is not None:
-        return publish(msg)
-    transport._route(msg)
-    return None
+        return internal  # type: ignore[no-any-return]
+
+    def send(msg: Message) -> Awaitable[None] | None:
+        if transport._closed:
+            raise TransportClosed(f"{type(transport).__name__} is closed")
+        msg._share()
+        # A network transport's publish reports backpressure; its _route drops that.
+        publish = getattr(transport, "_publish", None)
+        if publish is not None:
+            return publish(msg)  # type: ignore[no-any-return]
+        transport._route(msg)
+        return None
+
+    return send
 
 
 def record_message(destination: str, record: Record) -> Message:

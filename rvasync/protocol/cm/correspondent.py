@@ -200,7 +200,8 @@ class CmCorrespondent:
         ``time_limit`` None uses the default; 0 means the message never
         expires. A wildcard or reserved subject raises NotPermitted.
         """
-        check_cm_send_subject(subject)
+        if subject not in self._sender._last_sent:  # a subject sent on before was checked then
+            check_cm_send_subject(subject)
         if isinstance(payload, (bytearray, memoryview)):
             payload = bytes(payload)
         if not isinstance(payload, bytes):

@@ -35,6 +35,7 @@ __all__ = [
     "LedgerState",
     "ListenerConfirmed",
     "MessageRemoved",
+    "MessagesRemoved",
     "Registration",
     "RegistrationRemoved",
     "RegistrationState",
@@ -99,6 +100,21 @@ class MessageRemoved(LedgerRecord):
     KIND: ClassVar[str] = "message_removed"
     subject: str
     sequence: int
+
+
+@fast_init
+@dataclass(frozen=True, slots=True)
+class MessagesRemoved(LedgerRecord):
+    """Every stored message on ``subject`` from ``first`` to ``last`` left the ledger.
+
+    One confirmation often completes a run of messages at once; a range
+    record keeps the file at one record per run instead of one per message.
+    """
+
+    KIND: ClassVar[str] = "messages_removed"
+    subject: str
+    first: int
+    last: int
 
 
 @fast_init
@@ -203,6 +219,7 @@ LEDGER_RECORD_TYPES: dict[str, type[LedgerRecord]] = {
         SubjectMark,
         StoredMessage,
         MessageRemoved,
+        MessagesRemoved,
         Registration,
         ListenerConfirmed,
         RegistrationRemoved,
@@ -354,6 +371,19 @@ def _message_removed(state: LedgerState, r: MessageRemoved) -> None:
         entry.messages.pop(r.sequence, None)
 
 
+def _messages_removed(state: LedgerState, r: MessagesRemoved) -> None:
+    entry = state.subjects.get(r.subject)
+    if entry is None:
+        return
+    messages = entry.messages
+    if r.last - r.first < len(messages):
+        for seq in range(r.first, r.last + 1):
+            messages.pop(seq, None)
+    else:
+        for seq in [s for s in messages if r.first <= s <= r.last]:
+            del messages[seq]
+
+
 def _registration(state: LedgerState, r: Registration) -> None:
     entry = state.subject(r.subject)
     entry.last_sent = r.last_sent
@@ -401,6 +431,7 @@ _APPLY: dict[type, Any] = {
     SubjectMark: _subject_mark,
     StoredMessage: _stored_message,
     MessageRemoved: _message_removed,
+    MessagesRemoved: _messages_removed,
     Registration: _registration,
     ListenerConfirmed: _listener_confirmed,
     RegistrationRemoved: _registration_removed,

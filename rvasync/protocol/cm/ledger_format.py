@@ -28,6 +28,7 @@ Everything here works on ``bytes``; the driver does the file I/O.
 from __future__ import annotations
 
 import struct
+import threading
 import zlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -99,8 +100,17 @@ def _frame(body: bytes) -> bytes:
     return _FRAME.pack(len(body), zlib.crc32(length), zlib.crc32(body)) + body
 
 
+_packers = threading.local()
+
+
 def _pack(kind: str, fields: dict[str, Any]) -> bytes:
-    return msgpack.packb([kind, fields], use_bin_type=True)
+    # A Packer made once per thread: msgpack.packb makes a new one per call,
+    # which costs more than packing a record (drivers encode on several threads).
+    try:
+        packer = _packers.packer
+    except AttributeError:
+        packer = _packers.packer = msgpack.Packer(use_bin_type=True, autoreset=True)
+    return packer.pack([kind, fields])
 
 
 def encode_record(record: LedgerRecord) -> bytes:

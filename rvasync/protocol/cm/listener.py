@@ -208,17 +208,10 @@ class ListenerHalf:
 
     def _deliver(self, rec: DataRecord, sequence: int | None) -> list[int]:
         ids = self.listener_ids(rec.subject)
+        deliver = self._ctx.deliver
+        subject, origin, time_limit, payload = rec.subject, rec.origin, rec.time_limit, rec.payload
         for listener_id in ids:
-            self._ctx.deliver(
-                Deliver(
-                    listener_id=listener_id,
-                    subject=rec.subject,
-                    sender=rec.origin,
-                    sequence=sequence,
-                    time_limit=rec.time_limit,
-                    payload=rec.payload,
-                )
-            )
+            deliver(Deliver(listener_id, subject, origin, sequence, time_limit, payload))
         return list(ids)
 
     def deliver_plain(self, subject: str, payload: bytes) -> int:
@@ -450,11 +443,18 @@ class ListenerHalf:
         elif src.status == UNCERTIFIED:
             self._deliver_uncertified(src, rec)
         else:
-            src.last_seen = max(src.last_seen, seq)
+            if seq > src.last_seen:
+                src.last_seen = seq
             if seq < src.expected or seq in src.held:
                 return
-            src.held[seq] = rec
-            self._drain(src)
+            if seq == src.expected and not src.held:
+                # The usual case, next in sequence with nothing held: no detour through held.
+                src.expected = seq + 1
+                self._deliver_certified(src, rec)
+                self._advance_confirmed(src)
+            else:
+                src.held[seq] = rec
+                self._drain(src)
             self._after_progress(src, now)
 
     def on_reply(self, rec: RegisterReply, now: float) -> None:
@@ -524,6 +524,12 @@ class ListenerHalf:
         if src is None or src.status == IDLE:
             return
         if src.status == UNCERTIFIED and src.why in ("removed", "disallowed"):
+            return
+        if src.registering and not rec.disallowed:
+            # A sender answers a registration request by accepting it or, when
+            # it disallows us, with a refusal; any other "not certified" crossed
+            # our request (a restarted sender that did not know us yet, answering
+            # an older confirmation). The answer to the request decides.
             return
         was = src.status
         ctx.advise(adv.registration_not_certified(src.subject, src.sender))

@@ -27,6 +27,7 @@ from rvasync.protocol.cm.ledger import (
     Disallowed,
     ListenerConfirmed,
     MessageRemoved,
+    MessagesRemoved,
     Registration,
     RegistrationRemoved,
     RegistrationState,
@@ -122,11 +123,25 @@ class SenderHalf:
             if reg.begin <= seq and reg.confirmed < seq
         ]
 
-    def _resolve_if_complete(self, subject: str, entry: SenderSubject, seq: int) -> None:
-        if seq in entry.messages and not self._pending(entry, seq):
-            self._ctx.record(MessageRemoved(subject=subject, sequence=seq))
-            if self._ctx.wants_info("DELIVERY.COMPLETE", subject):
-                self._ctx.advise(adv.delivery_complete(subject, seq))
+    def _resolve_if_complete(
+        self, subject: str, entry: SenderSubject, seq: int, advise: bool | None = None
+    ) -> None:
+        """Remove message ``seq`` (DELIVERY.COMPLETE) if no registered listener still needs it.
+
+        ``advise`` is whether to present DELIVERY.COMPLETE (None: ask the
+        driver's filter); callers resolving a run of messages ask once.
+        """
+        if seq not in entry.messages:
+            return
+        for reg in entry.registrations.values():  # _pending, without building the list
+            if reg.begin <= seq and reg.confirmed < seq:
+                return
+        ctx = self._ctx
+        ctx.record(MessageRemoved(subject, seq))
+        if advise is None:
+            advise = ctx.wants_info("DELIVERY.COMPLETE", subject)
+        if advise:
+            ctx.advise(adv.delivery_complete(subject, seq))
 
     def _resolve_all(self, subject: str, entry: SenderSubject) -> None:
         for seq in list(entry.messages):
@@ -172,15 +187,8 @@ class SenderHalf:
         if certified:
             assert entry is not None
             expiry = now + time_limit if time_limit > 0 else 0.0
-            ctx.record(
-                StoredMessage(
-                    subject=subject,
-                    sequence=seq,
-                    time_limit=time_limit,
-                    expiry=expiry,
-                    payload=payload,
-                )
-            )
+            # Positional arguments: this runs once per certified message sent.
+            ctx.record(StoredMessage(subject, seq, time_limit, expiry, payload))
             if expiry:
                 heapq.heappush(self._expiries, (expiry, subject, seq))
             for listener, reg in entry.registrations.items():
@@ -191,16 +199,7 @@ class SenderHalf:
                 SubjectMark(subject=subject, last_sent=seq + ctx.timing.sequence_reserve - 1)
             )
         ctx.transmit(
-            subject,
-            DataRecord(
-                origin=ctx.name,
-                address=ctx.address,
-                subject=subject,
-                sequence=seq,
-                time_limit=time_limit,
-                payload=payload,
-            ),
-            False,
+            subject, DataRecord(ctx.name, ctx.address, subject, seq, time_limit, payload), False
         )
         return SendResult(seq, ctx.lsn if ctx.lsn > lsn_before else None, certified)
 
@@ -428,11 +427,30 @@ class SenderHalf:
                 candidates = [s for s in range(before + 1, upto + 1) if s in entry.messages]
             else:
                 candidates = [s for s in entry.messages if before < s <= upto]
+            # Another listener needs every message from its own threshold on, so
+            # the messages this confirmation completes are a prefix of the run:
+            # they leave the ledger in one record.
+            threshold = min(
+                (
+                    max(other.begin, other.confirmed + 1)
+                    for name, other in entry.registrations.items()
+                    if name != listener
+                ),
+                default=upto + 1,
+            )
+            completed = [seq for seq in candidates if seq < threshold]
+            if len(completed) > 1:
+                ctx.record(MessagesRemoved(subject, completed[0], completed[-1]))
+            elif completed:
+                ctx.record(MessageRemoved(subject, completed[0]))
             advise = ctx.wants_info("DELIVERY.CONFIRM", subject)
-            for seq in candidates:
+            complete = bool(completed) and ctx.wants_info("DELIVERY.COMPLETE", subject)
+            done = len(completed)
+            for index, seq in enumerate(candidates):
                 if advise and seq >= reg.begin:
                     ctx.advise(adv.delivery_confirm(subject, listener, seq))
-                self._resolve_if_complete(subject, entry, seq)
+                if complete and index < done:
+                    ctx.advise(adv.delivery_complete(subject, seq))
         self._schedule_ask(subject, listener, now)
 
     def on_cancel(self, rec: Cancel, now: float) -> None:
