@@ -95,6 +95,7 @@ class Transport(BaseTransport):
         self._publish_many: Any = _not_open
         # LinkHooks: inbound messages go straight to the router.
         self._link_deliver = self._router.deliver
+        self._match = self._router._index.match  # the owned-delivery fast path's lookup
         #: inbox -> future of a pending send_request
         self._replies: dict[str, asyncio.Future[Message]] = {}
 
@@ -293,7 +294,7 @@ class Transport(BaseTransport):
         With one matching listener the message itself is delivered, saving the
         copy-on-write copy the router makes for messages that others share.
         """
-        listeners = self._router._index.match(msg.subject)
+        listeners = self._match(msg.subject)
         if len(listeners) == 1:
             listener = listeners[0]
             msg.listener = listener
