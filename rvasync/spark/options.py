@@ -22,6 +22,8 @@ __all__ = ["FieldSpec", "ReadOptions", "WriteOptions", "parse_daemon"]
 # Spark adds these itself: the load() path, the streaming sink's checkpoint.
 _READ_KEYS = {"path", "fields", "samplerows", "startingoffsets", "maxfilespertrigger"}
 _WRITE_KEYS = {
+    "cm_listeners",
+    "cm_timeout",
     "daemon",
     "service",
     "network",
@@ -32,7 +34,7 @@ _WRITE_KEYS = {
     "checkpointlocation",
 }
 _READ_NAMES = "path (the load() argument), fields, sampleRows, startingOffsets, maxFilesPerTrigger"
-_WRITE_NAMES = "daemon, service, network, subject, fieldTypes, cm_name"
+_WRITE_NAMES = "daemon, service, network, subject, fieldTypes, cm_name, cm_listeners, cm_timeout"
 
 
 def _lower(options: Mapping[str, str]) -> dict[str, str]:
@@ -149,6 +151,37 @@ def parse_daemon(text: str) -> tuple[str, int]:
     return host, port
 
 
+def _certified_options(options: Mapping[str, str]) -> tuple[str | None, tuple[str, ...], float]:
+    from rvasync.protocol.cm.names import check_correspondent_name
+
+    name = options.get("cm_name")
+    if name is None:
+        for key in ("cm_listeners", "cm_timeout"):
+            if options.get(key) is not None:
+                raise InvalidArgument(f"option {key} needs option cm_name (certified writing)")
+        return None, (), 60.0
+    try:
+        check_correspondent_name(f"{name}.task", what="option cm_name")
+    except Exception as exc:
+        raise InvalidArgument(str(exc)) from None
+    listeners = tuple(
+        n.strip() for n in str(options.get("cm_listeners") or "").split(",") if n.strip()
+    )
+    for listener in listeners:
+        try:
+            check_correspondent_name(listener, what="option cm_listeners: listener name")
+        except Exception as exc:
+            raise InvalidArgument(str(exc)) from None
+    text = options.get("cm_timeout", "60")
+    try:
+        timeout = float(text)
+    except ValueError:
+        timeout = 0.0
+    if not timeout > 0:
+        raise InvalidArgument(f"option cm_timeout must be positive seconds, got {text!r}")
+    return str(name), listeners, timeout
+
+
 @dataclass(frozen=True)
 class WriteOptions:
     daemon: str
@@ -157,6 +190,8 @@ class WriteOptions:
     subject: str | None = None
     field_types: dict[str, FieldType] = field(default_factory=dict)
     cm_name: str | None = None
+    cm_listeners: tuple[str, ...] = ()
+    cm_timeout: float = 60.0
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> WriteOptions:
@@ -192,13 +227,16 @@ class WriteOptions:
             types[column.strip()] = parse_field_type(
                 type_text, f"option fieldTypes, column {column.strip()!r}"
             )
+        cm_name, listeners, timeout = _certified_options(options)
         return cls(
             daemon=str(daemon),
             service=options.get("service"),
             network=options.get("network"),
             subject=subject,
             field_types=types,
-            cm_name=options.get("cm_name"),
+            cm_name=cm_name,
+            cm_listeners=listeners,
+            cm_timeout=timeout,
         )
 
     def check_reachable(self, timeout: float = 3.0) -> None:

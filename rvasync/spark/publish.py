@@ -10,12 +10,13 @@ waits until the daemon has taken every message.
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Iterable
 from typing import Any
 
 from pyspark.sql import types as T
 
-from rvasync.errors import DaemonUnavailable, InvalidArgument
+from rvasync.errors import DaemonUnavailable, InvalidArgument, RequestTimeout
 from rvasync.message import Message
 from rvasync.spark.options import WriteOptions
 from rvasync.spark.typemap import message_builder
@@ -98,23 +99,75 @@ class RowPublisher:
     async def _publish(self, rows: Iterable[Any]) -> int:
         opts = self.options
         transport_class = network_transport()
-        count = 0
         transport = transport_class(
             opts.service, opts.network, opts.daemon, description="rvasync spark writer"
         )
         async with transport:
-            chunk: list[Message] = []
-            for msg in self.messages(rows):
-                chunk.append(msg)
-                if len(chunk) >= _CHUNK:
-                    await transport.send_many(chunk)
-                    count += len(chunk)
-                    chunk = []
-            if chunk:
-                await transport.send_many(chunk)
-                count += len(chunk)
+            if opts.cm_name is None:
+                count = await self._send_plain(transport, rows)
+            else:
+                count = await self._send_certified(transport, rows)
             # The task succeeds only once the daemon has taken every message.
             ping = getattr(transport.link, "ping", None)
             if ping is not None:
                 await ping()
         return count
+
+    async def _send_plain(self, transport: Any, rows: Iterable[Any]) -> int:
+        count = 0
+        chunk: list[Message] = []
+        for msg in self.messages(rows):
+            chunk.append(msg)
+            if len(chunk) >= _CHUNK:
+                await transport.send_many(chunk)
+                count += len(chunk)
+                chunk = []
+        if chunk:
+            await transport.send_many(chunk)
+            count += len(chunk)
+        return count
+
+    async def _send_certified(self, transport: Any, rows: Iterable[Any]) -> int:
+        """Labeled sends from a correspondent of this task's own; returns once every
+        registered listener has confirmed every message (or fails after cm_timeout)."""
+        from rvasync.cmdriver import CmTransport
+
+        opts = self.options
+        assert opts.cm_name is not None
+        # A name per task: two tasks never share a sequence, and a later task
+        # never restarts a sequence a listener's ledger has already seen.
+        name = f"{opts.cm_name}.{os.urandom(6).hex()}"
+        count = 0
+        async with CmTransport(transport, name) as cm:
+            anticipated: set[str] = set()
+            for msg in self.messages(rows):
+                subject = msg.subject
+                if opts.cm_listeners and subject not in anticipated:
+                    anticipated.add(subject)
+                    for listener in opts.cm_listeners:
+                        await cm.add_listener(listener, subject)
+                await cm.send(msg)
+                count += 1
+            await _confirmed(cm, opts.cm_timeout)
+        return count
+
+
+async def _confirmed(cm: Any, timeout: float) -> None:
+    """Wait until no sent message waits for a confirmation."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        waiting = [
+            (review.subject, listener.name, listener.unconfirmed)
+            for review in cm.review_ledger(">")
+            for listener in review.listeners
+            if listener.unconfirmed
+        ]
+        if not waiting:
+            return
+        if loop.time() >= deadline:
+            detail = "; ".join(f"{subj}: {n} by {name}" for subj, name, n in waiting)
+            raise RequestTimeout(
+                f"certified messages not confirmed within cm_timeout={timeout:g} s ({detail})"
+            )
+        await asyncio.sleep(0.05)
