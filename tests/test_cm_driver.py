@@ -114,6 +114,43 @@ async def test_async_for_confirms_a_message_when_the_loop_asks_for_the_next(t):
     await sue.close()
 
 
+async def test_leaving_an_async_for_loop_takes_the_last_message(t):
+    joe, sue, listener = await certified_pair(t)
+    for n in (2, 3):
+        await joe.send(Message("FOO", {"n": n}))
+    async with asyncio.timeout(WAIT):
+        async for msg in listener:
+            if msg["n"] == 3:
+                break  # moving past message 3 without asking for another
+    await until(lambda: unconfirmed(joe) == 0, what="3 confirmed after the break")
+
+    async def failing() -> None:
+        async for _msg in listener:
+            raise RuntimeError("the loop body failed")
+
+    await joe.send(Message("FOO", {"n": 4}))
+    with pytest.raises(RuntimeError):
+        await asyncio.wait_for(failing(), WAIT)
+    await until(lambda: unconfirmed(joe) == 0, what="an exception also moves past it")
+    await joe.close()
+    await sue.close()
+
+
+async def test_get_takes_the_previous_message_and_close_takes_the_last(t):
+    joe, sue, listener = await certified_pair(t)
+    for n in (2, 3):
+        await joe.send(Message("FOO", {"n": n}))
+    assert (await listener.get(WAIT))["n"] == 2
+    await asyncio.sleep(0.3)
+    assert unconfirmed(joe) == 2
+    assert (await listener.get(WAIT))["n"] == 3
+    await until(lambda: unconfirmed(joe) == 1, what="2 taken by the second get")
+    await listener.close()
+    await until(lambda: unconfirmed(joe) == 0, what="3 taken when the listener closed")
+    await joe.close()
+    await sue.close()
+
+
 async def test_callbacks_confirm_on_return_and_on_exception(t):
     joe = CmTransport(t, "JOE", timing=FAST)
     sue = CmTransport(t, "SUE", timing=FAST)

@@ -5,9 +5,12 @@ and async context manager, or a callback), and decides when each certified
 message counts as *taken*, which is when the CM transport confirms it to the
 sender:
 
-* ``async for msg in listener`` (or ``await listener.get()``): when the
-  listener is asked for the next message, i.e. when the body of the loop for
-  this one has finished; or when the listener closes after handing it over.
+* ``async for msg in listener``: when the loop moves past the message, i.e.
+  when it asks for the next one (the body of the loop for this one has
+  finished) or leaves the loop (``break``, an exception); or when the
+  listener closes after handing it over.
+* ``await listener.get()``: when the next ``get`` is called, or when the
+  listener closes.
 * a ``callback``: when the callback returns (an async callback: when its
   coroutine completes). A callback that raises has still taken the message;
   one cancelled because the listener closed has not.
@@ -56,7 +59,8 @@ class CmListener:
         "_callback_is_async",
         "_closed",
         "_cm",
-        "_held",
+        "_got",
+        "_holding",
         "_id",
         "_own_queue",
         "_queue",
@@ -86,8 +90,10 @@ class CmListener:
         self._own_queue = queue is None
         self._queue = Queue(name=f"cmlistener:{subject}") if queue is None else queue
         self._closed = False
-        # The certified message the last __anext__/get handed out, confirmed on the next.
-        self._held: Message | None = None
+        # Certified messages handed out by iteration or get, not yet taken (id -> message).
+        self._holding: dict[int, Message] = {}
+        # The one the last get() returned, taken by the next get().
+        self._got: Message | None = None
         # Certified deliveries waiting in a program's queue (id -> message), so
         # that ones consumed straight from the queue can be found and confirmed.
         self._tracked: dict[int, Message] | None = None if queue is None or explicit_confirm else {}
@@ -119,29 +125,51 @@ class CmListener:
         return self._closed
 
     def __aiter__(self) -> AsyncIterator[Message]:
-        return self
+        """Iterate the messages; each is taken when the loop moves past it.
 
-    async def __anext__(self) -> Message:
-        held = self._held
-        if held is not None:
-            self._held = None
-            held.listener._taken(held)
-        msg = await self._queue.__anext__()
-        self._handed(msg)
-        return msg
+        That is when the loop asks for the next message, or leaves (``break``,
+        an exception: the iteration is closed as soon as nothing refers to it
+        any more), or when the listener closes.
+        """
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[Message]:
+        queue = self._queue
+        holding = self._holding
+        held: Message | None = None
+        try:
+            while True:
+                if held is not None:
+                    holding.pop(id(held), None)
+                    held.listener._taken(held)
+                    held = None
+                try:
+                    msg = await queue.__anext__()
+                except StopAsyncIteration:
+                    return
+                if self._handed(msg):
+                    held = msg
+                    holding[id(msg)] = msg
+                yield msg
+        finally:
+            if held is not None and holding.pop(id(held), None) is not None:
+                held.listener._taken(held)
 
     async def get(self, timeout: float | None = None) -> Message:
         """The next message (``TimeoutError`` after ``timeout`` seconds).
 
-        Like the next step of ``async for``: the message this call returned
-        last is taken (confirmed) now.
+        The message the previous ``get`` returned is taken (confirmed) now, or
+        when the listener closes.
         """
-        held = self._held
+        held = self._got
         if held is not None:
-            self._held = None
-            held.listener._taken(held)
+            self._got = None
+            if self._holding.pop(id(held), None) is not None:
+                held.listener._taken(held)
         msg = await self._queue.get(timeout)
-        self._handed(msg)
+        if self._handed(msg):
+            self._got = msg
+            self._holding[id(msg)] = msg
         return msg
 
     async def confirm(self, msg: Message) -> None:
@@ -212,16 +240,23 @@ class CmListener:
         else:
             queue._put(msg)
 
-    def _handed(self, msg: Message) -> None:
-        """``msg`` left the queue through this listener's iteration or ``get``."""
+    def _handed(self, msg: Message) -> bool:
+        """``msg`` left the queue through this listener; True if it is to be taken later."""
         listener = msg.listener
         if listener.__class__ is not CmListener:
-            return
+            return False  # an ordinary listener's message in a shared queue
         if listener._tracked:
             listener._tracked.pop(id(msg), None)
         cm = msg.cm
-        if cm is not None and cm.sequence is not None and not listener.explicit_confirm:
-            self._held = msg
+        return cm is not None and cm.sequence is not None and not listener.explicit_confirm
+
+    def _settle(self) -> None:
+        """Everything handed over and not yet taken is taken now (the listener closes)."""
+        self._got = None
+        holding = list(self._holding.values())
+        self._holding.clear()  # the same dict the iterations hold: they find nothing left
+        for msg in holding:
+            msg.listener._taken(msg)
 
     def _taken(self, msg: Message) -> None:
         """The consumer has finished with ``msg``: confirm it (unless confirming explicitly)."""

@@ -578,10 +578,7 @@ class CmTransport:
 
     def _settle_listener(self, listener: CmListener) -> None:
         """What the listener handed over counts as taken (it is closing)."""
-        held = listener._held
-        if held is not None:
-            listener._held = None
-            held.listener._taken(held)
+        listener._settle()
         if listener._tracked:
             listener._sweep(_present_in(listener.queue))
 
