@@ -113,8 +113,8 @@ async def test_files_roll_by_size_and_keep_order(rv_process_transport, tmp_path)
 async def test_idle_recorder_commits_within_roll_interval(rv_process_transport, tmp_path):
     async with Recorder(rv_process_transport, "IDLE", tmp_path, roll_interval=0.2) as recorder:
         await rv_process_transport.send(Message("IDLE", {"a": 1}))
-        await wait_until(lambda: read_marker(tmp_path).rows == 1)
-        assert recorder.stats.committed_files == 1
+        await wait_until(lambda: recorder.stats.committed_files == 1)
+        assert read_marker(tmp_path).rows == 1
         # Nothing new: no empty file is committed.
         await asyncio.sleep(0.5)
         assert read_marker(tmp_path).committed == 1
