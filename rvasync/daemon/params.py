@@ -16,7 +16,6 @@ which part of which parameter is wrong. It does no I/O beyond name lookups.
 
 from __future__ import annotations
 
-import fcntl
 import ipaddress
 import socket
 import struct
@@ -224,6 +223,8 @@ def _interface_address(name: str) -> str | None:
     """IPv4 address of interface ``name`` (Linux ioctl), or None if unknown here."""
     if not sys.platform.startswith("linux") or len(name.encode()) >= 16:
         return None
+    import fcntl  # Unix only: imported here so the module loads everywhere
+
     try:
         socket.if_nametoindex(name)
     except OSError:
