@@ -221,12 +221,6 @@ def test_overwrite_is_refused(spark):
         writer.option("daemon", "127.0.0.1:1").option("subject", "A").save()
 
 
-@pytest.mark.xfail(
-    reason="certified delivery through a standalone daemon: the daemon refuses the CM "
-    "protocol's _RVCM.P2P publishes as CLIENT.ILLEGAL_PUBLISH (daemon/server.py); "
-    "passes once they are allowed",
-    strict=False,
-)
 async def test_a_certified_write_returns_once_listeners_confirmed(spark, rv_daemon):
     from rvasync.cmdriver import CmTransport
     from rvasync.transport.network import Transport

@@ -33,6 +33,7 @@ from rvasync.advisories import AdvisoryClass, build_advisory
 from rvasync.daemon import clientproto as cp
 from rvasync.daemon.advisories import slow_consumer
 from rvasync.daemon.clientproto import ErrorCode, FrameType
+from rvasync.daemon.service import check_client_subject
 from rvasync.daemon.session import Payload
 from rvasync.errors import (
     InvalidArgument,
@@ -41,7 +42,7 @@ from rvasync.errors import (
     RvError,
 )
 from rvasync.message import Message
-from rvasync.subjects import check_listen_subject, check_send_subject
+from rvasync.subjects import check_listen_subject, validate_subject
 
 __all__ = [
     "DEFAULT_CONSUMER_TIME_LIMIT",
@@ -432,7 +433,11 @@ class ClientConnection(asyncio.Protocol):
                     "PUBLISH carried bytes that are not a message with a subject"
                 )
             try:
-                check_send_subject(subject)
+                # The daemon's rule, not the application's: the client transport
+                # already refused reserved subjects to its user, while the drivers
+                # inside it (certified delivery, fault tolerance) use _RVCM/_RVFT.
+                validate_subject(subject, wildcards=True)
+                check_client_subject(subject)
             except (InvalidSubject, NotPermitted) as exc:
                 self._illegal_publish(subject, str(exc))
                 continue

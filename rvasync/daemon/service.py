@@ -363,7 +363,7 @@ class ServiceEndpoint:
             if subject is None:
                 raise InvalidArgument("cannot publish a message without a subject")
             if session is not None and subject[:1] == "_":
-                _check_client_subject(subject)
+                check_client_subject(subject)
             plan.append((subject, msg, self._wire(session, msg, data)))
         routes = self._routes
         multicast: list[bytes] = []
@@ -453,7 +453,7 @@ class ServiceEndpoint:
             local_only = True
         else:
             if session is not None:
-                _check_client_subject(subject)
+                check_client_subject(subject)
             local_only = False
         sessions = self._routes.get(subject)
         if sessions is None:
@@ -957,7 +957,7 @@ class ServiceEndpoint:
         return f"<ServiceEndpoint {self.spec.text} {self.address_hex} {state}>"
 
 
-def _check_client_subject(subject: str) -> None:
+def check_client_subject(subject: str) -> None:
     """Clients may not publish advisories: ``_RV.`` subjects belong to the daemons."""
     if subject == "_RV" or subject.startswith("_RV."):
         raise NotPermitted(
