@@ -556,3 +556,27 @@ def test_needs_a_running_loop():
         loop.close()
     with pytest.raises(rv.NotPermitted, match="running event loop"):
         CmTransport(transport, "JOE")
+
+
+async def test_over_a_network_transport(rv_service):
+    from rvasync.transport.network import Transport
+
+    service, network = rv_service
+    async with Transport(service, network) as near, Transport(service, network) as far:
+        joe = CmTransport(near, "JOE", timing=FAST)
+        sue = CmTransport(far, "SUE", timing=FAST)
+        wide = sue.listen("NET.>")
+        narrow = sue.listen("NET.A")  # overlapping: each still gets each message once
+        plain = far.listen("NET.A")
+        for n in range(1, 6):
+            await joe.send(Message("NET.A", {"n": n}))
+            await asyncio.sleep(0.01)
+        got = [await wide.get(WAIT) for _ in range(5)]
+        assert [(m["n"], m.cm.sequence) for m in got][1:] == [(n, n) for n in range(2, 6)]
+        assert payloads([await narrow.get(WAIT) for _ in range(5)]) == [1, 2, 3, 4, 5]
+        assert payloads([await plain.get(WAIT) for _ in range(5)]) == [1, 2, 3, 4, 5]
+        await wide.close()
+        await narrow.close()
+        await until(lambda: unconfirmed(joe, "NET.A") == 0)
+        await joe.close()
+        await sue.close()

@@ -162,3 +162,32 @@ async def test_kill_9_sender_listener_or_both_loses_nothing(rv_service, tmp_path
             )
         for values in seen[index:]:
             assert all(v > confirmed for v in values), "a confirmed message came again"
+
+
+async def test_certified_delivery_through_a_standalone_daemon(rv_daemon):
+    from cm_driver_support import FAST, until
+
+    from rvasync.cmdriver import CmTransport
+    from rvasync.message import Message
+    from rvasync.testing import free_port
+    from rvasync.transport.network import Transport
+
+    service = str(free_port())
+    async with (
+        Transport(service, None, rv_daemon) as near,
+        Transport(service, None, rv_daemon) as far,
+    ):
+        joe = CmTransport(near, "JOE", timing=FAST)
+        sue = CmTransport(far, "SUE", timing=FAST)
+        listener = sue.listen("ORDERS")
+        for n in range(1, 6):
+            await joe.send(Message("ORDERS", {"n": n}))
+            await asyncio.sleep(0.02)
+        async with asyncio.timeout(10):
+            got = [await listener.get() for _ in range(5)]
+        assert [m["n"] for m in got] == [1, 2, 3, 4, 5]
+        assert [m.cm.sequence for m in got][1:] == [2, 3, 4, 5]
+        await listener.close()
+        await until(lambda: not joe.review_ledger("ORDERS")[0].total_messages, 10)
+        await joe.close()
+        await sue.close()

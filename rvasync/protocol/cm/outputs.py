@@ -50,6 +50,11 @@ class Deliver:
     ``confirm(listener_id, sender, subject, sequence)``: automatically when
     the consumer has taken the message, or when the application confirms
     explicitly.
+
+    ``payload`` is the one the received :class:`DataRecord` carried, untouched:
+    the core never looks inside a payload it receives, so a driver that has
+    the message decoded already (a labeled message that arrived as a message)
+    may pass that object instead of its bytes and get it back here.
     """
 
     listener_id: int
