@@ -180,6 +180,10 @@ async def test_certified_delivery_through_a_standalone_daemon(rv_daemon):
         joe = CmTransport(near, "JOE", timing=FAST)
         sue = CmTransport(far, "SUE", timing=FAST)
         listener = sue.listen("ORDERS")
+        # Interest travels to the daemon over TCP: let it arrive before the first
+        # message, which (sent before any agreement) would not be sent again.
+        await far.link.ping()
+        await near.link.ping()
         for n in range(1, 6):
             await joe.send(Message("ORDERS", {"n": n}))
             await asyncio.sleep(0.02)
