@@ -5,6 +5,7 @@ subject rules, queues and timers, transports and listeners, and the errors.
 """
 
 from rvasync._accel import native_enabled
+from rvasync.cmdriver import CmListener, CmTransport, LedgerCorrupt
 from rvasync.daemon import Daemon
 from rvasync.errors import (
     ConversionError,
@@ -35,6 +36,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "CmLabel",
+    "CmListener",
+    "CmTransport",
     "ConversionError",
     "Daemon",
     "DaemonUnavailable",
@@ -46,6 +49,7 @@ __all__ = [
     "FtMonitor",
     "InvalidArgument",
     "InvalidSubject",
+    "LedgerCorrupt",
     "LimitPolicy",
     "Listener",
     "MalformedMessage",
