@@ -95,7 +95,7 @@ class Transport(BaseTransport):
         self._publish_many: Any = _not_open
         # LinkHooks: inbound messages go straight to the router.
         self._link_deliver = self._router.deliver
-        self._match = self._router._index.match  # the owned-delivery fast path's lookup
+        self._match = self._router.match  # the owned-delivery fast path's lookup
         #: inbox -> future of a pending send_request
         self._replies: dict[str, asyncio.Future[Message]] = {}
 

@@ -33,6 +33,7 @@ class ProcessTransport(BaseTransport):
         super().__init__(description="intra-process")
         self._loop = loop
         self._presenting_limit_advisory = False
+        self._match = self._router.match
 
     async def send(self, msg: Message) -> None:
         """Deliver ``msg`` to every matching listener of this loop (see BaseTransport.send).
@@ -45,8 +46,12 @@ class ProcessTransport(BaseTransport):
             await super().send(msg)  # raises the right error
             return
         check_send_subject(subject)
-        msg._share()
-        self._router.deliver(msg)
+        msg._shared = True  # what msg._share() does, without the call
+        listeners = self._match(subject)
+        if listeners:
+            copy = msg._delivery_copy
+            for listener in listeners:
+                listener._put(copy(listener, listener.closure))
 
     def _route(self, msg: Message) -> None:
         self._router.deliver(msg)

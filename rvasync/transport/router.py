@@ -36,6 +36,11 @@ class Router:
         del self._listeners[listener]
         self._index.remove(listener.subject, listener)
 
+    @property
+    def match(self):  # -> Callable[[str], tuple[Listener, ...]]
+        """The index's lookup itself, for transports' per-message fast paths."""
+        return self._index.match
+
     def listeners(self) -> list[Listener]:
         return list(self._listeners)
 
