@@ -5,6 +5,11 @@ from __future__ import annotations
 from benchmarks.registry import System, system
 
 _NO_FORMAT = "carries opaque bytes: it has no self-describing message format to encode"
+_RAW_ONLY = (
+    "rvasync-only: it compares rvasync's async for with its own callbacks (the intraprocess "
+    "scenario compares the systems)"
+)
+_NO_FT = "has no fault-tolerance groups (weighted active/standby members)"
 
 RVASYNC = system(
     System(
@@ -27,6 +32,8 @@ NATS = system(
             "codec": f"NATS {_NO_FORMAT}",
             "match": "nats-py does no client-side subject matching; nats-server does, and the "
             "fan-out scenarios measure it",
+            "inproc-raw": _RAW_ONLY,
+            "failover": f"NATS {_NO_FT}; queue groups share load instead",
         },
         order=1,
     )
@@ -43,6 +50,9 @@ ZMQ = system(
             "socket; N listeners would be N sockets",
             "codec": f"ZeroMQ {_NO_FORMAT}",
             "match": "pyzmq has no subject index (libzmq filters prefixes inside each socket)",
+            "inproc-raw": _RAW_ONLY,
+            "failover": f"ZeroMQ {_NO_FT}",
+            "certified": "ZeroMQ has no persistence or acknowledged delivery",
         },
         order=2,
     )
@@ -59,6 +69,9 @@ FLOOR = system(
             "fanout": "a bare socket has no subjects, so no listeners to match",
             "codec": "the floor moves raw bytes; there is nothing to encode",
             "match": "a bare socket has no subjects to match",
+            "inproc-raw": _RAW_ONLY,
+            "failover": "a bare socket has no groups or members",
+            "certified": "a bare socket has no persistence or acknowledgement",
         },
     )
 )

@@ -42,17 +42,28 @@ class NatsServer(Environment):
                     f"max_payload: {MAX_PAYLOAD}",
                     "max_pending: 1073741824",
                     'write_deadline: "60s"',
+                    *self.extra_config(),
                     "",
                 )
             )
         )
-        self.broker = Broker([binary, "-c", str(config)], self.workdir / f"nats-{port}.log")
+        self.broker = Broker(
+            [binary, "-c", str(config), *self.extra_args()], self.workdir / f"nats-{port}.log"
+        )
         self.broker.start(port)
         return {"url": f"nats://{LOOPBACK}:{port}"}
 
     async def __aexit__(self, *exc_info: object) -> None:
         if self.broker is not None:
             self.broker.stop()
+
+    def extra_config(self) -> list[str]:
+        """More configuration file lines (a subclass's JetStream settings ...); none here."""
+        return []
+
+    def extra_args(self) -> list[str]:
+        """More command line options (a subclass's ``-js -sd DIR`` ...); none here."""
+        return []
 
 
 class _Receiver:

@@ -1,0 +1,182 @@
+"""NATS JetStream as the certified-delivery peer: a file-stored stream and durable consumers.
+
+The broker is nats-server started with JetStream (``-js -sd <store>``, the store
+a fresh directory under the run's temporary directory, removed afterwards).
+Every process ensures the stream ``BENCH_CM`` (file storage) on the subject;
+each listener is a durable pull consumer (deliver new, explicit ack) that
+acknowledges every message it fetches and deletes itself when it closes. The
+sender learns confirmations from the consumers' ack floors (consumer info).
+
+Rows (variants):
+
+- ``js.publish``: each publish awaits its PubAck (the message is stored);
+- ``publish_async``: up to :data:`WINDOW` publishes await their PubAcks at once;
+- the same with the server's ``sync_interval: always`` (fsync per write), the
+  counterpart of rvasync's ``sync_ledger=True``. By default JetStream syncs its
+  files every two minutes, like a file ledger written without ``sync_ledger``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+import shutil
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from benchmarks.registry import Variant, adapter
+from benchmarks.scenarios.certified import Certified
+from benchmarks.systems.nats_peer import NatsServer, _NatsClient
+
+STREAM = "BENCH_CM"
+
+#: PubAcks awaited at once by the pipelined rows.
+WINDOW = 256
+
+#: Messages a listener asks for per fetch.
+FETCH_BATCH = 500
+
+#: Unacknowledged messages the server lets a consumer have (acks are sent per message).
+MAX_ACK_PENDING = 20_000
+
+PUBLISH = Variant(name="publish", label="JetStream, file store, js.publish")
+ASYNC = Variant(name="async", label=f"JetStream, file store, publish_async x{WINDOW}")
+SYNC_ASYNC = Variant(
+    name="sync-async", label=f"JetStream, file store, sync always, publish_async x{WINDOW}"
+)
+
+
+class JetStreamServer(NatsServer):
+    """nats-server with JetStream on a store directory of its own."""
+
+    store: Path | None = None
+
+    async def __aenter__(self) -> dict[str, Any]:
+        self.store = Path(tempfile.mkdtemp(prefix="jetstream-", dir=self.workdir))
+        return await super().__aenter__()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        try:
+            await super().__aexit__(*exc_info)
+        finally:
+            if self.store is not None:
+                shutil.rmtree(self.store, ignore_errors=True)
+
+    def extra_args(self) -> list[str]:
+        assert self.store is not None
+        return ["-js", "-sd", str(self.store)]
+
+    def extra_config(self) -> list[str]:
+        if self.variant.name == SYNC_ASYNC.name:
+            return ["jetstream {", "  sync_interval: always", "}"]
+        return []
+
+
+@adapter
+class NatsJetStream(_NatsClient, Certified):
+    """nats-py JetStream: ``js.publish`` / ``publish_async``, pull consumers with ``ack``."""
+
+    system = "nats"
+    capability = "certified"
+    environment = JetStreamServer
+
+    @classmethod
+    def variants(cls) -> Sequence[Variant]:
+        return (PUBLISH, ASYNC, SYNC_ASYNC)
+
+    async def _open(self, subject: str) -> None:
+        from nats.js.api import StorageType
+        from nats.js.errors import BadRequestError
+
+        await self.connect()
+        self.subject = subject
+        self.js = self.nc.jetstream(publish_async_max_pending=WINDOW)
+        try:
+            await self.js.add_stream(name=STREAM, subjects=[subject], storage=StorageType.FILE)
+        except BadRequestError:
+            await self.js.stream_info(STREAM)  # made by another process meanwhile
+
+    # --- sender -----------------------------------------------------------------------
+
+    async def open_sender(self, subject: str) -> None:
+        await self._open(subject)
+        self.last = 0
+        self.failed: list[BaseException] = []
+        self.pending: asyncio.Future[Any] | None = None
+
+    def prepare(self, subject: str, data: bytes) -> Any:
+        return (subject, data)
+
+    async def send(self, handle: Any) -> None:
+        if self.variant.name == PUBLISH.name:
+            ack = await self.js.publish(*handle)
+            self.last = ack.seq
+            return
+        future = await self.js.publish_async(*handle)
+        future.add_done_callback(self._acked)
+        self.pending = future
+
+    def _acked(self, future: asyncio.Future[Any]) -> None:
+        if future.cancelled():
+            return
+        exc = future.exception()
+        if exc is not None:
+            self.failed.append(exc)
+        else:
+            self.last = max(self.last, future.result().seq)
+
+    async def flush(self) -> None:
+        if self.variant.name == PUBLISH.name:
+            return
+        await asyncio.wait_for(self.js.publish_async_completed(), 60)
+        if self.failed:
+            raise RuntimeError(f"{len(self.failed)} publishes failed, first: {self.failed[0]!r}")
+
+    async def confirmed_by(self) -> int:
+        last = self.last
+        infos = await self.nc.jsm().consumers_info(STREAM)
+        return sum(1 for info in infos if info.ack_floor and info.ack_floor.stream_seq >= last)
+
+    # --- listener ---------------------------------------------------------------------
+
+    async def open_listener(self, subject: str) -> None:
+        from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
+
+        await self._open(subject)
+        self.durable = f"bench_l{self.index}_{secrets.token_hex(4)}"
+        self.psub = await self.js.pull_subscribe(
+            subject,
+            durable=self.durable,
+            stream=STREAM,
+            config=ConsumerConfig(
+                ack_policy=AckPolicy.EXPLICIT,
+                deliver_policy=DeliverPolicy.NEW,
+                max_ack_pending=MAX_ACK_PENDING,
+                inactive_threshold=60.0,
+            ),
+        )
+
+    async def consume(self, sink: Callable[[bytes], None]) -> None:
+        from nats.errors import TimeoutError as NatsTimeout
+
+        fetch = self.psub.fetch
+        while True:
+            try:
+                messages = await fetch(FETCH_BATCH, timeout=1.0)
+            except NatsTimeout:
+                continue
+            for msg in messages:
+                sink(msg.data)
+                await msg.ack()
+
+    async def close(self) -> None:
+        durable = getattr(self, "durable", None)
+        nc = getattr(self, "nc", None)
+        if durable is not None and nc is not None and not nc.is_closed:
+            # If this fails, the consumer's inactive_threshold removes it anyway.
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.js.delete_consumer(STREAM, durable), 10)
+        await super().close()

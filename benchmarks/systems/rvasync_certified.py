@@ -1,0 +1,147 @@
+"""rvasync certified delivery: ``CmTransport`` over the network transport, three ledgers.
+
+Every process opens ``rv.Transport(service=<the row's UDP port>, network=None)``
+(its in-process daemon) and a ``CmTransport`` with a reusable name unique to
+the process. Rows: a process ledger; a ledger file (written behind the sends,
+group-committed); a ledger file with ``sync_ledger=True`` (a send returns once
+its record is fsynced). Awaited one at a time, synchronous sends would each
+wait for an fsync of their own; concurrent sends share them (group commit), so
+that row keeps :data:`SYNC_WINDOW` sends in flight, the way a program needing
+throughput with that guarantee sends. Listeners use the same kind of ledger as the sender,
+so each row is one durability level end to end. Ledger files live in a
+temporary directory of the worker, removed when it closes.
+
+The sender learns confirmations from ``review_ledger`` (each listener's last
+confirmed sequence number), the public way to ask.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import shutil
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from benchmarks.environments import UdpPort
+from benchmarks.registry import Variant, adapter
+from benchmarks.scenarios.certified import Certified
+from benchmarks.systems.rvasync_api import missing, missing_module
+
+PROCESS = Variant(name="process", label="process ledger", headline=False)
+FILE = Variant(name="file", label="file ledger", headline=True)
+#: Concurrent sends of the synchronous-ledger row.
+SYNC_WINDOW = 256
+
+FILE_SYNC = Variant(
+    name="file-sync",
+    label=f"file ledger, sync_ledger=True, {SYNC_WINDOW} sends in flight",
+    headline=False,
+)
+
+
+@adapter
+class RvCertified(Certified):
+    """``CmTransport.send`` to CM listeners consumed with ``async for`` (auto-confirm)."""
+
+    system = "rvasync"
+    capability = "certified"
+    environment = UdpPort
+
+    @classmethod
+    def unavailable(cls) -> str | None:
+        return missing("Transport", "Message", "FieldType") or missing_module(
+            "rvasync.cmdriver", "CmTransport"
+        )
+
+    @classmethod
+    def variants(cls) -> Sequence[Variant]:
+        return (PROCESS, FILE, FILE_SYNC)
+
+    async def _open(self, role: str) -> None:
+        import rvasync as rv
+        from rvasync.cmdriver import CmTransport
+
+        self.rv = rv
+        self.directory = Path(tempfile.mkdtemp(prefix="bench-cm-"))
+        self.transport = rv.Transport(service=str(self.env["ports"][0]), network=None)
+        await asyncio.wait_for(self.transport.open(), 30)
+        name = f"BENCH_{role}_{secrets.token_hex(4).upper()}"
+        ledger = None if self.variant.name == PROCESS.name else self.directory / f"{name}.ledger"
+        self.cm = CmTransport(
+            self.transport, name, ledger=ledger, sync_ledger=self.variant.name == FILE_SYNC.name
+        )
+        await asyncio.wait_for(self.cm.open(), 30)
+
+    # --- sender -----------------------------------------------------------------------
+
+    async def open_sender(self, subject: str) -> None:
+        await self._open("S")
+        self.subject = subject
+        self.last = 0
+        self.slots = asyncio.Semaphore(SYNC_WINDOW)
+        self.in_flight: set[asyncio.Future[None]] = set()
+
+    def prepare(self, subject: str, data: bytes) -> Any:
+        msg = self.rv.Message(subject)
+        msg.add("data", data, type=self.rv.FieldType.OPAQUE)
+        return msg
+
+    async def send(self, handle: Any) -> None:
+        if self.variant.name != FILE_SYNC.name:
+            self.last = await self.cm.send(handle)
+            return
+        await self.slots.acquire()
+        task = asyncio.ensure_future(self._send_one(handle))
+        self.in_flight.add(task)
+        task.add_done_callback(self.in_flight.discard)
+
+    async def _send_one(self, handle: Any) -> None:
+        try:
+            sequence = await self.cm.send(handle)
+            self.last = max(self.last, sequence)
+        finally:
+            self.slots.release()
+
+    async def flush(self) -> None:
+        if self.in_flight:
+            await asyncio.gather(*self.in_flight)
+
+    async def confirmed_by(self) -> int:
+        reviews = self.cm.review_ledger(self.subject)
+        if not reviews:
+            return 0
+        last = self.last
+        return sum(
+            1 for r in reviews[0].listeners if not r.anticipated and r.last_confirmed >= last
+        )
+
+    # --- listener ---------------------------------------------------------------------
+
+    async def open_listener(self, subject: str) -> None:
+        await self._open(f"L{self.index}")
+        self.listener = self.cm.listen(subject)
+
+    async def consume(self, sink: Callable[[bytes], None]) -> None:
+        async for msg in self.listener:
+            sink(msg["data"])
+
+    async def close(self) -> None:
+        for task in getattr(self, "in_flight", ()):
+            task.cancel()
+        try:
+            listener = getattr(self, "listener", None)
+            if listener is not None:
+                await asyncio.wait_for(listener.close(), 10)
+            cm = getattr(self, "cm", None)
+            if cm is not None:
+                await asyncio.wait_for(cm.close(), 30)
+            transport = getattr(self, "transport", None)
+            if transport is not None:
+                await asyncio.wait_for(transport.close(), 30)
+        finally:
+            directory = getattr(self, "directory", None)
+            if directory is not None:
+                shutil.rmtree(directory, ignore_errors=True)
