@@ -100,6 +100,14 @@ def _positive(record: Record, *names: str) -> str | None:
     return None
 
 
+def _range_problem(record: RetransmitRequest | Unavailable) -> str | None:
+    """What is wrong with a ``first``..``last`` sequence range, or None."""
+    problem = _positive(record, "first", "last")
+    if problem is None and record.last < record.first:
+        problem = f"field 'last' ({record.last}) is below 'first' ({record.first})"
+    return problem
+
+
 @fast_init
 @dataclass(frozen=True, slots=True)
 class DataRecord(Record):
@@ -225,10 +233,7 @@ class RetransmitRequest(Record):
     last: int
 
     def _check(self) -> str | None:
-        problem = _positive(self, "first", "last")
-        if problem is None and self.last < self.first:
-            problem = f"field 'last' ({self.last}) is below 'first' ({self.first})"
-        return problem
+        return _range_problem(self)
 
 
 @fast_init
@@ -243,10 +248,7 @@ class Unavailable(Record):
     last: int
 
     def _check(self) -> str | None:
-        problem = _positive(self, "first", "last")
-        if problem is None and self.last < self.first:
-            problem = f"field 'last' ({self.last}) is below 'first' ({self.first})"
-        return problem
+        return _range_problem(self)
 
 
 @fast_init
