@@ -457,13 +457,20 @@ class ListenerHalf:
                 self._drain(src)
             self._after_progress(src, now)
 
-    def on_reply(self, rec: RegisterReply, now: float) -> None:
-        ctx = self._ctx
+    def _source_or_cancel(self, rec: RegisterReply | ConfirmRequest) -> _Source | None:
+        """The source ``rec`` is about; if there is none, tell its sender we have no agreement."""
         src = self._sources.get((rec.origin, rec.subject))
         if src is None:
+            ctx = self._ctx
             ctx.send_to(
                 rec.address, Cancel(origin=ctx.name, address=ctx.address, subject=rec.subject)
             )
+        return src
+
+    def on_reply(self, rec: RegisterReply, now: float) -> None:
+        ctx = self._ctx
+        src = self._source_or_cancel(rec)
+        if src is None:
             return
         late = src.status == UNCERTIFIED and src.why == "no_response"
         if not (src.registering or late):
@@ -550,11 +557,8 @@ class ListenerHalf:
 
     def on_confirm_request(self, rec: ConfirmRequest, now: float) -> None:
         ctx = self._ctx
-        src = self._sources.get((rec.origin, rec.subject))
+        src = self._source_or_cancel(rec)
         if src is None:
-            ctx.send_to(
-                rec.address, Cancel(origin=ctx.name, address=ctx.address, subject=rec.subject)
-            )
             return
         covered = bool(self._index.match(src.subject))
         if src.status == IDLE or (src.status == UNCERTIFIED and src.why == "no_response"):
