@@ -261,6 +261,34 @@ def test_receiver_present_from_the_start_recovers_a_lost_first_datagram(frame):
     no_errors(a, b)
 
 
+def test_receiver_started_after_an_idle_sender_still_recovers_its_first_datagram(frame):
+    # The sender's endpoint exists long before the receiver, but sends nothing until
+    # after the receiver started: its stream began while the receiver listened, so a
+    # lost first datagram must be recovered, not skipped as history.
+    net = SimNet(seed=12)
+    a = endpoint(net, "a", frame, 1)
+    net.run_for(8.3)
+    b = endpoint(net, "b", frame, 2)
+    net.run_for(0.05)  # a's first data comes before any heartbeat of a reaches b
+    ledger = Ledger(net)
+    dropped = []
+
+    def drop_first(data, src, dest):
+        if dest == "b" and data[7] == 1 and not dropped:
+            dropped.append(data)
+            return True
+        return False
+
+    net.drop = drop_first
+    ledger.multicast("a")
+    net.run_for(0.01)
+    ledger.multicast("a")
+    assert net.run_until(ledger.all_accounted, 2)
+    ledger.check("b", lossless=True)
+    assert dropped and a.stats.datagrams_retransmitted == 1
+    no_errors(a, b)
+
+
 def test_sender_restart_is_a_new_session_and_the_old_one_times_out(frame):
     net = SimNet(seed=12, loss=0.05)
     endpoint(net, "a", frame, 1, peer_timeout=3.0)

@@ -324,6 +324,7 @@ class ReliableEndpoint:
 
         self._mc = _Outbound(0, None, self._new_packer(0), now)
         self._mc_add = self._mc.packer.add
+        self._mc_fresh = True
         self._out_by_id: dict[int, _Outbound] = {0: self._mc}
         self._ptp_out: dict[Address, _Outbound] = {}
         self._next_stream_id = 1
@@ -462,6 +463,14 @@ class ReliableEndpoint:
         self._now = now
         mc = self._mc
         packer = mc.packer
+        if self._mc_fresh and (packer.pending or packer.seq):
+            # The multicast stream's age counts from its first datagram, not from the
+            # endpoint's creation: receivers compare it with their own age to decide
+            # whether the stream began while they listened (recover from datagram 1) or
+            # before (join where first heard), and an endpoint that exists long before
+            # it first sends must not look like a stream that began before them.
+            self._mc_fresh = False
+            mc.start = now
         if packer.pending:
             packer.age_ms = _age_ms(now - mc.start)
             packer.flush()
