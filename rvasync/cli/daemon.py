@@ -115,6 +115,8 @@ async def serve(args: argparse.Namespace) -> int:
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
+        # Loops without signal support (Windows' proactor) raise NotImplementedError
+        # here; Ctrl-C still stops the daemon there through KeyboardInterrupt.
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(signum, stop.set)
     print(
