@@ -25,6 +25,7 @@ from cpython.long cimport (
 )
 from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
 from cpython.number cimport PyNumber_Index
+from cpython.object cimport PyObject
 from cpython.unicode cimport PyUnicode_AsUTF8AndSize, PyUnicode_DecodeUTF8
 from libc.math cimport isinf
 from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t, uint64_t
@@ -143,6 +144,18 @@ cdef struct Writer:
     unsigned char* buf
     Py_ssize_t pos
     Py_ssize_t cap
+    # Large str/bytes payloads are not copied into ``buf``: each is noted as
+    # (position in buf, object) in this list and copied once, straight into the
+    # result, by ``_assemble``. A 64 MiB payload then costs one copy into one
+    # fresh buffer instead of two (a buffer that grows to hold it, then the
+    # result), and fresh memory is what a large message pays for most.
+    PyObject* deferred
+    Py_ssize_t deferred_bytes
+
+
+#: Payloads at least this long are deferred (see Writer); shorter ones are
+#: cheaper to copy into the buffer than to note.
+cdef Py_ssize_t _DEFER_MIN = 64 * 1024
 
 
 cdef int _grow(Writer* w, Py_ssize_t n) except -1:
@@ -245,6 +258,8 @@ cdef int _w_str(Writer* w, object text) except -1:
         _put_be(w, 0xDA, n, 2)
     else:
         _put_be(w, 0xDB, n, 4)
+    if n >= _DEFER_MIN:
+        return _defer(w, text, n)
     return _put_raw(w, data, n)
 
 
@@ -259,7 +274,38 @@ cdef int _w_bin_header(Writer* w, Py_ssize_t n) except -1:
 cdef int _w_bytes(Writer* w, bytes data) except -1:
     cdef Py_ssize_t n = PyBytes_GET_SIZE(data)
     _w_bin_header(w, n)
+    if n >= _DEFER_MIN:
+        return _defer(w, data, n)
     return _put_raw(w, PyBytes_AS_STRING(data), n)
+
+
+cdef int _defer(Writer* w, object payload, Py_ssize_t n) except -1:
+    """Note a large str or bytes payload for ``_assemble`` instead of copying it now."""
+    (<list>w.deferred).append((w.pos, payload))
+    w.deferred_bytes += n
+    return 0
+
+
+cdef bytes _assemble(Writer* w):
+    """The wire bytes: ``buf`` with the deferred payloads copied in at their positions."""
+    cdef Py_ssize_t total = w.pos + w.deferred_bytes
+    cdef Py_ssize_t src = 0, at, n
+    cdef const char* data
+    cdef bytes out = PyBytes_FromStringAndSize(NULL, total)
+    cdef char* dst = PyBytes_AS_STRING(out)
+    for at, payload in <list>w.deferred:
+        memcpy(dst, w.buf + src, at - src)
+        dst += at - src
+        src = at
+        if isinstance(payload, bytes):
+            data = PyBytes_AS_STRING(payload)
+            n = PyBytes_GET_SIZE(payload)
+        else:
+            data = PyUnicode_AsUTF8AndSize(payload, &n)
+        memcpy(dst, data, n)
+        dst += n
+    memcpy(dst, w.buf + src, w.pos - src)
+    return out
 
 
 cdef int _w_array(Writer* w, Py_ssize_t n) except -1:
@@ -470,10 +516,13 @@ cdef int _w_f32(Writer* w, double d) except -1:
 def encode(msg):
     """The wire form of ``msg`` (see ``rvasync.fallback.codec.encode``)."""
     cdef Writer w
+    cdef list deferred = []
     if not isinstance(msg, Message):
         raise InvalidArgument(f"encode needs a Message, got {type(msg).__name__}")
     w.cap = 512
     w.pos = 0
+    w.deferred = <PyObject*>deferred
+    w.deferred_bytes = 0
     w.buf = <unsigned char*>PyMem_Malloc(w.cap)
     if w.buf == NULL:
         raise MemoryError()
@@ -485,10 +534,13 @@ def encode(msg):
             raise InvalidArgument(
                 f"message holds a string that is not valid Unicode ({exc.reason})"
             ) from None
-        if w.pos > _MAX_SIZE:
+        if w.pos + w.deferred_bytes > _MAX_SIZE:
             raise MessageTooLarge(
-                f"encoded message is {w.pos} bytes, over the {_MAX_SIZE}-byte limit"
+                f"encoded message is {w.pos + w.deferred_bytes} bytes, "
+                f"over the {_MAX_SIZE}-byte limit"
             )
+        if w.deferred_bytes:
+            return _assemble(&w)
         return PyBytes_FromStringAndSize(<char*>w.buf, w.pos)
     finally:
         PyMem_Free(w.buf)

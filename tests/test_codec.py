@@ -150,6 +150,29 @@ def test_pure_and_native_encode_identically(msg: Message) -> None:
     assert IMPLS[0].encode(msg) == NATIVE.encode(msg)
 
 
+@pytest.mark.skipif(NATIVE is None, reason="native codec not built")
+@given(
+    sizes=st.lists(st.integers(min_value=60 * 1024, max_value=200 * 1024), min_size=1, max_size=3),
+    text_first=st.booleans(),
+    tail=st.integers(min_value=0, max_value=300),
+)
+@settings(max_examples=20, deadline=None)
+def test_large_payloads_encode_identically(sizes: list[int], text_first: bool, tail: int) -> None:
+    """Payloads large enough to be copied straight into the result (the native encoder's
+    deferred path), mixed with small fields and nested messages, still match the pure twin."""
+    msg = Message("BIG.PAYLOADS")
+    for k, size in enumerate(sizes):
+        if (k % 2 == 0) == text_first:
+            msg.add(f"text{k}", "é" * (size // 2))
+        else:
+            msg.add(f"blob{k}", bytes([k]) * size, type=F.OPAQUE)
+        msg.add(f"small{k}", k)
+    msg.add("nested", Message(None, {"inner": bytes(sizes[0]), "after": "x" * tail}))
+    data = NATIVE.encode(msg)
+    assert data == IMPLS[0].encode(msg)
+    assert NATIVE.decode(data) == msg
+
+
 @pytest.mark.parametrize("ftype", list(FieldType))
 def test_every_type_round_trips(impl: ModuleType, ftype: FieldType) -> None:
     examples: dict[FieldType, list[Any]] = {
