@@ -229,6 +229,51 @@ cdef class Packer:
         return closed
 
 
+cdef class Assembly:
+    """One fragmented message being reassembled (see the pure twin).
+
+    The buffer is the result itself: a bytes object created uninitialised and
+    filled in place with memcpy. Nothing else holds a reference to it until
+    :meth:`result` hands it out, once it is complete, so no reader ever sees
+    it change.
+    """
+
+    cdef bytes _buf
+    cdef readonly Py_ssize_t size
+    cdef readonly Py_ssize_t total
+
+    def __init__(self, Py_ssize_t total, first):
+        cdef const unsigned char[::1] view = first
+        cdef Py_ssize_t n = view.shape[0]
+        if not (0 <= n < total <= C_MAX_MESSAGE):
+            raise ValueError(
+                f"a fragmented message is 1..{C_MAX_MESSAGE} bytes, its first chunk "
+                f"shorter than the whole; got total {total}, first chunk {n}"
+            )
+        self._buf = PyBytes_FromStringAndSize(NULL, total)
+        if n:
+            memcpy(PyBytes_AS_STRING(self._buf), &view[0], n)
+        self.size = n
+        self.total = total
+
+    def add(self, chunk):
+        """Append the next fragment; False (nothing copied) if it overflows the total."""
+        cdef const unsigned char[::1] view = chunk
+        cdef Py_ssize_t n = view.shape[0]
+        if n > self.total - self.size:
+            return False
+        if n:
+            memcpy(PyBytes_AS_STRING(self._buf) + self.size, &view[0], n)
+        self.size += n
+        return True
+
+    def result(self):
+        """The whole message; only once every byte has arrived (``size == total``)."""
+        if self.size != self.total:
+            raise ValueError(f"the message is incomplete: {self.size} of {self.total} bytes")
+        return self._buf
+
+
 def data_info(bytes data):
     """(seq, index of first message, first record is a continuation) of a DATA datagram we built."""
     cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(data)

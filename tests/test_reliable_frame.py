@@ -199,3 +199,30 @@ def test_packer_rejects_bad_sizes(frame):
     packer.flush()
     assert frame.parse(packer.take()[0])[10] == [b"abc", b"defg", b"", b"h"]
     assert packer.take() == []
+
+
+@SETTINGS
+@given(data=st.binary(min_size=2, max_size=3000), cuts=st.lists(st.integers(0, 3000), max_size=6))
+def test_assembly_rebuilds_the_message_from_its_fragments(frame, data, cuts):
+    bounds = sorted({min(c, len(data) - 1) for c in cuts} | {1})
+    chunks = [data[a:b] for a, b in zip(bounds, [*bounds[1:], len(data)], strict=True)]
+    asm = frame.Assembly(len(data), data[: bounds[0]])
+    for chunk in chunks:
+        with pytest.raises(ValueError, match="incomplete"):
+            asm.result()
+        assert asm.add(memoryview(chunk) if len(chunk) % 2 else chunk)
+    assert (asm.size, asm.total) == (len(data), len(data))
+    assert asm.result() == data
+    assert type(asm.result()) is bytes
+
+
+def test_assembly_refuses_overflow_and_impossible_sizes(frame):
+    asm = frame.Assembly(10, b"abc")
+    assert not asm.add(b"12345678")
+    assert asm.size == 3
+    assert asm.add(b"1234567")
+    assert not asm.add(b"x")
+    assert asm.result() == b"abc1234567"
+    for total, first in ((3, b"abc"), (0, b""), (frame.MAX_MESSAGE + 1, b"a")):
+        with pytest.raises(ValueError, match="fragmented message"):
+            frame.Assembly(total, first)

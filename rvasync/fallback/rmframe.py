@@ -52,6 +52,7 @@ __all__ = [
     "T_HEARTBEAT",
     "T_NAK",
     "VERSION",
+    "Assembly",
     "Packer",
     "build_heartbeat",
     "build_nak",
@@ -253,6 +254,43 @@ class Packer:
         if closed:
             self._closed = []
         return closed
+
+
+class Assembly:
+    """One fragmented message being reassembled, in a buffer of its announced size.
+
+    Fragments are copied in as they arrive, so the message exists once, and a
+    64 MiB message costs one buffer rather than a list of chunks plus their join.
+    """
+
+    __slots__ = ("_buf", "size", "total")
+
+    def __init__(self, total: int, first: bytes) -> None:
+        if not 0 <= len(first) < total <= MAX_MESSAGE:
+            raise ValueError(
+                f"a fragmented message is 1..{MAX_MESSAGE} bytes, its first chunk "
+                f"shorter than the whole; got total {total}, first chunk {len(first)}"
+            )
+        self._buf = bytearray(total)
+        self._buf[: len(first)] = first
+        #: bytes received so far, and the message's announced length
+        self.size = len(first)
+        self.total = total
+
+    def add(self, chunk: bytes) -> bool:
+        """Append the next fragment; False (nothing copied) if it overflows the total."""
+        end = self.size + len(chunk)
+        if end > self.total:
+            return False
+        self._buf[self.size : end] = chunk
+        self.size = end
+        return True
+
+    def result(self) -> bytes:
+        """The whole message; only once every byte has arrived (``size == total``)."""
+        if self.size != self.total:
+            raise ValueError(f"the message is incomplete: {self.size} of {self.total} bytes")
+        return bytes(self._buf)
 
 
 def data_info(data: bytes) -> tuple[int, int, bool]:

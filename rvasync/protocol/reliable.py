@@ -33,6 +33,7 @@ import os
 from collections import deque
 from collections.abc import Hashable
 from types import ModuleType
+from typing import Any
 
 from rvasync import _accel
 from rvasync.errors import InvalidArgument, MessageTooLarge, TransportClosed
@@ -124,8 +125,6 @@ class _Inbound:
 
     __slots__ = (
         "asm",
-        "asm_size",
-        "asm_total",
         "buf",
         "buf_bytes",
         "gone_below",
@@ -160,10 +159,8 @@ class _Inbound:
         #: out-of-order datagrams: seq -> (parsed, size)
         self.buf: dict[int, tuple[tuple, int]] = {}
         self.buf_bytes = 0
-        #: fragments of the message being reassembled
-        self.asm: list[bytes] | None = None
-        self.asm_size = 0
-        self.asm_total = 0
+        #: the message being reassembled (an rmframe Assembly)
+        self.asm: Any = None
         #: everything below gone_below that is missing will never come; gone_msg and
         #: gone_cont describe datagram gone_below's first record (for counting).
         self.gone_below = 0
@@ -308,6 +305,7 @@ class ReliableEndpoint:
         self.last_internal_error: BaseException | None = None
         self._parse = self.frame.parse
         self._build_hb = self.frame.build_heartbeat
+        self._assembly = self.frame.Assembly
         self._build_nak = self.frame.build_nak
         self._created = now
         self._now = now
@@ -398,7 +396,7 @@ class ReliableEndpoint:
         total = 0
         for peer in self._peers.values():
             for st in peer.streams.values():
-                total += st.buf_bytes + (st.asm_size if st.asm is not None else 0)
+                total += st.buf_bytes + (st.asm.size if st.asm is not None else 0)
         return total
 
     def retained_datagrams(self) -> int:
@@ -872,18 +870,18 @@ class ReliableEndpoint:
         done: list[bytes] = []
         if head in (_K_MIDDLE, _K_LAST):
             first = 1
-            if st.asm is not None:
-                chunk = payloads[0]
-                st.asm.append(chunk)
-                st.asm_size += len(chunk)
-                if head == _K_LAST:
-                    if st.asm_size == st.asm_total:
-                        done.append(b"".join(st.asm))
+            asm = st.asm
+            if asm is not None:
+                if not asm.add(payloads[0]):
+                    self._lose_partial(st, "inconsistent")
+                elif head == _K_LAST:
+                    if asm.size == asm.total:
+                        done.append(asm.result())
                         st.asm = None
                         st.next_msg += 1
                     else:
                         self._lose_partial(st, "inconsistent")
-                elif st.asm_size >= st.asm_total:
+                elif asm.size >= asm.total:
                     self._lose_partial(st, "inconsistent")
             # else: the continuation of a message already counted lost (or begun
             # before we joined): nothing to deliver.
@@ -891,10 +889,7 @@ class ReliableEndpoint:
             self._lose_partial(st, "inconsistent")
         if tail == _K_FIRST:
             stop = n - 1
-            chunk = payloads[stop]
-            st.asm = [chunk]
-            st.asm_size = len(chunk)
-            st.asm_total = p[9]
+            st.asm = self._assembly(p[9], payloads[stop])
         if stop > first:
             wholes = payloads if (first == 0 and stop == n) else payloads[first:stop]
             st.next_msg += len(wholes)
