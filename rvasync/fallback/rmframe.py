@@ -271,8 +271,9 @@ class Assembly:
                 f"a fragmented message is 1..{MAX_MESSAGE} bytes, its first chunk "
                 f"shorter than the whole; got total {total}, first chunk {len(first)}"
             )
-        self._buf = bytearray(total)
-        self._buf[: len(first)] = first
+        # Grown as fragments arrive (large reallocations move pages, not bytes), so
+        # memory follows what was received, not what a FIRST record announced.
+        self._buf = bytearray(first)
         #: bytes received so far, and the message's announced length
         self.size = len(first)
         self.total = total
@@ -282,7 +283,7 @@ class Assembly:
         end = self.size + len(chunk)
         if end > self.total:
             return False
-        self._buf[self.size : end] = chunk
+        self._buf += chunk
         self.size = end
         return True
 
