@@ -178,11 +178,22 @@ class CmLabel:
     time_limit: float = 0.0
 
     def __post_init__(self) -> None:
+        # The usual label (a decoder makes one per certified message received):
+        # exact types, in range; nothing to convert. The checks below cover the rest.
+        seq = self.sequence
+        limit = self.time_limit
+        if (
+            self.sender.__class__ is str
+            and self.sender
+            and (seq is None or (seq.__class__ is int and 0 <= seq <= U64_MAX))
+            and limit.__class__ is float
+            and 0.0 <= limit < math.inf
+        ):
+            return
         if not isinstance(self.sender, str):
             raise ConversionError(f"CmLabel sender must be a str, got {type(self.sender).__name__}")
         if not self.sender:
             raise InvalidArgument("CmLabel sender must not be empty")
-        seq = self.sequence
         if seq is not None:
             if isinstance(seq, bool) or not isinstance(seq, int):
                 raise ConversionError(
@@ -190,7 +201,6 @@ class CmLabel:
                 )
             if not 0 <= seq <= U64_MAX:
                 raise InvalidArgument(f"CmLabel sequence {seq} out of range 0..2**64-1")
-        limit = self.time_limit
         if isinstance(limit, bool) or not isinstance(limit, numbers.Real):
             raise ConversionError(
                 f"CmLabel time_limit must be a number, got {type(limit).__name__}"
