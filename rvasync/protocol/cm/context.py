@@ -133,10 +133,11 @@ class Context:
         A provisional any-instance address says nothing about where the peer
         is, so it is neither remembered nor compared.
         """
-        if is_any_instance_address(address):
-            return False
-        known = self.peers.get(name)
-        self.peers[name] = address
+        peers = self.peers
+        known = peers.get(name)
+        if known == address or is_any_instance_address(address):
+            return False  # the usual case (once per message received): nothing new
+        peers[name] = address
         if known is not None and known != address:
             self.advise(adv.registration_moved(name))
             return True

@@ -304,15 +304,7 @@ class ListenerHalf:
         uncertified message (``sequence`` None), a repeat, or a message this
         listener was not given (nothing to do in each case).
         """
-        self._check_listener(listener_id)
-        if sequence is None:
-            return False
-        check_sequence(sequence)
-        src = self._settle(listener_id, sender, subject, sequence)
-        if src is None:
-            return False
-        self._advance_confirmed(src)
-        return True
+        return self.confirm_many(((listener_id, sender, subject, sequence),)) > 0
 
     def confirm_many(self, items: Iterable[tuple[int, str, str, int | None]]) -> int:
         """:meth:`confirm` for many ``(listener_id, sender, subject, sequence)`` at once.
@@ -324,32 +316,32 @@ class ListenerHalf:
         """
         touched: dict[int, _Source] = {}
         settled = 0
+        listeners = self._listeners
+        sources = self._sources
         for listener_id, sender, subject, sequence in items:
-            self._check_listener(listener_id)
+            # Exact types first: this runs once per message consumed; the
+            # checks raise for anything else that is wrong.
+            if listener_id.__class__ is not int or listener_id not in listeners:
+                self._check_listener(listener_id)
             if sequence is None:
                 continue
-            check_sequence(sequence)
-            src = self._settle(listener_id, sender, subject, sequence)
-            if src is not None:
-                settled += 1
-                touched[id(src)] = src
+            if sequence.__class__ is not int or sequence < 1:
+                check_sequence(sequence)
+            src = sources.get((sender, subject))
+            if src is None or src.status != CERTIFIED:
+                continue
+            ids = src.pending.get(sequence)
+            if ids is None or listener_id not in ids:
+                continue  # uncertified, a repeat, or not given to this listener
+            ids.discard(listener_id)
+            if not ids:
+                del src.pending[sequence]
+                src.done.add(sequence)
+            settled += 1
+            touched[id(src)] = src
         for src in touched.values():
             self._advance_confirmed(src)
         return settled
-
-    def _settle(self, listener_id: int, sender: str, subject: str, sequence: int) -> _Source | None:
-        """Mark one delivery consumed; the source if that was news (not yet advanced)."""
-        src = self._sources.get((sender, subject))
-        if src is None or src.status != CERTIFIED:
-            return None
-        ids = src.pending.get(sequence)
-        if ids is None or listener_id not in ids:
-            return None
-        ids.discard(listener_id)
-        if not ids:
-            del src.pending[sequence]
-            src.done.add(sequence)
-        return src
 
     # --- gaps -------------------------------------------------------------------------------
 
@@ -421,8 +413,35 @@ class ListenerHalf:
         )
 
     def on_data(self, rec: DataRecord, now: float) -> None:
-        if not self.listener_ids(rec.subject):
+        subject = rec.subject
+        ids = self._ids_cache.get(subject)
+        if ids is None:
+            ids = self.listener_ids(subject)
+        if not ids:
             return
+        src = self._sources.get((rec.origin, subject))
+        if src is not None and src.status == CERTIFIED and not src.held:
+            seq = rec.sequence
+            if seq == src.expected:
+                # The usual case, next in sequence with nothing held: delivered at
+                # once. The source's confirmed count cannot move (the delivery is
+                # pending with every listener), so it is not advanced.
+                src.expected = seq + 1
+                deliver = self._ctx.deliver
+                origin, time_limit, payload = rec.origin, rec.time_limit, rec.payload
+                for listener_id in ids:
+                    deliver(Deliver(listener_id, subject, origin, seq, time_limit, payload))
+                src.pending[seq] = set(ids)
+                if seq >= src.last_seen:
+                    src.last_seen = seq
+                    src.gap_deadline = None  # caught up
+                elif src.gap_deadline is None:
+                    self._request_missing(src, now)
+                return
+        self._on_data(rec, now)
+
+    def _on_data(self, rec: DataRecord, now: float) -> None:
+        """:meth:`on_data` for every case but the next message of a certified source."""
         ctx = self._ctx
         key = (rec.origin, rec.subject)
         src = self._sources.get(key)
@@ -447,14 +466,8 @@ class ListenerHalf:
                 src.last_seen = seq
             if seq < src.expected or seq in src.held:
                 return
-            if seq == src.expected and not src.held:
-                # The usual case, next in sequence with nothing held: no detour through held.
-                src.expected = seq + 1
-                self._deliver_certified(src, rec)
-                self._advance_confirmed(src)
-            else:
-                src.held[seq] = rec
-                self._drain(src)
+            src.held[seq] = rec
+            self._drain(src)
             self._after_progress(src, now)
 
     def _source_or_cancel(self, rec: RegisterReply | ConfirmRequest) -> _Source | None:
