@@ -380,13 +380,25 @@ class CmTransport:
                 raise ledger.failure
             if ledger.backlogged:
                 await ledger.wait_room()
-        result = core.send(subject, msg.to_bytes(), time.time(), time_limit)
+        payload = msg.to_bytes()
+        result = core.send(subject, payload, time.time(), time_limit)
         # The core has checked the time limit (it raises before sending otherwise).
         limit = self._default_time_limit if time_limit is None else float(time_limit)
         wire = msg._delivery_copy(None, None)
         wire.cm = make_label(self._name, result.sequence, limit)
-        self._outbound[(subject, result.sequence)] = wire
-        self._process(core.drain())
+        outputs = core.drain()
+        if (
+            len(outputs) == 1
+            and outputs[0].__class__ is Transmit
+            and outputs[0].record.payload is payload
+        ):
+            # The usual case: this message goes out now, nothing else to do.
+            self._transmit(wire)
+            self._timer_changed()
+        else:
+            # Held for the ledger file, or among other outputs: _process sends it.
+            self._outbound[(subject, result.sequence)] = wire
+            self._process(outputs)
         wait = self._backpressure
         if wait is not None:
             self._backpressure = None
@@ -734,10 +746,16 @@ class CmTransport:
                 address = self._address
             else:
                 address = self._peers.get(sender) or self._first_contact(sender)
-            # The payload is the decoded message itself (see _deliver); positional
-            # arguments because this runs once per labeled message received.
-            record = DataRecord(sender, address, msg.subject, cm.sequence, cm.time_limit, msg)  # type: ignore[arg-type]
-            core.receive(record, now)
+            # The payload is the decoded message itself (see _deliver).
+            core.receive_labeled(
+                sender,
+                address,
+                msg.subject,
+                cm.sequence,
+                cm.time_limit,
+                msg,  # type: ignore[arg-type]
+                now,
+            )
             return
         try:
             record = parse_record(message_fields(msg))
@@ -783,33 +801,40 @@ class CmTransport:
 
     def _process(self, outputs: Iterable[Any]) -> None:
         """Carry out the core's outputs in order."""
-        emit = self._emit
         for out in outputs:
             kind = out.__class__
             if kind is Deliver:
                 self._deliver(out)
             elif kind is Transmit:
                 record = out.record
-                try:
-                    if record.__class__ is DataRecord and not out.point_to_point:
-                        wire = self._outbound.pop((record.subject, record.sequence), None)
-                        if wire is None:
-                            wire = Message.from_bytes(record.payload)
-                            wire.subject = record.subject
-                            wire.cm = make_label(record.origin, record.sequence, record.time_limit)
-                        wait = emit(wire)
-                    else:
-                        wait = emit(record_message(out.destination, record))
-                    if wait is not None:
-                        self._backpressure = wait
-                except TransportClosed:
-                    pass  # the employed transport closed: peers will ask again later
+                if record.__class__ is DataRecord and not out.point_to_point:
+                    wire = self._outbound.pop((record.subject, record.sequence), None)
+                    if wire is None:
+                        wire = Message.from_bytes(record.payload)
+                        wire.subject = record.subject
+                        wire.cm = make_label(record.origin, record.sequence, record.time_limit)
+                    self._transmit(wire)
+                else:
+                    self._transmit(record_message(out.destination, record))
             elif kind is AppendLedger:
                 ledger = self._ledger
                 if ledger is not None:
                     ledger.append(out.lsn, out.record)
             elif kind is Advisory:
                 self._present(out)
+        self._timer_changed()
+
+    def _transmit(self, msg: Message) -> None:
+        """Send ``msg`` on the employed transport, noting any backpressure it reports."""
+        try:
+            wait = self._emit(msg)
+        except TransportClosed:
+            return  # the employed transport closed: peers will ask again later
+        if wait is not None:
+            self._backpressure = wait
+
+    def _timer_changed(self) -> None:
+        """The core's next deadline may have moved: look again once this loop turn ends."""
         if not self._timer_dirty:
             self._timer_dirty = True
             self._loop.call_soon(self._reschedule)

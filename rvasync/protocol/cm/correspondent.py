@@ -202,12 +202,13 @@ class CmCorrespondent:
         """
         if subject not in self._sender._last_sent:  # a subject sent on before was checked then
             check_cm_send_subject(subject)
-        if isinstance(payload, (bytearray, memoryview)):
-            payload = bytes(payload)
-        if not isinstance(payload, bytes):
-            raise InvalidArgument(
-                f"payload must be bytes (an encoded message), not {type(payload).__name__}"
-            )
+        if payload.__class__ is not bytes:
+            if isinstance(payload, (bytearray, memoryview)):
+                payload = bytes(payload)
+            if not isinstance(payload, bytes):
+                raise InvalidArgument(
+                    f"payload must be bytes (an encoded message), not {type(payload).__name__}"
+                )
         limit = self._default_time_limit if time_limit is None else check_time_limit(time_limit)
         return self._sender.send(subject, payload, limit, now)
 
@@ -299,6 +300,29 @@ class CmCorrespondent:
     def receive_plain(self, subject: str, payload: bytes) -> None:
         """An unlabeled message arrived on a CM listener's subject: deliver it as it is."""
         self._listener.deliver_plain(subject, payload)
+
+    def receive_labeled(
+        self,
+        origin: str,
+        address: str,
+        subject: str,
+        sequence: int,
+        time_limit: float,
+        payload: bytes,
+        now: float,
+    ) -> None:
+        """``receive(DataRecord(origin, address, subject, sequence, time_limit, payload))``.
+
+        A driver calls this once per labeled message received; in the usual
+        case (a peer at its known address, the next message in sequence) it
+        is handled without making the record.
+        """
+        if (
+            origin == self._ctx.name
+            or self._ctx.peers.get(origin) != address
+            or not self._listener.deliver_next(origin, subject, sequence, time_limit, payload, now)
+        ):
+            self.receive(DataRecord(origin, address, subject, sequence, time_limit, payload), now)
 
     def receive(self, record: Record, now: float) -> None:
         """Handle one record from the network (multicast or point-to-point)."""

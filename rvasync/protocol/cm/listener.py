@@ -413,35 +413,44 @@ class ListenerHalf:
         )
 
     def on_data(self, rec: DataRecord, now: float) -> None:
-        subject = rec.subject
+        if not self.deliver_next(
+            rec.origin, rec.subject, rec.sequence, rec.time_limit, rec.payload, now
+        ):
+            self._on_data(rec, now)
+
+    def deliver_next(
+        self, origin: str, subject: str, seq: int, time_limit: float, payload: bytes, now: float
+    ) -> bool:
+        """:meth:`on_data` for the usual case, from the labeled message's parts.
+
+        Handles a message nobody listens to, and the next message in sequence
+        of a certified source with nothing held, which is delivered at once
+        (the source's confirmed count cannot move: the delivery is pending
+        with every listener, so it is not advanced). Returns False, having
+        done nothing, for every other case.
+        """
         ids = self._ids_cache.get(subject)
         if ids is None:
             ids = self.listener_ids(subject)
         if not ids:
-            return
-        src = self._sources.get((rec.origin, subject))
-        if src is not None and src.status == CERTIFIED and not src.held:
-            seq = rec.sequence
-            if seq == src.expected:
-                # The usual case, next in sequence with nothing held: delivered at
-                # once. The source's confirmed count cannot move (the delivery is
-                # pending with every listener), so it is not advanced.
-                src.expected = seq + 1
-                deliver = self._ctx.deliver
-                origin, time_limit, payload = rec.origin, rec.time_limit, rec.payload
-                for listener_id in ids:
-                    deliver(Deliver(listener_id, subject, origin, seq, time_limit, payload))
-                src.pending[seq] = set(ids)
-                if seq >= src.last_seen:
-                    src.last_seen = seq
-                    src.gap_deadline = None  # caught up
-                elif src.gap_deadline is None:
-                    self._request_missing(src, now)
-                return
-        self._on_data(rec, now)
+            return True
+        src = self._sources.get((origin, subject))
+        if src is None or src.status != CERTIFIED or src.held or seq != src.expected:
+            return False
+        src.expected = seq + 1
+        deliver = self._ctx.deliver
+        for listener_id in ids:
+            deliver(Deliver(listener_id, subject, origin, seq, time_limit, payload))
+        src.pending[seq] = set(ids)
+        if seq >= src.last_seen:
+            src.last_seen = seq
+            src.gap_deadline = None  # caught up
+        elif src.gap_deadline is None:
+            self._request_missing(src, now)
+        return True
 
     def _on_data(self, rec: DataRecord, now: float) -> None:
-        """:meth:`on_data` for every case but the next message of a certified source."""
+        """:meth:`on_data` for every case :meth:`deliver_next` leaves."""
         ctx = self._ctx
         key = (rec.origin, rec.subject)
         src = self._sources.get(key)

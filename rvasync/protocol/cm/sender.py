@@ -180,8 +180,9 @@ class SenderHalf:
     def send(self, subject: str, payload: bytes, time_limit: float, now: float) -> SendResult:
         ctx = self._ctx
         lsn_before = ctx.lsn
-        seq = self.last_sent(subject) + 1
-        self._last_sent[subject] = seq
+        last_sent = self._last_sent
+        seq = last_sent.get(subject, 0) + 1
+        last_sent[subject] = seq
         entry = ctx.ledger.subjects.get(subject)
         certified = bool(entry is not None and entry.registrations)
         if certified:
@@ -191,9 +192,12 @@ class SenderHalf:
             ctx.record(StoredMessage(subject, seq, time_limit, expiry, payload))
             if expiry:
                 heapq.heappush(self._expiries, (expiry, subject, seq))
+            asks = self._asks
             for listener, reg in entry.registrations.items():
-                if reg.address and (subject, listener) not in self._asks:
-                    self._asks[(subject, listener)] = now + ctx.timing.confirm_request_interval
+                if reg.address:
+                    key = (subject, listener)
+                    if key not in asks:
+                        asks[key] = now + ctx.timing.confirm_request_interval
         elif entry is None or seq > entry.last_sent:
             ctx.record(
                 SubjectMark(subject=subject, last_sent=seq + ctx.timing.sequence_reserve - 1)
