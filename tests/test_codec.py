@@ -256,6 +256,17 @@ def test_decode_accepts_buffers(impl: ModuleType) -> None:
 # -- encode-side errors ----------------------------------------------------------------------------
 
 
+def test_payloads_of_many_mib_round_trip(impl: ModuleType) -> None:
+    """Large enough for the native codec to split its copies across two threads."""
+    blob = bytes(range(256)) * (5 * 4096 + 3)
+    text = "ünïcode " * (700 * 1024)
+    msg = Message("BIG", {"blob": blob, "text": text, "after": 7})
+    data = impl.encode(msg)
+    assert data == IMPLS[0].encode(msg)
+    back = impl.decode(data)
+    assert back["blob"] == blob and back["text"] == text and back["after"] == 7
+
+
 def test_encode_too_large(impl: ModuleType) -> None:
     msg = Message("BIG", [Field("blob", 0, F.OPAQUE, bytes(MAX_MESSAGE_SIZE))])
     with pytest.raises(rv.MessageTooLarge):
