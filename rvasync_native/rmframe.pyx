@@ -10,7 +10,7 @@ the result does not depend on the host's byte order.
 
 from cpython.buffer cimport PyBUF_READ
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
-from cpython.memoryview cimport PyMemoryView_FromMemory
+from cpython.memoryview cimport PyMemoryView_FromMemory, PyMemoryView_FromObject
 from libc.stdint cimport uint32_t, uint64_t
 from libc.string cimport memcpy
 
@@ -41,6 +41,7 @@ HB_HEADER = 19
 ENTRY_SIZE = 41
 NAK_HEADER = 30
 RANGE_SIZE = 12
+GATHER_MIN = 16 * 1024
 
 DEF C_DATA_HEADER = 41
 DEF C_HB_HEADER = 19
@@ -54,6 +55,7 @@ DEF C_MAGIC0 = 0xD2
 DEF C_MAGIC1 = 0x52
 DEF C_VERSION = 1
 DEF C_LEN_MASK = 0x3FFFFFFF
+DEF C_GATHER_MIN = 16384
 
 cdef uint64_t U64_MAX = 0xFFFFFFFFFFFFFFFF
 
@@ -95,6 +97,26 @@ cdef bytes seal(unsigned char* p, Py_ssize_t n):
     """Write the CRC of p[6:n] into p[2:6] and return the datagram as bytes."""
     wr32(p + 2, crc_of(p + 6, n - 6))
     return PyBytes_FromStringAndSize(<char*>p, n)
+
+
+cdef class Gathered:
+    """A DATA datagram kept as its header and a view of the message (see the pure twin)."""
+
+    cdef readonly tuple parts
+    cdef Py_ssize_t _size
+
+    def __init__(self, bytes header, chunk):
+        self.parts = (header, chunk)
+        self._size = PyBytes_GET_SIZE(header) + len(chunk)
+
+    def __len__(self):
+        return self._size
+
+    def __bytes__(self):
+        return b"".join(self.parts)
+
+    def __repr__(self):
+        return f"Gathered({self._size} bytes)"
 
 
 cdef class Packer:
@@ -142,24 +164,28 @@ cdef class Packer:
         """Append one message (at most MAX_MESSAGE bytes; the caller checks)."""
         cdef const unsigned char[::1] view
         if type(payload) is bytes:
-            self._add(<const unsigned char*>PyBytes_AS_STRING(payload), PyBytes_GET_SIZE(payload))
+            self._add(
+                <const unsigned char*>PyBytes_AS_STRING(payload), PyBytes_GET_SIZE(payload), payload
+            )
         else:
+            # Not bytes: may change after this call, so it is always copied (never gathered).
             view = payload
             if view.shape[0] == 0:
-                self._add(<const unsigned char*>b"", 0)
+                self._add(<const unsigned char*>b"", 0, None)
             else:
-                self._add(&view[0], view.shape[0])
+                self._add(&view[0], view.shape[0], None)
 
     def add_many(self, list payloads):
         """Append several messages in order (same as calling add for each)."""
         for payload in payloads:
             self.add(payload)
 
-    cdef void _add(self, const unsigned char* src, Py_ssize_t n) except *:
+    cdef void _add(self, const unsigned char* src, Py_ssize_t n, object owner) except *:
         cdef unsigned char* p = self._p
         cdef Py_ssize_t whole_room = self._cap - C_DATA_HEADER - 4
         cdef Py_ssize_t chunk, off
         cdef uint64_t msg
+        cdef bint gather
         if self._len + n + 4 <= self._cap:
             wr32(p + self._len, <uint32_t>n)
             memcpy(p + self._len + 4, src, n)
@@ -185,14 +211,18 @@ cdef class Packer:
         self._len += chunk + 8
         off = chunk
         self._close()
+        gather = whole_room >= C_GATHER_MIN and owner is not None
         while n - off > whole_room:
             self.head_msg = msg
             self.head_cont = True
-            wr32(p + self._len, (<uint32_t>2 << 30) | <uint32_t>whole_room)
-            memcpy(p + self._len + 4, src + off, whole_room)
-            self._len += whole_room + 4
+            if gather:
+                self._close_gathered(owner, off, whole_room)
+            else:
+                wr32(p + self._len, (<uint32_t>2 << 30) | <uint32_t>whole_room)
+                memcpy(p + self._len + 4, src + off, whole_room)
+                self._len += whole_room + 4
+                self._close()
             off += whole_room
-            self._close()
         self.head_msg = msg
         self.head_cont = True
         wr32(p + self._len, (<uint32_t>3 << 30) | <uint32_t>(n - off))
@@ -204,6 +234,14 @@ cdef class Packer:
         cdef unsigned char* p = self._p
         if self._len == C_DATA_HEADER:
             return
+        self._next_header(p)
+        self._closed.append(seal(p, self._len))
+        self._len = C_DATA_HEADER
+        self.head_msg = self.msg_next
+        self.head_cont = False
+
+    cdef inline void _next_header(self, unsigned char* p) noexcept:
+        """Number the next datagram and write its DATA header at ``p``."""
         self.seq += 1
         wr_common(p, 1, self.session)
         wr32(p + 16, self.stream)
@@ -211,8 +249,16 @@ cdef class Packer:
         wr64(p + 28, self.head_msg)
         wr32(p + 36, self.age_ms)
         p[40] = self.flags & 0xFF
-        self._closed.append(seal(p, self._len))
-        self._len = C_DATA_HEADER
+
+    cdef void _close_gathered(self, bytes owner, Py_ssize_t off, Py_ssize_t n) except *:
+        """Close a datagram holding one MIDDLE record, owner[off:off + n], without copying it."""
+        cdef bytes header = PyBytes_FromStringAndSize(NULL, C_DATA_HEADER + 4)
+        cdef unsigned char* p = <unsigned char*>PyBytes_AS_STRING(header)
+        cdef object chunk = PyMemoryView_FromObject(owner)[off : off + n]
+        self._next_header(p)
+        wr32(p + C_DATA_HEADER, (<uint32_t>2 << 30) | <uint32_t>n)
+        wr32(p + 2, <uint32_t>_crc32(chunk, crc_of(p + 6, C_DATA_HEADER + 4 - 6)))
+        self._closed.append(Gathered(header, chunk))
         self.head_msg = self.msg_next
         self.head_cont = False
 
@@ -274,9 +320,10 @@ cdef class Assembly:
         return self._buf
 
 
-def data_info(bytes data):
+def data_info(data):
     """(seq, index of first message, first record is a continuation) of a DATA datagram we built."""
-    cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(data)
+    cdef bytes head = data if type(data) is bytes else (<Gathered?>data).parts[0]
+    cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(head)
     cdef uint32_t kind = rd32(p + C_DATA_HEADER) >> 30
     return rd64(p + 20), rd64(p + 28), kind == 2 or kind == 3
 

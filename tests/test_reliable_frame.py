@@ -226,3 +226,44 @@ def test_assembly_refuses_overflow_and_impossible_sizes(frame):
     for total, first in ((3, b"abc"), (0, b""), (frame.MAX_MESSAGE + 1, b"a")):
         with pytest.raises(ValueError, match="fragmented message"):
             frame.Assembly(total, first)
+
+
+@SETTINGS
+@given(
+    sizes=st.lists(st.integers(0, 120_000), min_size=1, max_size=6),
+    max_datagram=st.sampled_from([16_500, 20_000, 65507]),
+)
+def test_middle_fragments_are_gathered_views_of_the_message(frame, sizes, max_datagram):
+    payloads = [bytes([i + 1]) * n for i, n in enumerate(sizes)]
+    datagrams, _ = pack(frame, max_datagram, payloads)
+    flat = [bytes(d) for d in datagrams]
+    assert [len(d) for d in datagrams] == [len(d) for d in flat]
+    assert all(len(d) <= max_datagram for d in flat)
+    assert unpack(frame, flat) == payloads
+    for d, f in zip(datagrams, flat, strict=True):
+        assert frame.data_info(d) == frame.data_info(f)
+        if type(d) is not bytes:
+            header, chunk = d.parts
+            assert type(header) is bytes and chunk.readonly
+            assert frame.parse(f)[7] == frame.K_MIDDLE
+    whole_room = max_datagram - frame.DATA_HEADER - 4
+    if whole_room >= frame.GATHER_MIN and any(n > 3 * whole_room for n in sizes):
+        assert any(type(d) is not bytes for d in datagrams)
+
+
+@pytest.mark.skipif(len(IMPLEMENTATIONS) < 2, reason="native rmframe not built")
+def test_native_and_pure_gather_the_same_datagrams():
+    payloads = [b"a" * 10, bytes(range(256)) * 900, b"z" * 3]
+    pure, native = ([bytes(d) for d in pack(f, 20_000, payloads)[0]] for f in IMPLEMENTATIONS)
+    assert pure == native
+
+
+def test_mutable_payloads_are_copied_not_gathered(frame):
+    payload = bytearray(b"m" * 100_000)
+    packer = frame.Packer(20_000, 1, 0)
+    packer.add(payload)
+    packer.flush()
+    datagrams = packer.take()
+    payload[:] = b"x" * len(payload)
+    assert all(type(d) is bytes for d in datagrams)
+    assert unpack(frame, datagrams) == [b"m" * 100_000]

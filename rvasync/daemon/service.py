@@ -104,6 +104,14 @@ _deliver = _accel.load("daemonpath").deliver_multicast
 _subject_key = _accel.load("daemonpath").subject_key
 
 
+def _transmit(sock: socket.socket, data: Any, address: Any) -> None:
+    """Send one datagram of the core: bytes, or a Gathered one from its parts (no copy)."""
+    if data.__class__ is bytes:
+        sock.sendto(data, address)
+    else:
+        sock.sendmsg(data.parts, (), 0, address)
+
+
 class ServiceEndpoint:
     """The sockets, reliable core and routing of one service (UDP port) in one daemon."""
 
@@ -553,11 +561,11 @@ class ServiceEndpoint:
         if self._backlog:
             self._queue(out, 0)
             return
-        sendto = self._uc.sendto
+        sock = self._uc
         group = self._group
         for index, (data, dest) in enumerate(out):
             try:
-                sendto(data, group if dest is None else dest)
+                _transmit(sock, data, group if dest is None else dest)
             except BlockingIOError:
                 self._queue(out, index)
                 return
@@ -594,12 +602,12 @@ class ServiceEndpoint:
     def _on_writable(self) -> None:
         try:
             backlog = self._backlog
-            sendto = self._uc.sendto
+            sock = self._uc
             group = self._group
             while backlog:
                 data, dest = backlog[0]
                 try:
-                    sendto(data, group if dest is None else dest)
+                    _transmit(sock, data, group if dest is None else dest)
                 except BlockingIOError:
                     break
                 except OSError as exc:

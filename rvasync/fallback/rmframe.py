@@ -36,6 +36,7 @@ __all__ = [
     "E_NEXT_CONT",
     "E_NO_RETENTION",
     "F_NO_RETENTION",
+    "GATHER_MIN",
     "HB_FINAL",
     "HB_HEADER",
     "K_FIRST",
@@ -53,6 +54,7 @@ __all__ = [
     "T_NAK",
     "VERSION",
     "Assembly",
+    "Gathered",
     "Packer",
     "build_heartbeat",
     "build_nak",
@@ -104,6 +106,10 @@ ENTRY_SIZE = _ENTRY.size  # 41
 NAK_HEADER = _NAK.size  # 30
 RANGE_SIZE = _RANGE.size  # 12
 
+#: A MIDDLE fragment at least this long is not copied into a datagram of its own:
+#: the datagram stays its header plus a view of the message (see Gathered).
+GATHER_MIN = 16 * 1024
+
 _LEN_MASK = 0x3FFFFFFF
 _U64_MAX = (1 << 64) - 1
 _FIRST_TAG = K_FIRST << 30
@@ -117,6 +123,33 @@ def _seal(buf: bytearray) -> bytes:
         crc = zlib.crc32(body)
     _CRC.pack_into(buf, 2, crc)
     return bytes(buf)
+
+
+class Gathered:
+    """A DATA datagram kept as two parts: its header, and a view of the message it carries.
+
+    The middle fragments of a large message are sent (``socket.sendmsg``) and
+    retained for retransmission this way, so fragmenting a 64 MiB message
+    copies nothing and allocates no second 64 MiB; the view keeps the
+    (immutable) message alive as long as the datagram is retained.
+    ``len()`` is the datagram's size and ``bytes()`` its contiguous form.
+    """
+
+    __slots__ = ("_size", "parts")
+
+    def __init__(self, header: bytes, chunk: memoryview) -> None:
+        #: (header bytes, chunk view), in wire order
+        self.parts = (header, chunk)
+        self._size = len(header) + len(chunk)
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __bytes__(self) -> bytes:
+        return b"".join(self.parts)
+
+    def __repr__(self) -> str:
+        return f"Gathered({self._size} bytes)"
 
 
 class Packer:
@@ -205,13 +238,17 @@ class Packer:
         buf += view[:chunk]
         off = chunk
         self._close()
+        gather = whole_room >= GATHER_MIN and type(payload) is bytes
         while n - off > whole_room:
             self.head_msg = msg
             self.head_cont = True
-            self._buf += _U32.pack(_MIDDLE_TAG | whole_room)
-            self._buf += view[off : off + whole_room]
+            if gather:
+                self._close_gathered(memoryview(payload)[off : off + whole_room])
+            else:
+                self._buf += _U32.pack(_MIDDLE_TAG | whole_room)
+                self._buf += view[off : off + whole_room]
+                self._close()
             off += whole_room
-            self._close()
         self.head_msg = msg
         self.head_cont = True
         self._buf += _U32.pack(_LAST_TAG | (n - off))
@@ -223,6 +260,14 @@ class Packer:
         buf = self._buf
         if len(buf) == DATA_HEADER:
             return
+        self._next_header(buf)
+        self._closed.append(_seal(buf))
+        del buf[DATA_HEADER:]
+        self.head_msg = self.msg_next
+        self.head_cont = False
+
+    def _next_header(self, buf: bytearray) -> None:
+        """Number the next datagram and write its DATA header at the start of ``buf``."""
         self.seq += 1
         _DATA.pack_into(
             buf,
@@ -238,8 +283,16 @@ class Packer:
             self.age_ms,
             self.flags,
         )
-        self._closed.append(_seal(buf))
-        del buf[DATA_HEADER:]
+
+    def _close_gathered(self, chunk: memoryview) -> None:
+        """Close a datagram holding one MIDDLE record, ``chunk``, without copying it."""
+        header = bytearray(DATA_HEADER + 4)
+        self._next_header(header)
+        _U32.pack_into(header, DATA_HEADER, _MIDDLE_TAG | len(chunk))
+        with memoryview(header) as view, view[6:] as body:
+            crc = zlib.crc32(chunk, zlib.crc32(body))
+        _CRC.pack_into(header, 2, crc)
+        self._closed.append(Gathered(bytes(header), chunk))
         self.head_msg = self.msg_next
         self.head_cont = False
 
@@ -248,7 +301,7 @@ class Packer:
         if len(self._buf) > DATA_HEADER:
             self._close()
 
-    def take(self) -> list[bytes]:
+    def take(self) -> list[bytes | Gathered]:
         """The datagrams closed since the last call, in sequence order."""
         closed = self._closed
         if closed:
@@ -294,8 +347,10 @@ class Assembly:
         return bytes(self._buf)
 
 
-def data_info(data: bytes) -> tuple[int, int, bool]:
+def data_info(data: bytes | Gathered) -> tuple[int, int, bool]:
     """(seq, index of first message, first record is a continuation) of a DATA datagram we built."""
+    if type(data) is Gathered:
+        data = data.parts[0]
     seq, msg = struct.unpack_from("<QQ", data, 20)
     kind = _U32.unpack_from(data, DATA_HEADER)[0] >> 30
     return seq, msg, kind in (K_MIDDLE, K_LAST)

@@ -338,8 +338,12 @@ class ReliableEndpoint:
 
     # ------------------------------------------------------------------ outputs
 
-    def datagrams_to_send(self) -> list[tuple[bytes, Address | None]]:
-        """Datagrams produced since the last call, as (bytes, dest); dest None means the group."""
+    def datagrams_to_send(self) -> list[tuple[Any, Address | None]]:
+        """Datagrams produced since the last call, as (datagram, dest); dest None means the group.
+
+        A datagram is ``bytes``, or an rmframe ``Gathered`` (a large message's middle
+        fragment: header plus a view of the message) to send with ``sendmsg(d.parts)``.
+        """
         self._collect(self._now)
         out = self._out
         self._out = []
@@ -524,6 +528,9 @@ class ReliableEndpoint:
         try:
             if self._closed:
                 return
+            if data.__class__ is not bytes and hasattr(data, "parts"):
+                # Another endpoint's Gathered datagram, handed over in memory (tests).
+                data = bytes(data)
             p = self._parse(data)
             if p is None:
                 stats.malformed += 1
