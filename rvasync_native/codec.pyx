@@ -31,6 +31,8 @@ from libc.math cimport isinf
 from libc.stdint cimport int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memcmp, memcpy
 
+from rvasync_native.largemem cimport SPLIT_COPY_MIN, large_copy
+
 import ipaddress
 
 from rvasync._wire import (
@@ -45,69 +47,13 @@ from rvasync.rvdatetime import DateTime
 
 __all__ = ["MAX_MESSAGE_SIZE", "decode", "encode"]
 
-cdef extern from "<pthread.h>" nogil:
-    ctypedef unsigned long pthread_t
-    int pthread_create(pthread_t* thread, const void* attr, void* (*start)(void*) noexcept nogil, void* arg)
-    int pthread_join(pthread_t thread, void** retval)
-
-cdef extern from "<unistd.h>" nogil:
-    long sysconf(int name)
-    int _SC_NPROCESSORS_ONLN
-
-
-# =============================================================================
-# large copies
-# =============================================================================
-# A payload of many MiB is copied into memory the process has just allocated,
-# and most of that copy's time is the operating system providing fresh pages
-# (on a virtual machine, about 0.7 ms per MiB: far more than the copy itself).
-# Two threads fault pages in at nearly twice the rate of one, so a large copy
-# is split in halves and the second half runs on a short-lived thread while
-# the calling thread, GIL released, copies the first.
-
-#: Copies at least this long are split across two threads (when there are two CPUs).
-cdef size_t _SPLIT_COPY_MIN = 4 * 1024 * 1024
-cdef bint _SPLIT_COPY = sysconf(_SC_NPROCESSORS_ONLN) > 1
-
-
-cdef struct _CopyJob:
-    char* dst
-    const char* src
-    size_t n
-
-
-cdef void* _run_copy(void* arg) noexcept nogil:
-    cdef _CopyJob* job = <_CopyJob*>arg
-    memcpy(job.dst, job.src, job.n)
-    return NULL
-
-
-cdef void _large_copy(char* dst, const char* src, size_t n) noexcept nogil:
-    """memcpy, on two threads when ``n`` is large (see above); falls back to one."""
-    cdef _CopyJob job
-    cdef pthread_t thread
-    cdef size_t half
-    if n < _SPLIT_COPY_MIN or not _SPLIT_COPY:
-        memcpy(dst, src, n)
-        return
-    half = (n // 2) & ~(<size_t>4095)
-    job.dst = dst + half
-    job.src = src + half
-    job.n = n - half
-    if pthread_create(&thread, NULL, _run_copy, &job) != 0:
-        memcpy(dst, src, n)
-        return
-    memcpy(dst, src, half)
-    pthread_join(thread, NULL)
-
-
 cdef inline void _copy(char* dst, const char* src, size_t n):
-    """memcpy, with the GIL released for a large copy (so the split can run)."""
-    if n < _SPLIT_COPY_MIN:
+    """memcpy; a large copy releases the GIL and runs on two threads (see largemem)."""
+    if n < SPLIT_COPY_MIN:
         memcpy(dst, src, n)
     else:
         with nogil:
-            _large_copy(dst, src, n)
+            large_copy(dst, src, n)
 
 
 cdef object _new = object.__new__
@@ -813,7 +759,7 @@ cdef inline object _text(Item* it):
 
 cdef inline object _bytes(Item* it):
     cdef bytes out
-    if <size_t>it.n < _SPLIT_COPY_MIN:
+    if <size_t>it.n < SPLIT_COPY_MIN:
         return PyBytes_FromStringAndSize(<char*>it.ptr, it.n)
     out = PyBytes_FromStringAndSize(NULL, it.n)
     _copy(PyBytes_AS_STRING(out), <const char*>it.ptr, it.n)

@@ -14,6 +14,8 @@ from cpython.memoryview cimport PyMemoryView_FromMemory, PyMemoryView_FromObject
 from libc.stdint cimport uint32_t, uint64_t
 from libc.string cimport memcpy
 
+from rvasync_native.largemem cimport Prefault, prefault_start, prefault_wait
+
 import zlib
 
 _crc32 = zlib.crc32
@@ -56,6 +58,8 @@ DEF C_MAGIC1 = 0x52
 DEF C_VERSION = 1
 DEF C_LEN_MASK = 0x3FFFFFFF
 DEF C_GATHER_MIN = 16384
+# An assembly this far along starts faulting in the rest of its buffer (4 MiB).
+DEF C_PREFAULT_AFTER = 4194304
 
 cdef uint64_t U64_MAX = 0xFFFFFFFFFFFFFFFF
 
@@ -287,6 +291,8 @@ cdef class Assembly:
     cdef bytes _buf
     cdef readonly Py_ssize_t size
     cdef readonly Py_ssize_t total
+    cdef Prefault _prefault
+    cdef bint _prefaulted
 
     def __init__(self, Py_ssize_t total, first):
         cdef const unsigned char[::1] view = first
@@ -311,13 +317,31 @@ cdef class Assembly:
         if n:
             memcpy(PyBytes_AS_STRING(self._buf) + self.size, &view[0], n)
         self.size += n
+        if not self._prefaulted and self.size >= C_PREFAULT_AFTER:
+            # Enough has arrived that the sender is real and the message big: have
+            # the rest of the buffer's pages faulted in by another thread while this
+            # one keeps copying (see largemem). Before this point the buffer costs
+            # only the pages received, so a forged FIRST record commits no memory.
+            self._prefaulted = True
+            prefault_start(
+                &self._prefault,
+                PyBytes_AS_STRING(self._buf) + self.size,
+                PyBytes_AS_STRING(self._buf) + self.total,
+            )
         return True
 
     def result(self):
         """The whole message; only once every byte has arrived (``size == total``)."""
         if self.size != self.total:
             raise ValueError(f"the message is incomplete: {self.size} of {self.total} bytes")
+        with nogil:
+            prefault_wait(&self._prefault)
         return self._buf
+
+    def __dealloc__(self):
+        # The prefault thread works on the buffer, so the buffer outlives it.
+        with nogil:
+            prefault_wait(&self._prefault)
 
 
 def data_info(data):
