@@ -531,6 +531,7 @@ class ServiceEndpoint:
             self._flush_soon = True
             self._loop.call_soon(self._flush)
             self._flush_now()
+            self._unflushed = 0
 
     # ------------------------------------------------------------------ output
 
@@ -541,8 +542,11 @@ class ServiceEndpoint:
             self._batch_handle.cancel()
             self._batch_handle = None
         self._batched = 0
-        self._unflushed = 0
-        self._flush_now()
+        if self._unflushed:
+            # Skipped when nothing was packed after the turn's first message went out
+            # at once (the usual case for requests and replies).
+            self._unflushed = 0
+            self._flush_now()
 
     def _flush_now(self) -> None:
         if self.closed:
