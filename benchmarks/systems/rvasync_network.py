@@ -1,6 +1,6 @@
 """rvasync between processes: ``rv.Transport`` on a service the runner chose.
 
-Two rows (variants):
+Rows (variants):
 
 - *in-process daemon* (the default, IPM-style mode, and the headline): every
   worker opens ``rv.Transport(service=<free UDP port>, network=None)``; the first
@@ -9,6 +9,9 @@ Two rows (variants):
 - *standalone daemon*: the runner starts one ``python -m rvasync daemon`` process
   on 127.0.0.1 (the broker-like layout NATS has), and every worker attaches to it
   with ``daemon="127.0.0.1:<port>"``.
+- *busy polling* (request/reply only): the in-process daemon with
+  ``rv.Transport(busy_poll=0.001)``, which keeps each process's loop polling
+  for 1 ms after traffic instead of sleeping (a CPU core for lower latency).
 
 Rows report "not available in this rvasync build" until the names they need exist.
 """
@@ -27,6 +30,14 @@ from benchmarks.registry import Variant, adapter
 from benchmarks.systems.rvasync_api import missing, missing_module
 
 IN_PROCESS_DAEMON = Variant(name="ipm", label="in-process daemon", headline=True)
+#: Request/reply only: the in-process daemon with busy polling (rv.Transport(busy_poll=...)).
+BUSY_POLL_SECONDS = 0.001
+BUSY_POLL = Variant(
+    name="ipm-busy-poll",
+    label=f"in-process daemon, busy_poll={BUSY_POLL_SECONDS * 1000:g} ms",
+    headline=False,
+    unavailable=lambda: missing_module("rvasync.busypoll", "BusyPoller"),
+)
 STANDALONE_DAEMON = Variant(
     name="standalone",
     label="standalone daemon",
@@ -86,8 +97,12 @@ class _RvNetwork:
 
         self.rv = rv
         self.listeners: list[Any] = []
+        options = {"busy_poll": BUSY_POLL_SECONDS} if self.variant.name == BUSY_POLL.name else {}
         self.transport = rv.Transport(
-            service=str(self.env["ports"][0]), network=None, daemon=self.env.get("daemon")
+            service=str(self.env["ports"][0]),
+            network=None,
+            daemon=self.env.get("daemon"),
+            **options,
         )
         await asyncio.wait_for(self.transport.open(), 30)
 
@@ -129,6 +144,10 @@ class RvNetworkReqRep(_RvNetwork, ReqRep):
 
     system = "rvasync"
     capability = "reqrep"
+
+    @classmethod
+    def variants(cls) -> Sequence[Variant]:
+        return (IN_PROCESS_DAEMON, BUSY_POLL, STANDALONE_DAEMON)
 
     async def serve(self, subject: str) -> None:
         listener = self.transport.listen(subject)

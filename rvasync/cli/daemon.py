@@ -15,6 +15,7 @@ import os
 import signal
 import sys
 
+from rvasync.busypoll import check_window
 from rvasync.daemon.params import DEFAULT_DAEMON_PORT
 from rvasync.errors import DaemonUnavailable, InvalidArgument
 
@@ -61,6 +62,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         "(CLIENT.SLOWCONSUMER; default 128 MiB)",
     )
     p.add_argument(
+        "--busy-poll",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="keep polling without sleeping for this long after each datagram or frame "
+        "(lower latency for a busy CPU core; default 0: never; at most 1)",
+    )
+    p.add_argument(
         "--loop",
         choices=("auto", "asyncio", "uvloop"),
         default="auto",
@@ -92,6 +101,7 @@ def run(args: argparse.Namespace) -> int:
         raise InvalidArgument(
             f"--max-consumer-buffer {args.max_consumer_buffer}: must be a positive byte count"
         )
+    check_window("--busy-poll", args.busy_poll)
     with asyncio.Runner(loop_factory=_loop_factory(args.loop)) as runner:
         return runner.run(serve(args))
 
@@ -104,6 +114,7 @@ async def serve(args: argparse.Namespace) -> int:
         host=args.host,
         reliability=args.reliability,
         idle_exit=args.idle_exit,
+        busy_poll=args.busy_poll,
     )
     if args.max_consumer_buffer is not None:
         # Read by the client server when the daemon starts it (see rvasync.daemon.server).

@@ -30,6 +30,7 @@ from typing import Any
 
 from rvasync._logging import stderr_logger
 from rvasync.advisories import AdvisoryClass, build_advisory
+from rvasync.busypoll import poller_for
 from rvasync.daemon import clientproto as cp
 from rvasync.daemon.advisories import slow_consumer
 from rvasync.daemon.clientproto import ErrorCode, FrameType
@@ -231,6 +232,7 @@ class ClientConnection(asyncio.Protocol):
         self.session: Any = None
         self.peer: str = "?"
         self._loop = asyncio.get_running_loop()
+        self._touch = poller_for(self._loop).touch
         self._transport: asyncio.Transport | None = None
         self._decoder = cp.FrameDecoder()
         self._interests: dict[str, int] = {}
@@ -274,6 +276,7 @@ class ClientConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self._transport is None or self._transport.is_closing():
             return
+        self._touch()
         garbage: cp.ProtocolError | None = None
         try:
             frames = self._decoder.feed(data)
@@ -498,6 +501,7 @@ class ClientConnection(asyncio.Protocol):
             self._pending = []
             self._pending_bytes = 0
             self._transport.writelines(cp.encode_messages(FrameType.DELIVER, pending))
+            self._touch()
 
     def _enqueue(self, kind: int, wire: bytes) -> None:
         self._queue.append((self._loop.time(), kind, wire))

@@ -82,6 +82,8 @@ __all__ = ["BATCH_DELAY", "ServiceEndpoint"]
 
 #: Datagrams read from one socket per readiness callback before other work runs.
 READ_BATCH = 16
+#: A datagram shorter than this ends a readiness callback's reads (see _on_readable).
+SMALL_DATAGRAM = 2048
 #: Batch mode holds small messages at most this long (the spec suggests ~25 ms of latency).
 BATCH_DELAY = 0.02
 #: In batch mode, a message larger than this is not held: it goes out at the end of the turn.
@@ -130,6 +132,7 @@ class ServiceEndpoint:
     ) -> None:
         self._daemon = daemon
         self._loop: asyncio.AbstractEventLoop = daemon.loop
+        self._touch = daemon.poller.touch
         self.spec = spec
         self.port = spec.port
         self.network = net
@@ -562,6 +565,7 @@ class ServiceEndpoint:
         out = self._core.datagrams_to_send()
         if not out:
             return
+        self._touch()
         if self._backlog:
             self._queue(out, 0)
             return
@@ -676,6 +680,13 @@ class ServiceEndpoint:
                     counters.datagrams_dropped_on_purpose += 1
                     continue
                 receive(data, src, now)
+                if len(data) < SMALL_DATAGRAM:
+                    # Small datagrams are latency traffic: return to the loop now, not
+                    # after a further read that would most likely find nothing (a
+                    # failed recvfrom and its exception). The selector is level-
+                    # triggered, so anything still queued calls us again at once.
+                    break
+            self._touch()
             self._after_core()
         except Exception:
             self._contain("reading datagrams")

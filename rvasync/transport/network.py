@@ -17,6 +17,7 @@ import asyncio
 import math
 from typing import TYPE_CHECKING, Any
 
+from rvasync.busypoll import check_window, poller_for
 from rvasync.daemon.params import parse_daemon
 from rvasync.errors import DaemonUnavailable, InvalidArgument, RequestTimeout, TransportClosed
 from rvasync.subjects import check_send_subject
@@ -43,7 +44,7 @@ def _optional_str(name: str, value: Any) -> str | None:
 
 class Transport(BaseTransport):
     """A network transport: ``Transport(service=None, network=None, daemon=None, *,
-    description=None, reliability=None, batch=False)``.
+    description=None, reliability=None, batch=False, busy_poll=None)``.
 
     ``service``: UDP port number or service name (default: ``rendezvous`` or 7500).
     ``network``: ``"interface;groups;send-address"``; None is loopback, so nothing
@@ -54,6 +55,10 @@ class Transport(BaseTransport):
     in-process, 60 s standalone; 0 disables; when transports of one daemon and
     service ask differently, the largest wins). ``batch``: hold small messages
     up to 20 ms to pack more per datagram (more throughput, more latency).
+    ``busy_poll``: seconds this process's event loop keeps polling without
+    sleeping after the last network activity of its transports or in-process
+    daemon; None or 0 never. Lower latency for a busy CPU core; see
+    docs/transports.md, "Busy polling".
 
     Use as ``async with rv.Transport(...) as t:`` or ``await t.open()`` /
     ``await t.close()``.
@@ -68,6 +73,7 @@ class Transport(BaseTransport):
         description: str | None = None,
         reliability: float | None = None,
         batch: bool = False,
+        busy_poll: float | None = None,
     ) -> None:
         self.service = _optional_str("service", service)
         self.network = _optional_str("network", network)
@@ -89,6 +95,7 @@ class Transport(BaseTransport):
         super().__init__(description=description)
         self.reliability = reliability
         self.batch = batch
+        self.busy_poll = 0.0 if busy_poll is None else check_window("busy_poll", busy_poll)
         self._link: DaemonLink | None = None
         self._opening = False
         self._publish: Any = _not_open
@@ -125,6 +132,7 @@ class Transport(BaseTransport):
             raise TransportClosed("the transport is already being opened by another task")
         self._opening = True
         try:
+            poller_for().want(self.busy_poll)
             link = self._make_link()
             await link.open(self)
         finally:

@@ -39,6 +39,7 @@ from typing import Any, Protocol
 from rvasync._logging import stderr_logger
 from rvasync._wire import MAX_MESSAGE_SIZE
 from rvasync.advisories import AdvisoryClass, build_advisory
+from rvasync.busypoll import poller_for
 from rvasync.daemon import clientproto as cp
 from rvasync.daemon.advisories import fast_producer, msg_too_large
 from rvasync.daemon.clientproto import ErrorCode, FrameType
@@ -532,6 +533,7 @@ class _Connection(asyncio.Protocol):
     def __init__(self, link: TcpLink) -> None:
         self.link = link
         self.loop = asyncio.get_running_loop()
+        self._touch = poller_for(self.loop).touch
         self.transport: asyncio.Transport | None = None
         self.decoder = cp.FrameDecoder()
         self.welcome: asyncio.Future[cp.Welcome] = self.loop.create_future()
@@ -558,6 +560,7 @@ class _Connection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         self._last_heard = self.loop.time()
+        self._touch()
         try:
             frames = self.decoder.feed(data)
         except cp.ProtocolError as exc:
@@ -641,10 +644,12 @@ class _Connection(asyncio.Protocol):
     def write(self, data: bytes) -> None:
         if self.transport is not None and not self.transport.is_closing():
             self.transport.write(data)
+            self._touch()
 
     def writelines(self, buffers: list[bytes]) -> None:
         if self.transport is not None and not self.transport.is_closing():
             self.transport.writelines(buffers)
+            self._touch()
 
     def drained(self) -> asyncio.Future[None]:
         if self._drain is None:
