@@ -104,14 +104,41 @@ cdef bytes seal(unsigned char* p, Py_ssize_t n):
 
 
 cdef class Gathered:
-    """A DATA datagram kept as its header and a view of the message (see the pure twin)."""
+    """A DATA datagram kept as its header and a view of the message (see the pure twin).
 
-    cdef readonly tuple parts
+    The CRC is computed on first use of :attr:`parts` (when the datagram is
+    sent), not when the packer makes it, so a large message's first datagrams
+    leave while the checksums of the later ones are still to be computed.
+    """
+
+    cdef bytes _header
+    cdef object _chunk
+    cdef bint _sealed
     cdef Py_ssize_t _size
 
     def __init__(self, bytes header, chunk):
-        self.parts = (header, chunk)
+        if PyBytes_GET_SIZE(header) < C_DATA_HEADER:
+            raise ValueError("a Gathered header holds at least a DATA header")
+        self._header = header
+        self._chunk = chunk
         self._size = PyBytes_GET_SIZE(header) + len(chunk)
+
+    @property
+    def parts(self):
+        """(header bytes, chunk view), in wire order; the header's CRC filled in."""
+        cdef unsigned char* p
+        if not self._sealed:
+            # The header has not been handed out yet, so filling its CRC field in
+            # place changes nothing anyone has seen.
+            p = <unsigned char*>PyBytes_AS_STRING(self._header)
+            wr32(
+                p + 2,
+                <uint32_t>_crc32(
+                    self._chunk, crc_of(p + 6, PyBytes_GET_SIZE(self._header) - 6)
+                ),
+            )
+            self._sealed = True
+        return (self._header, self._chunk)
 
     def __len__(self):
         return self._size
@@ -261,7 +288,6 @@ cdef class Packer:
         cdef object chunk = PyMemoryView_FromObject(owner)[off : off + n]
         self._next_header(p)
         wr32(p + C_DATA_HEADER, (<uint32_t>2 << 30) | <uint32_t>n)
-        wr32(p + 2, <uint32_t>_crc32(chunk, crc_of(p + 6, C_DATA_HEADER + 4 - 6)))
         self._closed.append(Gathered(header, chunk))
         self.head_msg = self.msg_next
         self.head_cont = False
@@ -346,7 +372,7 @@ cdef class Assembly:
 
 def data_info(data):
     """(seq, index of first message, first record is a continuation) of a DATA datagram we built."""
-    cdef bytes head = data if type(data) is bytes else (<Gathered?>data).parts[0]
+    cdef bytes head = data if type(data) is bytes else (<Gathered?>data)._header
     cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(head)
     cdef uint32_t kind = rd32(p + C_DATA_HEADER) >> 30
     return rd64(p + 20), rd64(p + 28), kind == 2 or kind == 3

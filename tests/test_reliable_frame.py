@@ -236,7 +236,11 @@ def test_assembly_refuses_overflow_and_impossible_sizes(frame):
 def test_middle_fragments_are_gathered_views_of_the_message(frame, sizes, max_datagram):
     payloads = [bytes([i + 1]) * n for i, n in enumerate(sizes)]
     datagrams, _ = pack(frame, max_datagram, payloads)
+    # Header fields are readable before a Gathered datagram computes its CRC (on first
+    # use of .parts), and the CRC it then computes is the one parse verifies.
+    info = [frame.data_info(d) for d in datagrams]
     flat = [bytes(d) for d in datagrams]
+    assert info == [frame.data_info(f) for f in flat]
     assert [len(d) for d in datagrams] == [len(d) for d in flat]
     assert all(len(d) <= max_datagram for d in flat)
     assert unpack(frame, flat) == payloads
@@ -245,6 +249,7 @@ def test_middle_fragments_are_gathered_views_of_the_message(frame, sizes, max_da
         if type(d) is not bytes:
             header, chunk = d.parts
             assert type(header) is bytes and chunk.readonly
+            assert d.parts[0] is header, "sealed once"
             assert frame.parse(f)[7] == frame.K_MIDDLE
     whole_room = max_datagram - frame.DATA_HEADER - 4
     if whole_room >= frame.GATHER_MIN and any(n > 3 * whole_room for n in sizes):

@@ -133,14 +133,33 @@ class Gathered:
     copies nothing and allocates no second 64 MiB; the view keeps the
     (immutable) message alive as long as the datagram is retained.
     ``len()`` is the datagram's size and ``bytes()`` its contiguous form.
+
+    The CRC is computed on first use of :attr:`parts` (when the datagram is
+    sent), not when the packer makes it, so a large message's first datagrams
+    leave while the checksums of the later ones are still to be computed.
     """
 
-    __slots__ = ("_size", "parts")
+    __slots__ = ("_chunk", "_header", "_sealed", "_size")
 
-    def __init__(self, header: bytes, chunk: memoryview) -> None:
-        #: (header bytes, chunk view), in wire order
-        self.parts = (header, chunk)
+    def __init__(self, header: bytes | bytearray, chunk: memoryview) -> None:
+        if len(header) < DATA_HEADER:
+            raise ValueError("a Gathered header holds at least a DATA header")
+        self._header = header
+        self._chunk = chunk
+        self._sealed: bytes | None = None
         self._size = len(header) + len(chunk)
+
+    @property
+    def parts(self) -> tuple[bytes, memoryview]:
+        """(header bytes, chunk view), in wire order; the header's CRC filled in."""
+        sealed = self._sealed
+        if sealed is None:
+            header = bytearray(self._header)
+            with memoryview(header) as view, view[6:] as body:
+                crc = zlib.crc32(self._chunk, zlib.crc32(body))
+            _CRC.pack_into(header, 2, crc)
+            sealed = self._sealed = bytes(header)
+        return (sealed, self._chunk)
 
     def __len__(self) -> int:
         return self._size
@@ -289,9 +308,6 @@ class Packer:
         header = bytearray(DATA_HEADER + 4)
         self._next_header(header)
         _U32.pack_into(header, DATA_HEADER, _MIDDLE_TAG | len(chunk))
-        with memoryview(header) as view, view[6:] as body:
-            crc = zlib.crc32(chunk, zlib.crc32(body))
-        _CRC.pack_into(header, 2, crc)
         self._closed.append(Gathered(bytes(header), chunk))
         self.head_msg = self.msg_next
         self.head_cont = False
@@ -350,7 +366,7 @@ class Assembly:
 def data_info(data: bytes | Gathered) -> tuple[int, int, bool]:
     """(seq, index of first message, first record is a continuation) of a DATA datagram we built."""
     if type(data) is Gathered:
-        data = data.parts[0]
+        data = data._header  # everything data_info reads is there before sealing
     seq, msg = struct.unpack_from("<QQ", data, 20)
     kind = _U32.unpack_from(data, DATA_HEADER)[0] >> 30
     return seq, msg, kind in (K_MIDDLE, K_LAST)
