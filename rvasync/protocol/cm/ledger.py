@@ -360,8 +360,7 @@ def _subject_mark(state: LedgerState, r: SubjectMark) -> None:
 
 
 def _stored_message(state: LedgerState, r: StoredMessage) -> None:
-    # Once per certified message sent: the subject's entry almost always exists.
-    entry = state.subjects.get(r.subject) or state.subject(r.subject)
+    entry = state.subject(r.subject)
     entry.messages[r.sequence] = r
     entry.last_sent = r.sequence
 
