@@ -24,10 +24,23 @@ cdef extern from "<pthread.h>" nogil:
     int pthread_create(pthread_t* thread, const void* attr, void* (*start)(void*) noexcept nogil, void* arg)
     int pthread_join(pthread_t thread, void** retval)
 
-cdef extern from "<unistd.h>" nogil:
-    long sysconf(int name)
-    int _SC_NPROCESSORS_ONLN
-    int _SC_PAGESIZE
+cdef extern from *:
+    """
+    #include <unistd.h>
+    /* Online CPUs and page size, asked once per module (sysconf reads files). */
+    static long rvasync_online_cpus(void) {
+        static long n = 0;
+        if (n == 0) n = sysconf(_SC_NPROCESSORS_ONLN);
+        return n;
+    }
+    static size_t rvasync_page_size(void) {
+        static long n = 0;
+        if (n <= 0) n = sysconf(_SC_PAGESIZE);
+        return n > 0 ? (size_t)n : 4096;
+    }
+    """
+    long rvasync_online_cpus() nogil
+    size_t rvasync_page_size() nogil
 
 cdef extern from "<sys/mman.h>" nogil:
     int madvise(void* addr, size_t length, int advice)
@@ -56,7 +69,7 @@ cdef inline void large_copy(char* dst, const char* src, size_t n) noexcept nogil
     cdef _CopyJob job
     cdef pthread_t thread
     cdef size_t half
-    if n < SPLIT_COPY_MIN or sysconf(_SC_NPROCESSORS_ONLN) < 2:
+    if n < SPLIT_COPY_MIN or rvasync_online_cpus() < 2:
         memcpy(dst, src, n)
         return
     half = (n // 2) & ~(<size_t>4095)
@@ -85,11 +98,11 @@ cdef inline void* _run_prefault(void* arg) noexcept nogil:
 
 cdef inline void prefault_start(Prefault* job, char* begin, char* end) noexcept nogil:
     """Fault in the whole pages of [begin, end) on a background thread (if worthwhile)."""
-    cdef size_t page = <size_t>sysconf(_SC_PAGESIZE)
+    cdef size_t page = rvasync_page_size()
     cdef size_t first = (<size_t>begin + page - 1) & ~(page - 1)
     cdef size_t last = (<size_t>end) & ~(page - 1)
     job.running = False
-    if last <= first or sysconf(_SC_NPROCESSORS_ONLN) < 2:
+    if last <= first or rvasync_online_cpus() < 2:
         return
     job.start = <char*>first
     job.length = last - first
