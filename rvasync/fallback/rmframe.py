@@ -326,10 +326,12 @@ class Packer:
 
 
 class Assembly:
-    """One fragmented message being reassembled, in a buffer of its announced size.
+    """One fragmented message being reassembled into one growing buffer.
 
-    Fragments are copied in as they arrive, so the message exists once, and a
-    64 MiB message costs one buffer rather than a list of chunks plus their join.
+    Fragments are appended as they arrive, so the message exists once while it
+    is put together rather than as a list of chunks plus their join. (The
+    compiled twin allocates the announced size at once and fills the result in
+    place; this one grows, and copies once more into ``bytes`` at the end.)
     """
 
     __slots__ = ("_buf", "size", "total")
