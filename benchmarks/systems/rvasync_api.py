@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import importlib
 from types import ModuleType
+from typing import Any
+
+from benchmarks.interfaces import Sink
 
 PREFIX = "not available in this rvasync build"
 
@@ -51,3 +54,32 @@ def implementations(hot_path: str) -> list[ModuleType]:
         return list(accel.implementations(hot_path))
     except (ImportError, AttributeError):
         return []
+
+
+class ListenerPubSub:
+    """The publish/subscribe calls every rvasync transport shares, for PubSub adapters.
+
+    ``self.transport`` (an open rvasync transport), ``self.rv`` (the package) and
+    ``self.listeners`` (closed by the adapter) are set by the adapter's ``connect``.
+    Publish with ``await t.send(msg)``; receive with ``async for`` on a Listener.
+    """
+
+    transport: Any
+    rv: Any
+    listeners: list[Any]
+
+    async def subscribe(self, subject: str) -> Any:
+        listener = self.transport.listen(subject)
+        self.listeners.append(listener)
+        return listener
+
+    async def consume(self, subscription: Any, sink: Sink) -> None:
+        async for msg in subscription:
+            if sink(msg["data"]):
+                return
+
+    def prepare(self, subject: str, payload: bytes) -> Any:
+        return self.rv.Message(subject, {"data": payload})
+
+    async def publish(self, handle: Any) -> None:
+        await self.transport.send(handle)

@@ -24,10 +24,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from benchmarks.environments import UdpPort
-from benchmarks.interfaces import PubSub, ReqRep, Sink
+from benchmarks.interfaces import PubSub, ReqRep
 from benchmarks.procs import LOOPBACK, Broker, free_port
 from benchmarks.registry import Variant, adapter
-from benchmarks.systems.rvasync_api import missing, missing_module
+from benchmarks.systems.rvasync_api import ListenerPubSub, missing, missing_module
 
 IN_PROCESS_DAEMON = Variant(name="ipm", label="in-process daemon", headline=True)
 #: Request/reply only: the in-process daemon with busy polling (rv.Transport(busy_poll=...)).
@@ -115,27 +115,11 @@ class _RvNetwork:
 
 
 @adapter
-class RvNetworkPubSub(_RvNetwork, PubSub):
+class RvNetworkPubSub(ListenerPubSub, _RvNetwork, PubSub):
     """Publish with ``await t.send(msg)``, receive with ``async for`` on a Listener."""
 
     system = "rvasync"
     capability = "pubsub"
-
-    async def subscribe(self, subject: str) -> Any:
-        listener = self.transport.listen(subject)
-        self.listeners.append(listener)
-        return listener
-
-    async def consume(self, subscription: Any, sink: Sink) -> None:
-        async for msg in subscription:
-            if sink(msg["data"]):
-                return
-
-    def prepare(self, subject: str, payload: bytes) -> Any:
-        return self.rv.Message(subject, {"data": payload})
-
-    async def publish(self, handle: Any) -> None:
-        await self.transport.send(handle)
 
 
 @adapter

@@ -6,14 +6,14 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-from benchmarks.interfaces import Fanout, PubSub, Sink
+from benchmarks.interfaces import Fanout, PubSub
 from benchmarks.measure import deliver_through
 from benchmarks.registry import Variant, adapter
-from benchmarks.systems.rvasync_api import missing, missing_module
+from benchmarks.systems.rvasync_api import ListenerPubSub, missing, missing_module
 
 
 @adapter
-class RvProcessInproc(PubSub):
+class RvProcessInproc(ListenerPubSub, PubSub):
     """``rv.process_transport()``: ``await t.send(msg)`` and ``async for`` on a Listener."""
 
     system = "rvasync"
@@ -29,22 +29,6 @@ class RvProcessInproc(PubSub):
         self.rv = rv
         self.transport = rv.process_transport()
         self.listeners: list[Any] = []
-
-    async def subscribe(self, subject: str) -> Any:
-        listener = self.transport.listen(subject)
-        self.listeners.append(listener)
-        return listener
-
-    async def consume(self, subscription: Any, sink: Sink) -> None:
-        async for msg in subscription:
-            if sink(msg["data"]):
-                return
-
-    def prepare(self, subject: str, payload: bytes) -> Any:
-        return self.rv.Message(subject, {"data": payload})
-
-    async def publish(self, handle: Any) -> None:
-        await self.transport.send(handle)
 
     async def close(self) -> None:
         for listener in getattr(self, "listeners", ()):
