@@ -35,6 +35,57 @@ def no_errors(*endpoints: ReliableEndpoint) -> None:
         assert ep.stats.internal_errors == 0, ep.last_internal_error
 
 
+def test_receive_hands_back_the_common_case_and_queues_the_rest(frame):
+    """``receive`` returns the Delivered of the next datagram of whole messages when nothing
+    else is waiting; anything else goes through events() as with receive_datagram."""
+    a = ReliableEndpoint(now=0.0, session_id=1, frame=frame)
+    b = ReliableEndpoint(now=0.0, session_id=2, frame=frame)
+
+    def datagram(payload: bytes, now: float) -> bytes:
+        a.send_multicast(payload, now)
+        ((data, dest),) = a.flush_datagrams(now)
+        assert dest is None
+        return data
+
+    first, second, third, fourth = (datagram(bytes([n]) * 40, 0.001 * n) for n in range(1, 5))
+    # A new peer: PeerDiscovered comes first, so the delivery is queued behind it.
+    assert b.receive(first, "a", 0.01) is None
+    events = b.events()
+    assert [type(e) for e in events] == [PeerDiscovered, Delivered]
+    assert events[1].payloads == [b"\x01" * 40]
+    # The next in order: handed back, nothing queued, nothing to send.
+    delivered = b.receive(second, "a", 0.02)
+    assert isinstance(delivered, Delivered)
+    assert (delivered.session, delivered.src, delivered.ptp) == (1, "a", False)
+    assert delivered.payloads == [b"\x02" * 40]
+    assert b.events() == [] and b.datagrams_to_send() == []
+    # A gap: buffered, nothing handed back; the missing one then fills it through events().
+    assert b.receive(fourth, "a", 0.03) is None
+    assert b.events() == []
+    assert b.receive(third, "a", 0.04) is None
+    assert [e.payloads for e in b.events()] == [[b"\x03" * 40], [b"\x04" * 40]]
+    # A duplicate is dropped and counted.
+    assert b.receive(second, "a", 0.05) is None
+    assert b.stats.duplicates == 1
+    no_errors(a, b)
+
+
+def test_flush_datagrams_is_flush_then_datagrams_to_send(frame):
+    one = ReliableEndpoint(now=0.0, session_id=9, frame=frame)
+    two = ReliableEndpoint(now=0.0, session_id=9, frame=frame)
+    for ep in (one, two):
+        ep.send_multicast(b"m" * 100, 0.0)
+        ep.send_ptp(("127.0.0.1", 9), b"p" * 100, 0.0)
+        ep.send_multicast(b"n" * 100, 0.0)
+    one.flush(0.5)
+    expected = one.datagrams_to_send()
+    got = two.flush_datagrams(0.5)
+    assert [(bytes(d), dest) for d, dest in got] == [(bytes(d), dest) for d, dest in expected]
+    assert [dest for _, dest in got] == [None, ("127.0.0.1", 9)], "multicast stream first"
+    assert two.flush_datagrams(0.6) == [] and two.datagrams_to_send() == []
+    assert two.retained_datagrams() == one.retained_datagrams() == 2
+
+
 def test_small_messages_are_packed_and_delivered_in_order(frame):
     net = SimNet(seed=1)
     a = endpoint(net, "a", frame, 1)

@@ -555,16 +555,21 @@ class ServiceEndpoint:
         if self.closed:
             return
         try:
-            self._core.flush(self._loop.time())
-            self._send_out()
+            out = self._core.flush_datagrams(self._loop.time())
+            if out:
+                self._transmit_all(out)
             self._rearm()
         except Exception:
             self._contain("flushing")
 
     def _send_out(self) -> None:
         out = self._core.datagrams_to_send()
-        if not out:
-            return
+        if out:
+            self._transmit_all(out)
+
+    def _transmit_all(self, out: list[tuple[Any, Any]]) -> None:
+        """Send the core's datagrams in order; what the socket cannot take now waits in the
+        backlog (sent by ``_on_writable``, oldest first)."""
         self._touch()
         if self._backlog:
             self._queue(out, 0)
@@ -660,11 +665,12 @@ class ServiceEndpoint:
     def _on_readable(self, sock: socket.socket) -> None:
         try:
             recvfrom = sock.recvfrom
-            receive = self._core.receive_datagram
+            receive = self._core.receive
             own = self._own_sessions
             loss = self._loss
             now = self._loop.time()
             counters = self.counters
+            settle = False
             for _ in range(READ_BATCH):
                 try:
                     data, src = recvfrom(65536)
@@ -679,7 +685,15 @@ class ServiceEndpoint:
                 if loss and self._rng.random() < loss:
                     counters.datagrams_dropped_on_purpose += 1
                     continue
-                receive(data, src, now)
+                delivered = receive(data, src, now)
+                if delivered is None:
+                    # Anything but the next datagram of whole messages: the core may have
+                    # events, datagrams (NAKs, resends) and a new deadline for us.
+                    settle = True
+                elif delivered.ptp:
+                    self._deliver_ptp(delivered.payloads)
+                else:
+                    self._deliver_multicast(delivered.payloads)
                 if len(data) < SMALL_DATAGRAM:
                     # Small datagrams are latency traffic: return to the loop now, not
                     # after a further read that would most likely find nothing (a
@@ -687,7 +701,8 @@ class ServiceEndpoint:
                     # triggered, so anything still queued calls us again at once.
                     break
             self._touch()
-            self._after_core()
+            if settle:
+                self._after_core()
         except Exception:
             self._contain("reading datagrams")
 
@@ -832,7 +847,11 @@ class ServiceEndpoint:
         counters.bytes_in += sum(map(len, payloads))
         mine = self.address_hex
         for data in payloads:
-            subject = peek_subject(data) or _subject_of(data)
+            key = _subject_key(data)  # native: the subject's bytes, without a decode
+            try:
+                subject = key.decode() if key else _subject_of(data)
+            except UnicodeDecodeError:
+                subject = None
             if subject is None:
                 counters.messages_malformed += 1
                 continue
@@ -849,7 +868,7 @@ class ServiceEndpoint:
                 elif target._sink_is_message:
                     target._sink(_decode(data))
                 else:
-                    target._sink(Payload(None, data))
+                    target._sink(Payload(None, data))  # a TCP client: forwarded undecoded
                 counters.deliveries += 1
             except MalformedMessage:
                 counters.messages_malformed += 1

@@ -476,12 +476,22 @@ class ReliableEndpoint:
         if packer.pending:
             packer.age_ms = _age_ms(now - mc.start)
             packer.flush()
-        for ob in self._touched:
-            if ob.packer.pending:
-                ob.packer.age_ms = _age_ms(now - ob.start)
-                ob.packer.flush()
-        self._collect(now)
-        self._touched.clear()
+        self._collect_one(mc, now)
+        touched = self._touched
+        if touched:
+            for ob in touched:
+                if ob.packer.pending:
+                    ob.packer.age_ms = _age_ms(now - ob.start)
+                    ob.packer.flush()
+                self._collect_one(ob, now)
+            touched.clear()
+
+    def flush_datagrams(self, now: float) -> list[tuple[Any, Address | None]]:
+        """:meth:`flush`, then :meth:`datagrams_to_send`, in one call (a driver's end of turn)."""
+        self.flush(now)
+        out = self._out
+        self._out = []
+        return out
 
     def close(self, now: float) -> None:
         """Send what is pending and a final status so peers stop waiting for us; then refuse sends.
@@ -522,23 +532,42 @@ class ReliableEndpoint:
     # ----------------------------------------------------------------- receiving
 
     def receive_datagram(self, data: bytes, src: Address, now: float) -> None:
-        """Take one datagram that came from ``src``. Never raises: bad input is dropped, counted."""
+        """Take one datagram that came from ``src``. Never raises: bad input is dropped, counted.
+
+        Everything it produces is collected with :meth:`events` and
+        :meth:`datagrams_to_send`.
+        """
+        delivered = self.receive(data, src, now)
+        if delivered is not None:
+            self._events.append(delivered)
+
+    def receive(self, data: bytes, src: Address, now: float) -> Delivered | None:
+        """:meth:`receive_datagram` for a driver in a hurry.
+
+        When the datagram is the next one of its stream and carries whole
+        messages only (nearly every datagram), and no other event is waiting,
+        its :class:`Delivered` is returned instead of queued: the driver hands
+        it on at once, and has nothing else to collect, since that case sends
+        nothing and moves no deadline. Otherwise returns None, and the outputs
+        wait for :meth:`events`, :meth:`datagrams_to_send` and
+        :meth:`next_deadline` as usual.
+        """
         self._now = now
         stats = self.stats
         try:
             if self._closed:
-                return
+                return None
             if data.__class__ is not bytes and hasattr(data, "parts"):
                 # Another endpoint's Gathered datagram, handed over in memory (tests).
                 data = bytes(data)
             p = self._parse(data)
             if p is None:
                 stats.malformed += 1
-                return
+                return None
             session = p[1]
             if session == self.session_id:
                 stats.own_datagrams += 1
-                return
+                return None
             stats.datagrams_received += 1
             stats.bytes_received += len(data)
             peer = self._peers.get(session)
@@ -567,8 +596,11 @@ class ReliableEndpoint:
                     payloads = p[10]
                     st.next_msg += len(payloads)
                     stats.messages_delivered += len(payloads)
-                    self._events.append(Delivered(session, src, st.ptp, payloads))
-                    return
+                    delivered = Delivered(session, src, st.ptp, payloads)
+                    if self._events:
+                        self._events.append(delivered)  # after what happened before it
+                        return None
+                    return delivered
                 self._on_data(peer, st, p, len(data), now)
             elif kind == _T_HEARTBEAT:
                 self._on_heartbeat(peer, p, now)
@@ -577,6 +609,7 @@ class ReliableEndpoint:
         except Exception as exc:  # containment: a daemon must survive any datagram
             stats.internal_errors += 1
             self.last_internal_error = exc
+        return None
 
     def handle_timer(self, now: float) -> None:
         """Do whatever is due at ``now``: NAKs, heartbeats, retention purge, peer timeouts."""
@@ -665,7 +698,10 @@ class ReliableEndpoint:
             retained = ob.retained
             if not retained:
                 ob.low = packer.seq - len(closed) + 1
-            retained.extend([(now, data) for data in closed])
+            if len(closed) == 1:
+                retained.append((now, closed[0]))
+            else:
+                retained.extend([(now, data) for data in closed])
         ob.last_send = now
         self._dirty.add(ob)
         if self._probe_at is None:
