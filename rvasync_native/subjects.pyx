@@ -129,8 +129,15 @@ def check_send_subject(subject):
     reserved first element (anything starting with '_' but _INBOX and _LOCAL).
     """
     cdef str s
-    if isinstance(subject, str) and subject in _sendable:
-        return
+    if isinstance(subject, str):
+        if subject in _sendable:
+            return
+        s = <str>subject
+        if s.startswith(u"_INBOX.") and _scan(s, False):
+            # A reply's inbox: a new name for every request, so checked but never
+            # remembered (it would only push reusable subjects out of the cache).
+            # Without wildcards it is sendable; with them, the full path explains why not.
+            return
     _validate(subject, True)
     s = <str>subject
     if s[0] == u'_':

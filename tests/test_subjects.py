@@ -407,6 +407,18 @@ def test_validate_name():
 # --- Validation caches ----------------------------------------------------------------------
 
 
+def test_inbox_names_are_checked_on_send_but_not_remembered(impl):
+    # Every request gets a new inbox: caching each would only evict reusable subjects.
+    for n in range(100):
+        impl.check_send_subject(f"_INBOX.7f000001abcd.1.{n}")
+    if impl is pure_subjects:
+        assert not any(s.startswith("_INBOX.") for s in pure_subjects._sendable)
+    with pytest.raises(rv.InvalidSubject, match="empty element"):
+        impl.check_send_subject("_INBOX.7f000001abcd..1")
+    with pytest.raises(rv.NotPermitted, match="inbox names"):
+        impl.check_send_subject("_INBOX.7f000001abcd.*")
+
+
 def test_validation_cache_stays_bounded(impl):
     limit = pure_subjects.VALIDATION_CACHE_LIMIT
     for n in range(limit + 50):

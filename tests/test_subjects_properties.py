@@ -152,6 +152,25 @@ def test_twins_agree_exactly(text, other, wildcards):
     assert pure.has_wildcards(text) == native.has_wildcards(text)
 
 
+@pytest.mark.skipif(len(IMPLEMENTATIONS) < 2, reason="native subjects module not built")
+@settings(max_examples=300, deadline=None)
+@given(rest=edgy_text, repeat=st.booleans())
+def test_twins_agree_on_inbox_sends(rest, repeat):
+    """Inbox names take a path of their own on send (checked, never cached): same verdicts,
+    the first time and again."""
+
+    def outcome(function, text):
+        try:
+            return ("ok", function(text))
+        except rv.RvError as error:
+            return (type(error).__name__, str(error))
+
+    pure, native = IMPLEMENTATIONS
+    text = "_INBOX." + rest
+    for _ in range(2 if repeat else 1):
+        assert outcome(pure.check_send_subject, text) == outcome(native.check_send_subject, text)
+
+
 # --- SubjectIndex against brute force -----------------------------------------------------
 
 ITEMS = st.integers(0, 4)

@@ -62,6 +62,7 @@ DEFAULT_INDEX_CACHE_SIZE = 8192
 """How many subjects a :class:`SubjectIndex` remembers the matches of, by default."""
 
 _WILDCARDS = ("*", ">")
+_INBOX_PREFIX = INBOX_ELEMENT + "."
 
 # Subjects already known to be valid, per rule set. Only accepted subjects are
 # stored, so a cache hit can never hide an error.
@@ -239,6 +240,15 @@ def check_send_subject(subject: str) -> None:
             return
     except TypeError:
         _raise_invalid(subject, True)
+    if (
+        subject.__class__ is str
+        and subject.startswith(_INBOX_PREFIX)
+        and _quick_valid(subject, False)
+    ):
+        # A reply's inbox: a new name for every request, so checked but never
+        # remembered (it would only push reusable subjects out of the cache).
+        # Without wildcards it is sendable; with them, the full path explains why not.
+        return
     validate_subject(subject, wildcards=True)
     problem = describe_reserved(subject)
     if problem is not None:
