@@ -480,6 +480,8 @@ def infer(value: Any, name: str | None = None) -> tuple[FieldType, Any]:
             return FieldType.I64, value
     elif cls is float:
         return FieldType.F64, value
+    elif cls is bytes:
+        return FieldType.OPAQUE, value  # what _convert_opaque returns for bytes
     ftype = _infer_type(value, name)
     if ftype is FieldType.I64 and value.__class__ is int and not -(2**63) <= value < 2**63:
         raise InvalidArgument(
