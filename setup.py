@@ -43,7 +43,13 @@ def native_extensions():
         name = os.path.splitext(os.path.basename(path))[0]
         if only and name not in only:
             continue
-        exts.append(Extension(f"rvasync_native.{name}", [path], extra_compile_args=["-O2"]))
+        # rmframe calls zlib's crc32 directly (the zlib1g-dev headers; Python's own zlib).
+        libraries = ["z"] if name == "rmframe" else []
+        exts.append(
+            Extension(
+                f"rvasync_native.{name}", [path], extra_compile_args=["-O2"], libraries=libraries
+            )
+        )
     if not exts:
         return []
     return cythonize(
