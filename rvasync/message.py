@@ -276,7 +276,7 @@ class Message:
             self._extend(fields)
 
     def _extend(self, fields: Mapping[str, Any] | Iterable[Field]) -> None:
-        if isinstance(fields, Mapping):
+        if fields.__class__ is dict or isinstance(fields, Mapping):  # dict: no ABC check
             for name, value in fields.items():
                 self.add(name, value)
             return

@@ -33,6 +33,10 @@ if TYPE_CHECKING:
 __all__ = ["Transport"]
 
 
+#: Accepted types of a timeout (a tuple: ``int | float`` would build a union on every call).
+_NUMBER = (int, float)
+
+
 def _expire(reply: asyncio.Future[Message], subject: str, timeout: float) -> None:
     if not reply.done():
         reply.set_exception(RequestTimeout(f"no reply to {subject!r} within {timeout} s"))
@@ -259,12 +263,10 @@ class Transport(BaseTransport):
         seconds; the caller's message is not changed), without a listener per
         request: the daemon hands the reply straight to the waiting call.
         """
-        if (
-            isinstance(timeout, bool)
-            or not isinstance(timeout, int | float)
-            or not timeout > 0
-            or not math.isfinite(timeout)
-        ):
+        exotic = timeout.__class__ is not float and (
+            isinstance(timeout, bool) or not isinstance(timeout, _NUMBER)
+        )
+        if exotic or not (0 < timeout < math.inf):
             raise InvalidArgument(
                 f"send_request timeout must be a positive number, got {timeout!r}"
             )
