@@ -219,6 +219,23 @@ cdef class Packer:
         for payload in payloads:
             self.add(payload)
 
+    def seal_one(self, bytes payload, uint32_t age_ms):
+        """The next datagram holding ``payload`` alone, or None (see the pure twin)."""
+        cdef unsigned char* p = self._p
+        cdef Py_ssize_t n = PyBytes_GET_SIZE(payload)
+        cdef bytes datagram
+        if self._len != C_DATA_HEADER or self._closed or n + 4 > self._cap - C_DATA_HEADER:
+            return None
+        self.age_ms = age_ms
+        wr32(p + C_DATA_HEADER, <uint32_t>n)
+        memcpy(p + C_DATA_HEADER + 4, PyBytes_AS_STRING(payload), n)
+        self.msg_next += 1
+        self._next_header(p)
+        datagram = seal(p, C_DATA_HEADER + 4 + n)
+        self.head_msg = self.msg_next
+        self.head_cont = False
+        return datagram
+
     cdef void _add(self, const unsigned char* src, Py_ssize_t n, object owner) except *:
         cdef unsigned char* p = self._p
         cdef Py_ssize_t whole_room = self._cap - C_DATA_HEADER - 4

@@ -35,6 +35,7 @@ class SimNet:
         duplicate: float = 0.0,
         delay: tuple[float, float] = (0.0002, 0.002),
         start: float = 0.0,
+        lone: bool = False,
     ) -> None:
         self.rng = random.Random(seed)
         self.loss = loss
@@ -52,6 +53,10 @@ class SimNet:
         self._queue: list[tuple[float, int, Address, bytes, Address]] = []
         self._counter = 0
         self._touched: set[Address] = set()
+        #: Send each endpoint's first message of a turn with ``send_now`` (as the daemon
+        #: does), transmitted at once; the rest of the turn is packed and flushed.
+        self.lone = lone
+        self._lone_sent: set[Address] = set()
 
     # ------------------------------------------------------------ topology
 
@@ -69,12 +74,24 @@ class SimNet:
     # ------------------------------------------------------------ driving
 
     def send_multicast(self, address: Address, payload: bytes) -> None:
-        self.endpoints[address].send_multicast(payload, self.now)
+        if not self._send_lone(address, None, payload):
+            self.endpoints[address].send_multicast(payload, self.now)
         self._touched.add(address)
 
     def send_ptp(self, address: Address, dest: Address, payload: bytes) -> None:
-        self.endpoints[address].send_ptp(dest, payload, self.now)
+        if not self._send_lone(address, dest, payload):
+            self.endpoints[address].send_ptp(dest, payload, self.now)
         self._touched.add(address)
+
+    def _send_lone(self, address: Address, dest: Address | None, payload: bytes) -> bool:
+        if not self.lone or address in self._lone_sent:
+            return False
+        self._lone_sent.add(address)
+        datagram = self.endpoints[address].send_now(payload, dest, self.now)
+        if datagram is None:
+            return False
+        self._transmit(address, datagram, dest)
+        return True
 
     def close(self, address: Address) -> None:
         self.endpoints[address].close(self.now)
@@ -82,6 +99,7 @@ class SimNet:
         self._end_turn()
 
     def _end_turn(self) -> None:
+        self._lone_sent.clear()
         touched, self._touched = self._touched, set()
         for address in touched:
             endpoint = self.endpoints.get(address)

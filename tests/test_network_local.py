@@ -88,6 +88,21 @@ async def test_inbox_listened_to_directly(service):
         assert (await listener.get(WAIT))["n"] == 1
 
 
+async def test_first_send_of_a_turn_leaves_at_once_and_the_rest_is_packed(service):
+    async with Transport(service) as a:
+        core = a.link.session._service._core
+        await asyncio.sleep(0.01)  # a turn of its own
+        before = core.retained_datagrams()
+        await a.send(Message("TURN.FIRST", {"i": 0}))
+        assert core.retained_datagrams() == before + 1, "sent alone, before the turn ends"
+        for i in range(1, 30):
+            await a.send(Message("TURN.REST", {"i": i}))
+        assert core.retained_datagrams() == before + 1, "the rest waits for the end of the turn"
+        await asyncio.sleep(0)
+        assert core.retained_datagrams() == before + 2, "packed into one datagram"
+        assert core.stats.messages_sent >= 30
+
+
 async def test_send_many_and_batch_mode(service):
     async with Transport(service, batch=True) as a, Transport(service) as b:
         listener = b.listen("MANY.*")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from simnet import Ledger, SimNet
 
@@ -84,6 +86,64 @@ def test_flush_datagrams_is_flush_then_datagrams_to_send(frame):
     assert [dest for _, dest in got] == [None, ("127.0.0.1", 9)], "multicast stream first"
     assert two.flush_datagrams(0.6) == [] and two.datagrams_to_send() == []
     assert two.retained_datagrams() == one.retained_datagrams() == 2
+
+
+def test_send_now_is_the_packed_way_for_a_lone_message(frame):
+    """``send_now`` returns the very datagram send + flush_datagrams would have made, and
+    numbers, retains and counts it the same way; it never shows up in the output."""
+    fast = ReliableEndpoint(now=0.0, session_id=9, frame=frame)
+    slow = ReliableEndpoint(now=0.0, session_id=9, frame=frame)
+    dest = ("127.0.0.1", 9)
+    for ep in (fast, slow):  # a point-to-point stream exists once something went to dest
+        ep.send_ptp(dest, b"hello", 0.0)
+        ep.flush_datagrams(0.0)
+    for n, (where, now) in enumerate([(None, 0.25), (dest, 0.5), (None, 0.75), (dest, 1.0)]):
+        payload = bytes([n]) * (50 + n)
+        got = fast.send_now(payload, where, now)
+        if where is None:
+            slow.send_multicast(payload, now)
+        else:
+            slow.send_ptp(where, payload, now)
+        assert [(got, where)] == slow.flush_datagrams(now)
+        assert fast.datagrams_to_send() == []
+    assert fast.retained_datagrams() == slow.retained_datagrams() == 5
+    assert dataclasses.asdict(fast.stats) == dataclasses.asdict(slow.stats)
+    assert fast.next_deadline() == slow.next_deadline()
+
+
+def test_send_now_declines_when_the_packed_way_is_needed(frame):
+    ep = ReliableEndpoint(now=0.0, session_id=9, frame=frame, max_datagram=1400)
+    assert ep.send_now(b"x", ("127.0.0.1", 9), 0.0) is None, "no stream to that address yet"
+    assert ep.send_now(b"x" * 1400, None, 0.0) is None, "needs more than one datagram"
+    assert ep.send_now(bytearray(b"x"), None, 0.0) is None, "not bytes"
+    ep.send_multicast(b"packed", 0.0)
+    assert ep.send_now(b"x", None, 0.0) is None, "something is packed before it"
+    assert len(ep.flush_datagrams(0.0)) == 1
+    assert ep.send_now(b"x", None, 0.1) is not None
+    ep.close(0.2)
+    assert ep.send_now(b"x", None, 0.3) is None, "closed"
+    assert ep.stats.messages_sent == 2
+
+
+def test_a_lost_send_now_datagram_is_recovered_by_nak(frame):
+    a = ReliableEndpoint(now=0.0, session_id=1, frame=frame)
+    b = ReliableEndpoint(now=0.0, session_id=2, frame=frame)
+    first, second, third = (a.send_now(bytes([n]) * 30, None, 0.01 * n) for n in (1, 2, 3))
+    b.receive_datagram(first, "a", 0.04)
+    b.receive_datagram(third, "a", 0.05)  # second lost: a gap
+    now, resent = 0.05, []
+    while not resent and now < 1.0:  # b's timer NAKs the gap; a answers from retention
+        now = b.next_deadline()
+        b.handle_timer(now)
+        for nak, _ in b.datagrams_to_send():
+            a.receive_datagram(bytes(nak), "b", now)
+        resent = [bytes(d) for d, _ in a.datagrams_to_send()]
+    assert second in resent, "resent from retention"
+    for data in resent:
+        b.receive_datagram(data, "a", now + 0.001)
+    delivered = [p for e in b.events() if isinstance(e, Delivered) for p in e.payloads]
+    assert delivered == [bytes([n]) * 30 for n in (1, 2, 3)]
+    no_errors(a, b)
 
 
 def test_small_messages_are_packed_and_delivered_in_order(frame):

@@ -94,6 +94,67 @@ def test_native_packer_builds_the_same_bytes(sizes, max_datagram, flags):
     )
 
 
+def _packer_state(packer):
+    return (packer.seq, packer.msg_next, packer.head_msg, packer.head_cont, packer.age_ms)
+
+
+@SETTINGS
+@given(
+    steps=st.lists(
+        st.tuples(st.sampled_from(["seal_one", "add", "flush"]), st.integers(0, 1500)),
+        min_size=1,
+        max_size=30,
+    ),
+    age=st.integers(0, 2**32 - 1),
+)
+def test_seal_one_is_add_flush_take_of_a_lone_message(frame, steps, age):
+    """``seal_one`` makes the very datagram add + flush + take would, when the packer is
+    empty and the message fits; otherwise it returns None and changes nothing."""
+    fast = frame.Packer(1400, 9, 3)
+    slow = frame.Packer(1400, 9, 3)
+    for i, (op, size) in enumerate(steps):
+        payload = bytes([i % 251]) * size
+        if op == "seal_one":
+            before = _packer_state(fast)
+            closed = slow.take()  # the same closed datagrams wait in ``fast``
+            waiting = fast.pending or bool(closed)
+            got = fast.seal_one(payload, age)
+            if not waiting and size + 4 <= 1400 - frame.DATA_HEADER:
+                slow.age_ms = age
+                slow.add(payload)
+                slow.flush()
+                assert [got] == slow.take()
+                assert frame.parse(got)[10] == [payload]
+            else:
+                assert got is None
+                assert _packer_state(fast) == before
+                assert fast.take() == closed
+                fast.add(payload)  # the caller's longer way
+                slow.add(payload)
+        elif op == "add":
+            fast.add(payload)
+            slow.add(payload)
+        else:
+            fast.flush()
+            slow.flush()
+        assert _packer_state(fast)[:4] == _packer_state(slow)[:4]
+    fast.flush()
+    slow.flush()
+    assert fast.take() == slow.take()
+
+
+def test_seal_one_refuses_when_something_waits(frame):
+    packer = frame.Packer(1400, 9, 3)
+    packer.add(b"open record")
+    assert packer.seal_one(b"x", 5) is None, "an open record goes first"
+    packer.flush()
+    assert packer.seal_one(b"x", 5) is None, "a closed datagram not yet taken goes first"
+    assert len(packer.take()) == 1
+    assert packer.seal_one(b"x" * 1400, 5) is None, "needs more than one datagram"
+    datagram = packer.seal_one(b"x", 5)
+    assert frame.parse(datagram)[3:6] == (2, 2, 5)
+
+
 def reseal(buf: bytes) -> bytes:
     return buf[:2] + struct.pack("<I", zlib.crc32(buf[6:])) + buf[6:]
 

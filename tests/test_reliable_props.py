@@ -58,8 +58,8 @@ def frame(request):
     return request.param
 
 
-def build(frame, seed, loss, duplicate, delay, nodes, **options):
-    net = SimNet(seed=seed, loss=loss, duplicate=duplicate, delay=delay)
+def build(frame, seed, loss, duplicate, delay, nodes, lone=False, **options):
+    net = SimNet(seed=seed, loss=loss, duplicate=duplicate, delay=delay, lone=lone)
     for i in range(nodes):
         net.add(
             NAMES[i],
@@ -101,12 +101,16 @@ def play(net: SimNet, ledger: Ledger, nodes: int, traffic) -> None:
     jitter=st.floats(0.0, 0.01),
     nodes=st.integers(2, 3),
     shape=traffic_shape,
+    lone=st.booleans(),
 )
 def test_long_retention_delivers_everything_once_in_order(
-    frame, seed, loss, duplicate, jitter, nodes, shape
+    frame, seed, loss, duplicate, jitter, nodes, shape, lone
 ):
+    """``lone``: each turn's first message goes out at once through ``send_now``."""
     traffic = make_traffic(seed, *shape, nodes)
-    net = build(frame, seed, loss, duplicate, (0.0001, 0.0001 + jitter), nodes, reliability=30)
+    net = build(
+        frame, seed, loss, duplicate, (0.0001, 0.0001 + jitter), nodes, lone, reliability=30
+    )
     ledger = Ledger(net)
     play(net, ledger, nodes, traffic)
     assert net.run_until(ledger.all_accounted, 60), "not everything arrived within 60 s"
@@ -126,9 +130,10 @@ def test_long_retention_delivers_everything_once_in_order(
     reliability=st.sampled_from([0.0, 0.02, 0.1, 0.5]),
     nodes=st.integers(2, 3),
     shape=traffic_shape,
+    lone=st.booleans(),
 )
 def test_short_retention_reports_exactly_what_was_lost(
-    frame, seed, loss, duplicate, jitter, reliability, nodes, shape
+    frame, seed, loss, duplicate, jitter, reliability, nodes, shape, lone
 ):
     traffic = make_traffic(seed, *shape, nodes)
     net = build(
@@ -138,6 +143,7 @@ def test_short_retention_reports_exactly_what_was_lost(
         duplicate,
         (0.0001, 0.0001 + jitter),
         nodes,
+        lone,
         reliability=reliability,
     )
     ledger = Ledger(net)

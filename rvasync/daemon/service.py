@@ -343,19 +343,21 @@ class ServiceEndpoint:
                 raise
         elif len(data) > MAX_MESSAGE:
             data = self._wire(session, msg, data)
+        lone = not self._flush_soon and self._send_lone(session, data, None)
         sessions = self._routes.get(subject)
         if sessions is None:
             sessions = self._route(subject)
         if sessions:
             self._deliver_local(sessions, msg, data)
-        self._core.send_multicast(data, 0.0)
         size = len(data)
         counters = self.counters
         counters.messages_out += 1
         counters.bytes_out += size
-        unflushed = self._unflushed = self._unflushed + size
-        if not self._flush_soon or unflushed >= FLUSH_BYTES or (session and session.batch):
-            self._sent(session, size, counted=True)
+        if not lone:
+            self._core.send_multicast(data, 0.0)
+            unflushed = self._unflushed = self._unflushed + size
+            if not self._flush_soon or unflushed >= FLUSH_BYTES or (session and session.batch):
+                self._sent(session, size, counted=True)
         if self._drained is not None:
             return self._pressure(session)
         return None
@@ -453,10 +455,11 @@ class ServiceEndpoint:
                 dest = _address(parts[1])
                 if dest is not None:
                     data = self._wire(session, msg, data)
-                    self._core.send_ptp(dest, data, 0.0)
+                    if self._flush_soon or not self._send_lone(session, data, dest):
+                        self._core.send_ptp(dest, data, 0.0)
+                        self._sent(session, len(data))
                     counters.messages_out += 1
                     counters.bytes_out += len(data)
-                    self._sent(session, len(data))
                     return self._pressure(session)
             # Not an inbox rvasync made: only listeners of this daemon can have it.
             local_only = True
@@ -503,6 +506,35 @@ class ServiceEndpoint:
             except Exception:
                 self._contain("delivering to a client", subject=getattr(msg, "subject", None))
         self.counters.deliveries += len(sessions)
+
+    def _send_lone(self, session: ClientSession | None, data: bytes, dest: Any) -> bool:
+        """Send ``data`` at once in a datagram of its own, if it is the turn's first message;
+        False (nothing done) to pack it the usual way.
+
+        The latency path of a request or a reply: the datagram leaves before any
+        other work (local delivery, counters, the end-of-turn flush, the protocol
+        timer), straight from the core's ``send_now``. Later messages of the same
+        turn are packed together and flushed at its end as usual. Not taken with
+        anything already waiting to go (packed, batched, or backlogged), so order
+        on every stream is kept.
+        """
+        if self._unflushed or self._backlog or (session is not None and session.batch):
+            return False
+        datagram = self._core.send_now(data, dest, self._loop.time())
+        if datagram is None:
+            return False
+        address = self._group if dest is None else dest
+        try:
+            self._uc.sendto(datagram, address)
+        except BlockingIOError:
+            self._queue([(datagram, dest)], 0)
+        except OSError as exc:
+            self._send_failed(exc, dest)
+        self._touch()
+        self._flush_soon = True
+        self._loop.call_soon(self._flush)
+        self._rearm()
+        return True
 
     def _too_large(self, session: ClientSession | None, size: int | None) -> None:
         self.counters.messages_too_large += 1

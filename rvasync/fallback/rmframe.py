@@ -235,6 +235,30 @@ class Packer:
         for payload in payloads:
             self.add(payload)
 
+    def seal_one(self, payload: bytes, age_ms: int) -> bytes | None:
+        """The next datagram holding ``payload`` alone, numbered and sealed; or None.
+
+        Same result as ``age_ms`` set, :meth:`add`, :meth:`flush` and :meth:`take`
+        when the packer holds nothing (no open record, no closed datagram waiting)
+        and ``payload`` fits one datagram; in any other case nothing changes and
+        None says to take that longer way. A lone request or reply then costs one
+        call from packing to the bytes to send.
+        """
+        buf = self._buf
+        n = len(payload)
+        if len(buf) != DATA_HEADER or self._closed or n + 4 > self._cap - DATA_HEADER:
+            return None
+        self.age_ms = age_ms
+        buf += _U32.pack(n)
+        buf += payload
+        self.msg_next += 1
+        self._next_header(buf)
+        datagram = _seal(buf)
+        del buf[DATA_HEADER:]
+        self.head_msg = self.msg_next
+        self.head_cont = False
+        return datagram
+
     def _add_slow(self, payload: bytes, n: int) -> None:
         cap = self._cap
         whole_room = cap - DATA_HEADER - 4

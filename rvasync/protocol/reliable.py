@@ -460,6 +460,55 @@ class ReliableEndpoint:
         ob.packer.add(payload)
         self._touched.add(ob)
 
+    def send_now(self, payload: bytes, dest: Address | None, now: float) -> bytes | None:
+        """Send ``payload`` alone in a datagram of its own, returned for the driver to transmit
+        at once; or None, with nothing done, when that is not possible.
+
+        Possible when the stream (``dest``: an address already sent to, or None
+        for multicast) has nothing packed or waiting, the payload is ``bytes`` and
+        fits one datagram, and the endpoint is open. The datagram is numbered,
+        retained and counted exactly as :meth:`send_multicast` or
+        :meth:`send_ptp` followed by :meth:`flush_datagrams` would, but it never
+        enters :meth:`datagrams_to_send`: the driver sends it itself, before any
+        other bookkeeping, which takes a lone request or reply off the latency
+        path of the driver's end-of-turn flush. On None, take the usual way.
+        """
+        if self._closed or payload.__class__ is not bytes:
+            return None
+        if dest is None:
+            ob = self._mc
+            if self._mc_fresh:
+                # First datagram of the multicast stream: its age counts from now (flush).
+                self._mc_fresh = False
+                ob.start = now
+        else:
+            ob = self._ptp_out.get(dest)
+            if ob is None:
+                return None
+        packer = ob.packer
+        elapsed = now - ob.start
+        datagram = packer.seal_one(
+            payload, 0 if elapsed <= 0 else min(int(elapsed * 1000.0), _AGE_MAX)
+        )
+        if datagram is None:
+            return None
+        self._now = now
+        stats = self.stats
+        stats.datagrams_sent += 1
+        stats.bytes_sent += len(datagram)
+        stats.messages_sent += packer.msg_next - 1 - ob.counted
+        ob.counted = packer.msg_next - 1
+        if self.reliability > 0:
+            retained = ob.retained
+            if not retained:
+                ob.low = packer.seq
+            retained.append((now, datagram))
+        ob.last_send = now
+        self._dirty.add(ob)
+        if self._probe_at is None:
+            self._probe_at = now + self.tail_probe
+        return datagram
+
     def flush(self, now: float) -> None:
         """Close the datagrams being packed so they go out now (call once per event-loop turn)."""
         self._now = now
