@@ -103,6 +103,7 @@ class Transport(BaseTransport):
         self.batch = batch
         self.busy_poll = 0.0 if busy_poll is None else check_window("busy_poll", busy_poll)
         self._link: DaemonLink | None = None
+        self._loop: Any = None  # the running loop, from open on
         self._opening = False
         self._publish: Any = _not_open
         self._publish_many: Any = _not_open
@@ -147,6 +148,7 @@ class Transport(BaseTransport):
             await link.close()
             raise TransportClosed("the transport was closed while opening")
         self._link = link
+        self._loop = asyncio.get_running_loop()  # an open transport serves this loop only
         self._inbox_prefix = link.inbox_prefix
         self._publish = link.publish
         self._publish_many = link.publish_many
@@ -274,19 +276,23 @@ class Transport(BaseTransport):
             raise InvalidArgument("cannot send a request without a subject")
         self._check_open()
         inbox = f"{self._inbox_prefix}{next(self._inbox_counter)}"
-        loop = asyncio.get_running_loop()
+        loop = self._loop
         reply = loop.create_future()
         self._replies[inbox] = reply
-        expiry = loop.call_later(timeout, _expire, reply, msg.subject, timeout)
+        request = msg._delivery_copy(None, None)
+        request.reply_subject = inbox
+        expiry = None
         try:
-            request = msg._delivery_copy(None, None)
-            request.reply_subject = inbox
             wait = self._publish_checked(request)
+            # Armed after the request left (the same turn: no reply can come first),
+            # so the timer costs the request nothing on its way out.
+            expiry = loop.call_later(timeout, _expire, reply, msg.subject, timeout)
             if wait is not None:
                 await wait
             return await reply
         finally:
-            expiry.cancel()
+            if expiry is not None:
+                expiry.cancel()
             self._replies.pop(inbox, None)
 
     def _route(self, msg: Message) -> None:
