@@ -287,7 +287,7 @@ cdef class QueueCore:
     def __anext__(self):
         if self._count:
             return rv_make_ready(self, self._popleft())
-        return self._wait_item(True, None)
+        return self._wait_forever(True)
 
     async def get(self, timeout=None):
         """The head item, waiting for one if needed (at most ``timeout`` seconds)."""
@@ -348,3 +348,6 @@ cdef class QueueCore:
         if iterating:
             raise StopAsyncIteration
         raise LookupError("queue is empty")
+
+    async def _wait_forever(self, iterating):
+        return await self._wait_item(iterating, None)

@@ -792,9 +792,6 @@ class ServiceEndpoint:
         of routes, so an unwanted message costs a slice and a dict lookup, and
         a wanted one is decoded once whatever the number of sessions.
         """
-        counters = self.counters
-        counters.messages_in += len(payloads)
-        counters.bytes_in += sum(map(len, payloads))
         deliveries, unwanted, malformed = _deliver(
             payloads,
             self._inbound,
@@ -804,6 +801,10 @@ class ServiceEndpoint:
             self._delivery_failed,
             MalformedMessage,
         )
+        # Counted after the hand-over: a waiting consumer is woken first.
+        counters = self.counters
+        counters.messages_in += len(payloads)
+        counters.bytes_in += sum(map(len, payloads))
         counters.deliveries += deliveries
         counters.messages_unwanted += unwanted
         counters.messages_malformed += malformed
@@ -875,8 +876,6 @@ class ServiceEndpoint:
 
     def _deliver_ptp(self, payloads: list[bytes]) -> None:
         counters = self.counters
-        counters.messages_in += len(payloads)
-        counters.bytes_in += sum(map(len, payloads))
         mine = self.address_hex
         for data in payloads:
             key = _subject_key(data)  # native: the subject's bytes, without a decode
@@ -906,6 +905,9 @@ class ServiceEndpoint:
                 counters.messages_malformed += 1
             except Exception:
                 self._contain("delivering to a client", subject=subject)
+        # Counted after the hand-over: a waiting request is woken first.
+        counters.messages_in += len(payloads)
+        counters.bytes_in += sum(map(len, payloads))
 
     def _on_event(self, event: Any) -> None:
         cls = event.__class__

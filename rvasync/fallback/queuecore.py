@@ -13,7 +13,10 @@ hooks the core calls:
 ``_limit_exceeded()``
     once per ``_put`` that discarded anything;
 ``_wait_item(iterating, timeout)``
-    the coroutine that waits when the queue is empty.
+    the coroutine that waits when the queue is empty;
+``_wait_forever(iterating)``
+    the same with no timeout, which ``async for`` awaits directly (one coroutine
+    fewer per wait); the core's own just calls ``_wait_item``.
 
 Policies are plain ints here (``rvasync.queues.LimitPolicy`` values) so the
 compiled twin needs no import from the package.
@@ -118,7 +121,7 @@ class QueueCore:
         items = self._items
         if items:
             return items.popleft()
-        return await self._wait_item(True, None)
+        return await self._wait_forever(True)
 
     async def get(self, timeout: float | None = None) -> Any:
         """The head item, waiting for one if needed (at most ``timeout`` seconds)."""
@@ -169,3 +172,6 @@ class QueueCore:
         if iterating:
             raise StopAsyncIteration
         raise LookupError("queue is empty")
+
+    async def _wait_forever(self, iterating: bool) -> Any:
+        return await self._wait_item(iterating, None)
