@@ -1,13 +1,20 @@
-"""Request/reply between two processes, with and without busy polling.
+"""Request/reply between two processes: sleeping, polling for the reply, busy polling.
 
 The parent starts an echo server in a child process (this file with
 ``--child``); both use their in-process daemons on one loopback service. The
-parent times 2,000 round trips with the default transport, then the same with
-``rv.Transport(busy_poll=0.001)`` on both sides, and prints the median and
-99th percentile of each. Busy polling keeps each process's event loop turning
-for 1 ms after traffic instead of sleeping, so a reply is picked up the moment
-it lands, at the cost of a busy CPU core while requests flow
-(docs/transports.md, "Busy polling").
+parent times 2,000 round trips three ways and prints the median and 99th
+percentile of each:
+
+- ``reply_poll=0``: the requester's loop sleeps while its request is out and is
+  woken when the reply lands;
+- the default: ``send_request`` keeps the loop polling for its reply, for
+  0.5 ms at most (``reply_poll``), so the reply is picked up as it lands, at
+  the cost of the requester's CPU while it waits;
+- ``busy_poll=0.001`` on both sides: each loop also keeps polling for 1 ms
+  after any traffic, so the echo server is awake when the next request comes
+  (a busy CPU core on each side while requests flow).
+
+See docs/transports.md, "Polling instead of sleeping".
 
 Run: python examples/low_latency_request_reply.py
 """
@@ -34,14 +41,14 @@ async def child(service: str, busy_poll: float) -> None:
             await t.send_reply(rv.Message(fields={"data": request["data"]}), request)
 
 
-async def time_round_trips(service: str, busy_poll: float) -> list[float]:
+async def time_round_trips(service: str, busy_poll: float, reply_poll: float | None) -> list[float]:
     proc = await asyncio.create_subprocess_exec(
         sys.executable, __file__, "--child", service, str(busy_poll), stdout=subprocess.PIPE
     )
     try:
         line = await asyncio.wait_for(proc.stdout.readline(), 30)
         assert line.strip() == b"ready", line
-        async with rv.Transport(service, busy_poll=busy_poll) as t:
+        async with rv.Transport(service, busy_poll=busy_poll, reply_poll=reply_poll) as t:
             request = rv.Message("ECHO", {"data": b"x" * 128})
             for _ in range(200):  # warm-up: both daemons know each other
                 await t.send_request(request, timeout=5)
@@ -67,8 +74,12 @@ def summary(times: list[float]) -> str:
 
 
 async def parent() -> None:
-    for label, busy_poll in (("default", 0.0), ("busy_poll=1 ms", 0.001)):
-        times = await time_round_trips(str(free_port()), busy_poll)
+    for label, busy_poll, reply_poll in (
+        ("reply_poll=0", 0.0, 0.0),
+        ("default", 0.0, None),
+        ("busy_poll=1 ms", 0.001, None),
+    ):
+        times = await time_round_trips(str(free_port()), busy_poll, reply_poll)
         print(f"{label:>15}: {ROUND_TRIPS} round trips, {summary(times)}")
 
 

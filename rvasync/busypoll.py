@@ -14,11 +14,17 @@ turn of the loop for ``window`` seconds, so the loop polls its sockets without
 blocking and picks up the next datagram as soon as it lands. Other callbacks
 and tasks run as usual. The price is a CPU core kept busy during the window,
 which is why it is off (window 0) unless a transport or daemon asks for it;
-see docs/transports.md, "Busy polling".
+see docs/transports.md, "Polling instead of sleeping".
 
 One poller serves a loop, shared by the in-process daemon and every transport
 of that loop; the window is the largest any of them asked for and is never
 lowered (like a service's reliability).
+
+Apart from the window, a caller that knows an answer is due can :meth:`hold`
+the loop awake until it comes, for a bounded time: ``send_request`` does that
+while it waits for its reply (``rv.Transport(reply_poll=...)``, on by
+default). Such a hold costs CPU only while a request is outstanding, and ends
+with the reply (:meth:`release`) or at its bound, whichever is first.
 """
 
 from __future__ import annotations
@@ -50,7 +56,15 @@ def check_window(name: str, value: object) -> float:
 class BusyPoller:
     """Keeps one event loop from sleeping for ``window`` seconds after each :meth:`touch`."""
 
-    __slots__ = ("__weakref__", "_loop", "_spinning", "_until", "window")
+    __slots__ = (
+        "__weakref__",
+        "_hold_until",
+        "_holds",
+        "_loop",
+        "_spinning",
+        "_until",
+        "window",
+    )
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
@@ -58,6 +72,9 @@ class BusyPoller:
         self.window = 0.0
         self._until = 0.0
         self._spinning = False
+        #: holds not yet released, and the latest time any of them allows polling to
+        self._holds = 0
+        self._hold_until = 0.0
 
     def want(self, window: float) -> None:
         """Ask for at least ``window`` seconds (the largest request wins; never lowered)."""
@@ -74,6 +91,30 @@ class BusyPoller:
             self._spinning = True
             self._loop.call_soon(self._spin)
 
+    def hold(self, seconds: float) -> None:
+        """Poll without sleeping until :meth:`release`, or for ``seconds`` at most.
+
+        For a caller expecting an answer very soon (a request's reply). Holds
+        nest: polling goes on while any is held and not past its bound. Every
+        hold must be released once, whatever happens to the wait.
+        """
+        self._holds += 1
+        until = _clock() + seconds
+        if until > self._hold_until:
+            self._hold_until = until
+        if not self._spinning and not self._loop.is_closed():
+            self._spinning = True
+            self._loop.call_soon(self._spin)
+
+    def release(self) -> None:
+        """End one :meth:`hold` (the answer came, or the wait ended otherwise)."""
+        self._holds -= 1
+
+    @property
+    def held(self) -> int:
+        """How many holds are not released yet."""
+        return self._holds
+
     @property
     def spinning(self) -> bool:
         """Whether the loop is being kept busy right now."""
@@ -81,7 +122,10 @@ class BusyPoller:
 
     def _spin(self) -> None:
         # A callback ready on every turn makes the loop poll with a zero timeout.
-        if _clock() < self._until and not self._loop.is_closed():
+        now = _clock()
+        if (now < self._until or (self._holds and now < self._hold_until)) and (
+            not self._loop.is_closed()
+        ):
             self._loop.call_soon(self._spin)
         else:
             self._spinning = False

@@ -12,6 +12,10 @@ Rows (variants):
 - *busy polling* (request/reply only): the in-process daemon with
   ``rv.Transport(busy_poll=0.001)``, which keeps each process's loop polling
   for 1 ms after traffic instead of sleeping (a CPU core for lower latency).
+- *no reply polling* (request/reply only): the in-process daemon with
+  ``rv.Transport(reply_poll=0)``: the requester sleeps while its request is out
+  instead of polling for the reply (the default polls up to 0.5 ms), so the
+  row shows what being woken costs.
 
 Rows report "not available in this rvasync build" until the names they need exist.
 """
@@ -37,6 +41,13 @@ BUSY_POLL = Variant(
     label=f"in-process daemon, busy_poll={BUSY_POLL_SECONDS * 1000:g} ms",
     headline=False,
     unavailable=lambda: missing_module("rvasync.busypoll", "BusyPoller"),
+)
+#: Request/reply only: the in-process daemon with the requester sleeping while it waits.
+NO_REPLY_POLL = Variant(
+    name="ipm-no-reply-poll",
+    label="in-process daemon, reply_poll=0",
+    headline=False,
+    unavailable=lambda: missing_module("rvasync.transport.network", "REPLY_POLL"),
 )
 STANDALONE_DAEMON = Variant(
     name="standalone",
@@ -97,7 +108,11 @@ class _RvNetwork:
 
         self.rv = rv
         self.listeners: list[Any] = []
-        options = {"busy_poll": BUSY_POLL_SECONDS} if self.variant.name == BUSY_POLL.name else {}
+        options: dict[str, float] = {}
+        if self.variant.name == BUSY_POLL.name:
+            options["busy_poll"] = BUSY_POLL_SECONDS
+        elif self.variant.name == NO_REPLY_POLL.name:
+            options["reply_poll"] = 0.0
         self.transport = rv.Transport(
             service=str(self.env["ports"][0]),
             network=None,
@@ -131,7 +146,7 @@ class RvNetworkReqRep(_RvNetwork, ReqRep):
 
     @classmethod
     def variants(cls) -> Sequence[Variant]:
-        return (IN_PROCESS_DAEMON, BUSY_POLL, STANDALONE_DAEMON)
+        return (IN_PROCESS_DAEMON, NO_REPLY_POLL, BUSY_POLL, STANDALONE_DAEMON)
 
     async def serve(self, subject: str) -> None:
         listener = self.transport.listen(subject)

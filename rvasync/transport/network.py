@@ -17,7 +17,7 @@ import asyncio
 import math
 from typing import TYPE_CHECKING, Any
 
-from rvasync.busypoll import check_window, poller_for
+from rvasync.busypoll import BusyPoller, check_window, poller_for
 from rvasync.daemon.params import parse_daemon
 from rvasync.errors import DaemonUnavailable, InvalidArgument, RequestTimeout, TransportClosed
 from rvasync.subjects import check_send_subject
@@ -37,6 +37,12 @@ __all__ = ["Transport"]
 _NUMBER = (int, float)
 
 
+#: Default ``reply_poll``: how long at most ``send_request`` polls for its reply (seconds).
+#: Replies between processes of one host come within about 0.1 ms; a slower one costs
+#: this much CPU, then the wait sleeps as usual.
+REPLY_POLL = 0.0005
+
+
 def _expire(reply: asyncio.Future[Message], subject: str, timeout: float) -> None:
     if not reply.done():
         reply.set_exception(RequestTimeout(f"no reply to {subject!r} within {timeout} s"))
@@ -50,7 +56,7 @@ def _optional_str(name: str, value: Any) -> str | None:
 
 class Transport(BaseTransport):
     """A network transport: ``Transport(service=None, network=None, daemon=None, *,
-    description=None, reliability=None, batch=False, busy_poll=None)``.
+    description=None, reliability=None, batch=False, busy_poll=None, reply_poll=None)``.
 
     ``service``: UDP port number or service name (default: ``rendezvous`` or 7500).
     ``network``: ``"interface;groups;send-address"``; None is loopback, so nothing
@@ -64,7 +70,10 @@ class Transport(BaseTransport):
     ``busy_poll``: seconds this process's event loop keeps polling without
     sleeping after the last network activity of its transports or in-process
     daemon; None or 0 never. Lower latency for a busy CPU core; see
-    docs/transports.md, "Busy polling".
+    docs/transports.md, "Polling instead of sleeping". ``reply_poll``: seconds at most that
+    ``send_request`` keeps the loop polling while it waits for its reply (None:
+    ``REPLY_POLL``, 0.5 ms; 0 never): a reply that comes within it is picked up
+    without the loop sleeping and being woken.
 
     Use as ``async with rv.Transport(...) as t:`` or ``await t.open()`` /
     ``await t.close()``.
@@ -80,6 +89,7 @@ class Transport(BaseTransport):
         reliability: float | None = None,
         batch: bool = False,
         busy_poll: float | None = None,
+        reply_poll: float | None = None,
     ) -> None:
         self.service = _optional_str("service", service)
         self.network = _optional_str("network", network)
@@ -102,6 +112,10 @@ class Transport(BaseTransport):
         self.reliability = reliability
         self.batch = batch
         self.busy_poll = 0.0 if busy_poll is None else check_window("busy_poll", busy_poll)
+        self.reply_poll = (
+            REPLY_POLL if reply_poll is None else check_window("reply_poll", reply_poll)
+        )
+        self._poller: BusyPoller | None = None
         self._link: DaemonLink | None = None
         self._loop: Any = None  # the running loop, from open on
         self._opening = False
@@ -139,7 +153,8 @@ class Transport(BaseTransport):
             raise TransportClosed("the transport is already being opened by another task")
         self._opening = True
         try:
-            poller_for().want(self.busy_poll)
+            poller = poller_for()
+            poller.want(self.busy_poll)
             link = self._make_link()
             await link.open(self)
         finally:
@@ -149,6 +164,7 @@ class Transport(BaseTransport):
             raise TransportClosed("the transport was closed while opening")
         self._link = link
         self._loop = asyncio.get_running_loop()  # an open transport serves this loop only
+        self._poller = poller
         self._inbox_prefix = link.inbox_prefix
         self._publish = link.publish
         self._publish_many = link.publish_many
@@ -281,7 +297,7 @@ class Transport(BaseTransport):
         self._replies[inbox] = reply
         request = msg._delivery_copy(None, None)
         request.reply_subject = inbox
-        expiry = None
+        expiry = poller = None
         try:
             wait = self._publish_checked(request)
             # Armed after the request left (the same turn: no reply can come first),
@@ -289,8 +305,14 @@ class Transport(BaseTransport):
             expiry = loop.call_later(timeout, _expire, reply, msg.subject, timeout)
             if wait is not None:
                 await wait
+            if self.reply_poll:
+                # The reply is due soon: poll for it rather than sleep and be woken.
+                poller = self._poller
+                poller.hold(self.reply_poll)  # type: ignore[union-attr]
             return await reply
         finally:
+            if poller is not None:
+                poller.release()
             if expiry is not None:
                 expiry.cancel()
             self._replies.pop(inbox, None)
