@@ -441,3 +441,33 @@ def test_cpu_model_from_cpuinfo(tmp_path: Path) -> None:
     info = tmp_path / "cpuinfo"
     info.write_text("processor\t: 0\nmodel name\t: Fancy CPU @ 3GHz\n")
     assert cpu_model(info) == "Fancy CPU @ 3GHz"
+
+
+def test_reqrep_ab_switches_code_in_place_bound_references_included(tmp_path):
+    """``benchmarks.reqrep_ab`` runs a base copy's code in the working tree's functions,
+    so references taken before the switch (bound methods, partials) follow it."""
+    import functools
+    import textwrap
+
+    from benchmarks.reqrep_ab import Versions
+
+    source = Path(stats.__file__).read_text()
+    changed = source.replace(
+        "def ratio(numerator: float | None, denominator: float | None) -> float | None:\n",
+        "def ratio(numerator: float | None, denominator: float | None) -> float | None:\n"
+        + textwrap.indent("return -1.0  # the base version\n", "    "),
+        1,
+    )
+    assert changed != source
+    (tmp_path / "benchmarks").mkdir()
+    (tmp_path / "benchmarks" / "stats.py").write_text(changed)
+    versions = Versions(str(tmp_path), ["benchmarks.stats"])
+    early = functools.partial(stats.ratio, 6.0)
+    try:
+        assert early(3.0) == 2.0
+        versions.use("base")
+        assert stats.ratio(6.0, 3.0) == -1.0 and early(3.0) == -1.0
+        versions.use("new")
+        assert early(3.0) == 2.0
+    finally:
+        versions.use("new")

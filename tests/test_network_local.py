@@ -351,6 +351,38 @@ class _StalledSocket:
         return getattr(self._sock, name)
 
 
+async def test_a_lone_datagram_the_socket_refuses_waits_in_the_backlog_in_order(service):
+    from rvasync import _accel
+
+    parse = _accel.load("rmframe").parse
+    async with Transport(service) as a:
+        endpoint = a.link.session._service
+        stalled = endpoint._uc = _StalledSocket(endpoint._uc)
+        sent: list[bytes] = []
+        real_sendto = stalled.sendto
+
+        def recording_sendto(data, addr):
+            real_sendto(data, addr)  # raises while stalled: nothing recorded
+            sent.append(bytes(data))
+
+        stalled.sendto = recording_sendto
+        await asyncio.sleep(0.01)  # a turn of its own: the next send goes out alone
+        await a.send(Message("LONE.FIRST", {"i": 0}))
+        assert endpoint._backlog, "refused by the socket: kept, not lost"
+        for i in range(1, 4):
+            await asyncio.sleep(0)  # each in a later turn, behind the backlog
+            await a.send(Message("LONE.NEXT", {"i": i}))
+        stalled.stalled = False
+        async with asyncio.timeout(WAIT):
+            while endpoint._backlog:
+                await asyncio.sleep(0.005)
+        data = [p for p in map(parse, sent) if p is not None and p[0] == 1 and p[2] == 0]
+        seqs = [p[3] for p in data]
+        assert seqs == sorted(seqs) and len(seqs) == len(set(seqs)) >= 2
+        messages = [m for p in data for m in p[10]]
+        assert [Message.from_bytes(m)["i"] for m in messages] == [0, 1, 2, 3]
+
+
 async def test_backpressure_and_fast_producer(service, monkeypatch):
     from rvasync.daemon import service as service_module
 
