@@ -107,6 +107,17 @@ async def test_send_request_polls_for_its_reply_and_always_releases(rv_service):
             server.cancel()
 
 
+def test_reply_poll_default_is_off_on_one_cpu(monkeypatch):
+    import os
+
+    from rvasync.transport.network import REPLY_POLL_SECONDS, default_reply_poll
+
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    assert default_reply_poll() == 0.0
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    assert default_reply_poll() == REPLY_POLL_SECONDS > 0
+
+
 async def test_reply_poll_zero_sleeps_while_waiting(rv_service):
     service = rv_service[0]
     async with Transport(service, reply_poll=0) as a, Transport(service) as b:

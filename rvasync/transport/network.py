@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
 from typing import TYPE_CHECKING, Any
 
 from rvasync.busypoll import BusyPoller, check_window, poller_for
@@ -37,10 +38,24 @@ __all__ = ["Transport"]
 _NUMBER = (int, float)
 
 
-#: Default ``reply_poll``: how long at most ``send_request`` polls for its reply (seconds).
-#: Replies between processes of one host come within about 0.1 ms; a slower one costs
-#: this much CPU, then the wait sleeps as usual.
-REPLY_POLL = 0.0005
+#: ``reply_poll`` when the process may run on more than one CPU: how long at most
+#: ``send_request`` polls for its reply (seconds). Replies between processes of one host
+#: come within about 0.1 ms; a slower one costs this much CPU, then the wait sleeps.
+REPLY_POLL_SECONDS = 0.0005
+
+
+def default_reply_poll() -> float:
+    """REPLY_POLL_SECONDS, or 0 for a process confined to one CPU, where polling would
+    only keep the replier (or its daemon) from running."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        cpus = os.cpu_count() or 1
+    return REPLY_POLL_SECONDS if cpus > 1 else 0.0
+
+
+#: Default ``reply_poll`` of this process (see :func:`default_reply_poll`).
+REPLY_POLL = default_reply_poll()
 
 
 def _expire(reply: asyncio.Future[Message], subject: str, timeout: float) -> None:
@@ -72,8 +87,8 @@ class Transport(BaseTransport):
     daemon; None or 0 never. Lower latency for a busy CPU core; see
     docs/transports.md, "Polling instead of sleeping". ``reply_poll``: seconds at most that
     ``send_request`` keeps the loop polling while it waits for its reply (None:
-    ``REPLY_POLL``, 0.5 ms; 0 never): a reply that comes within it is picked up
-    without the loop sleeping and being woken.
+    ``REPLY_POLL``, 0.5 ms, or 0 on a single usable CPU; 0 never): a reply that
+    comes within it is picked up without the loop sleeping and being woken.
 
     Use as ``async with rv.Transport(...) as t:`` or ``await t.open()`` /
     ``await t.close()``.
