@@ -31,7 +31,7 @@ from __future__ import annotations
 import math
 import os
 from collections import deque
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from types import ModuleType
 from typing import Any
 
@@ -475,38 +475,23 @@ class ReliableEndpoint:
         """
         if self._closed or payload.__class__ is not bytes:
             return None
+        fresh = False
         if dest is None:
             ob = self._mc
-            if self._mc_fresh:
-                # First datagram of the multicast stream: its age counts from now (flush).
-                self._mc_fresh = False
-                ob.start = now
+            # The multicast stream's first datagram: its age counts from now (see flush).
+            fresh = self._mc_fresh
         else:
             ob = self._ptp_out.get(dest)
             if ob is None:
                 return None
-        packer = ob.packer
-        elapsed = now - ob.start
-        datagram = packer.seal_one(
-            payload, 0 if elapsed <= 0 else min(int(elapsed * 1000.0), _AGE_MAX)
-        )
+        datagram = ob.packer.seal_one(payload, 0 if fresh else _age_ms(now - ob.start))
         if datagram is None:
             return None
+        if fresh:
+            self._mc_fresh = False
+            ob.start = now
         self._now = now
-        stats = self.stats
-        stats.datagrams_sent += 1
-        stats.bytes_sent += len(datagram)
-        stats.messages_sent += packer.msg_next - 1 - ob.counted
-        ob.counted = packer.msg_next - 1
-        if self.reliability > 0:
-            retained = ob.retained
-            if not retained:
-                ob.low = packer.seq
-            retained.append((now, datagram))
-        ob.last_send = now
-        self._dirty.add(ob)
-        if self._probe_at is None:
-            self._probe_at = now + self.tail_probe
+        self._account(ob, (datagram,), len(datagram), now)
         return datagram
 
     def flush(self, now: float) -> None:
@@ -728,17 +713,22 @@ class ReliableEndpoint:
             self._collect_one(ob, now)
 
     def _collect_one(self, ob: _Outbound, now: float) -> None:
-        packer = ob.packer
-        closed = packer.take()
+        closed = ob.packer.take()
         if not closed:
             return
-        stats = self.stats
         dest = ob.dest
         out = self._out
         size = 0
         for data in closed:
             out.append((data, dest))
             size += len(data)
+        self._account(ob, closed, size, now)
+
+    def _account(self, ob: _Outbound, closed: Sequence[Any], size: int, now: float) -> None:
+        """Count, retain and note datagrams ``closed`` (``size`` bytes in all) of ``ob``
+        that were just sent or handed out for sending."""
+        packer = ob.packer
+        stats = self.stats
         stats.datagrams_sent += len(closed)
         stats.bytes_sent += size
         stats.messages_sent += packer.msg_next - 1 - ob.counted
