@@ -39,7 +39,7 @@ def run_once(frame, count: int, size: int, batch: int, max_datagram: int) -> dic
             n = min(batch, count - sent)
             t0 = clock()
             for _ in range(n):
-                send(payload, now)
+                send(payload)
             a.flush(now)
             out = a.datagrams_to_send()
             t1 = clock()

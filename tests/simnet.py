@@ -53,7 +53,7 @@ class SimNet:
         self._queue: list[tuple[float, int, Address, bytes, Address]] = []
         self._counter = 0
         self._touched: set[Address] = set()
-        #: Send each endpoint's first message of a turn with ``send_now`` (as the daemon
+        #: Send each endpoint's first message of a turn with ``flush_lone`` (as the daemon
         #: does), transmitted at once; the rest of the turn is packed and flushed.
         self.lone = lone
         self._lone_sent: set[Address] = set()
@@ -75,19 +75,19 @@ class SimNet:
 
     def send_multicast(self, address: Address, payload: bytes) -> None:
         if not self._send_lone(address, None, payload):
-            self.endpoints[address].send_multicast(payload, self.now)
+            self.endpoints[address].send_multicast(payload)
         self._touched.add(address)
 
     def send_ptp(self, address: Address, dest: Address, payload: bytes) -> None:
         if not self._send_lone(address, dest, payload):
-            self.endpoints[address].send_ptp(dest, payload, self.now)
+            self.endpoints[address].send_ptp(dest, payload)
         self._touched.add(address)
 
     def _send_lone(self, address: Address, dest: Address | None, payload: bytes) -> bool:
         if not self.lone or address in self._lone_sent:
             return False
         self._lone_sent.add(address)
-        datagram = self.endpoints[address].send_now(payload, dest, self.now)
+        datagram = self.endpoints[address].flush_lone(payload, dest, self.now)
         if datagram is None:
             return False
         self._transmit(address, datagram, dest)

@@ -113,6 +113,37 @@ async def test_point_to_point_goes_to_the_owning_daemon_only(service, loops):
         assert core_a.stats.messages_sent >= 20
 
 
+async def test_lost_first_datagram_of_a_new_point_to_point_stream_is_recovered(service, loops):
+    """The first datagram a daemon sends to an inbox on another daemon is lost: the
+    receiving daemon (listening long before) asks for it again, so nothing is missing."""
+    (a_loop,) = loops(1)
+    a = await open_in(a_loop, service)
+    async with Transport(service) as b:
+        inbox = b.create_inbox()
+        on_b = b.listen(inbox)
+        losses = b.listen("_RV.ERROR.SYSTEM.DATALOSS.>")
+        core = b.link.session._service.core
+        parse = core.frame.parse
+        receive = core.receive
+        dropped = []
+
+        def lossy_receive(data, src, now):
+            p = parse(data)
+            if p is not None and p[0] == 1 and p[2] != 0 and p[3] == 1 and not dropped:
+                dropped.append(p[2])  # datagram 1 of a point-to-point stream, first copy
+                return None
+            return receive(data, src, now)
+
+        core.receive = lossy_receive
+        await _settle()
+        await a_loop.run(_send_all(a, [Message(inbox, {"n": i}) for i in range(3)]))
+        got = await collect(on_b, 3, timeout=5)
+        assert dropped, "the first point-to-point datagram never came"
+        assert [m["n"] for m in got] == [0, 1, 2]
+        assert core.stats.naks_sent > 0
+        assert losses.queue.poll() is None
+
+
 async def test_request_reply_across_daemons(service, loops):
     (server_loop,) = loops(1)
     server = await open_in(server_loop, service)

@@ -44,7 +44,7 @@ def test_receive_hands_back_the_common_case_and_queues_the_rest(frame):
     b = ReliableEndpoint(now=0.0, session_id=2, frame=frame)
 
     def datagram(payload: bytes, now: float) -> bytes:
-        a.send_multicast(payload, now)
+        a.send_multicast(payload)
         ((data, dest),) = a.flush_datagrams(now)
         assert dest is None
         return data
@@ -76,9 +76,9 @@ def test_flush_datagrams_is_flush_then_datagrams_to_send(frame):
     one = ReliableEndpoint(now=0.0, session_id=9, frame=frame)
     two = ReliableEndpoint(now=0.0, session_id=9, frame=frame)
     for ep in (one, two):
-        ep.send_multicast(b"m" * 100, 0.0)
-        ep.send_ptp(("127.0.0.1", 9), b"p" * 100, 0.0)
-        ep.send_multicast(b"n" * 100, 0.0)
+        ep.send_multicast(b"m" * 100)
+        ep.send_ptp(("127.0.0.1", 9), b"p" * 100)
+        ep.send_multicast(b"n" * 100)
     one.flush(0.5)
     expected = one.datagrams_to_send()
     got = two.flush_datagrams(0.5)
@@ -88,22 +88,22 @@ def test_flush_datagrams_is_flush_then_datagrams_to_send(frame):
     assert two.retained_datagrams() == one.retained_datagrams() == 2
 
 
-def test_send_now_is_the_packed_way_for_a_lone_message(frame):
-    """``send_now`` returns the very datagram send + flush_datagrams would have made, and
+def test_flush_lone_is_the_packed_way_for_a_lone_message(frame):
+    """``flush_lone`` returns the very datagram send + flush_datagrams would have made, and
     numbers, retains and counts it the same way; it never shows up in the output."""
     fast = ReliableEndpoint(now=0.0, session_id=9, frame=frame)
     slow = ReliableEndpoint(now=0.0, session_id=9, frame=frame)
     dest = ("127.0.0.1", 9)
     for ep in (fast, slow):  # a point-to-point stream exists once something went to dest
-        ep.send_ptp(dest, b"hello", 0.0)
+        ep.send_ptp(dest, b"hello")
         ep.flush_datagrams(0.0)
     for n, (where, now) in enumerate([(None, 0.25), (dest, 0.5), (None, 0.75), (dest, 1.0)]):
         payload = bytes([n]) * (50 + n)
-        got = fast.send_now(payload, where, now)
+        got = fast.flush_lone(payload, where, now)
         if where is None:
-            slow.send_multicast(payload, now)
+            slow.send_multicast(payload)
         else:
-            slow.send_ptp(where, payload, now)
+            slow.send_ptp(where, payload)
         assert [(got, where)] == slow.flush_datagrams(now)
         assert fast.datagrams_to_send() == []
     assert fast.retained_datagrams() == slow.retained_datagrams() == 5
@@ -111,24 +111,24 @@ def test_send_now_is_the_packed_way_for_a_lone_message(frame):
     assert fast.next_deadline() == slow.next_deadline()
 
 
-def test_send_now_declines_when_the_packed_way_is_needed(frame):
+def test_flush_lone_declines_when_the_packed_way_is_needed(frame):
     ep = ReliableEndpoint(now=0.0, session_id=9, frame=frame, max_datagram=1400)
-    assert ep.send_now(b"x", ("127.0.0.1", 9), 0.0) is None, "no stream to that address yet"
-    assert ep.send_now(b"x" * 1400, None, 0.0) is None, "needs more than one datagram"
-    assert ep.send_now(bytearray(b"x"), None, 0.0) is None, "not bytes"
-    ep.send_multicast(b"packed", 0.0)
-    assert ep.send_now(b"x", None, 0.0) is None, "something is packed before it"
+    assert ep.flush_lone(b"x", ("127.0.0.1", 9), 0.0) is None, "no stream to that address yet"
+    assert ep.flush_lone(b"x" * 1400, None, 0.0) is None, "needs more than one datagram"
+    assert ep.flush_lone(bytearray(b"x"), None, 0.0) is None, "not bytes"
+    ep.send_multicast(b"packed")
+    assert ep.flush_lone(b"x", None, 0.0) is None, "something is packed before it"
     assert len(ep.flush_datagrams(0.0)) == 1
-    assert ep.send_now(b"x", None, 0.1) is not None
+    assert ep.flush_lone(b"x", None, 0.1) is not None
     ep.close(0.2)
-    assert ep.send_now(b"x", None, 0.3) is None, "closed"
+    assert ep.flush_lone(b"x", None, 0.3) is None, "closed"
     assert ep.stats.messages_sent == 2
 
 
-def test_a_lost_send_now_datagram_is_recovered_by_nak(frame):
+def test_a_lost_flush_lone_datagram_is_recovered_by_nak(frame):
     a = ReliableEndpoint(now=0.0, session_id=1, frame=frame)
     b = ReliableEndpoint(now=0.0, session_id=2, frame=frame)
-    first, second, third = (a.send_now(bytes([n]) * 30, None, 0.01 * n) for n in (1, 2, 3))
+    first, second, third = (a.flush_lone(bytes([n]) * 30, None, 0.01 * n) for n in (1, 2, 3))
     b.receive_datagram(first, "a", 0.04)
     b.receive_datagram(third, "a", 0.05)  # second lost: a gap
     now, resent = 0.05, []
@@ -211,9 +211,9 @@ def test_message_at_the_64_mib_limit_passes_and_one_byte_more_is_refused():
     big = bytes(range(256)) * (MAX_MESSAGE // 256)
     assert len(big) == MAX_MESSAGE
     with pytest.raises(rv.MessageTooLarge, match="64 MiB"):
-        a.send_multicast(big + b"!", net.now)
+        a.send_multicast(big + b"!")
     with pytest.raises(rv.MessageTooLarge):
-        a.send_ptp("b", big + b"!", net.now)
+        a.send_ptp("b", big + b"!")
     net.send_multicast("a", big)
     net.send_multicast("a", b"after")
     got = []
@@ -453,9 +453,9 @@ def test_close_makes_peers_forget_the_session_promptly(frame):
     net.run_for(0.5)
     net.close("a")
     with pytest.raises(rv.TransportClosed):
-        a.send_multicast(b"x", net.now)
+        a.send_multicast(b"x")
     with pytest.raises(rv.TransportClosed):
-        a.send_ptp("b", b"x", net.now)
+        a.send_ptp("b", b"x")
     assert a.next_deadline() is None
     net.run_for(1.5)
     assert [(e.session, e.reason) for e in net.of_type("b", PeerSilent)] == [(1, "closed")]
@@ -531,13 +531,13 @@ def test_bad_configuration_is_refused_with_a_clear_error(option, value):
 def test_bad_send_arguments_are_refused(frame):
     ep = ReliableEndpoint(now=0.0, frame=frame)
     with pytest.raises(rv.InvalidArgument, match="payload"):
-        ep.send_multicast("text", 0.0)
+        ep.send_multicast("text")
     with pytest.raises(rv.InvalidArgument, match="dest"):
-        ep.send_ptp(None, b"x", 0.0)
+        ep.send_ptp(None, b"x")
     with pytest.raises(rv.InvalidArgument, match="dest"):
-        ep.send_ptp(["unhashable"], b"x", 0.0)
-    ep.send_multicast(bytearray(b"ok"), 0.0)
-    ep.send_multicast_many([b"a", memoryview(b"b")], 0.0)
+        ep.send_ptp(["unhashable"], b"x")
+    ep.send_multicast(bytearray(b"ok"))
+    ep.send_multicast_many([b"a", memoryview(b"b")])
     ep.flush(0.0)
     assert len(ep.datagrams_to_send()) == 1
     assert ep.stats.messages_sent == 3
@@ -558,7 +558,7 @@ def test_deadlines_drive_heartbeats_and_naks(frame):
     [(hb, dest)] = a.datagrams_to_send()
     assert dest is None and a.next_deadline() == 100.5
     for i in range(3):
-        a.send_multicast(b"m%d" % i, 100.1)
+        a.send_multicast(b"m%d" % i)
         a.flush(100.1)
     d1, d2, d3 = (d for d, _ in a.datagrams_to_send())
     assert a.next_deadline() == pytest.approx(100.1 + a.tail_probe)
@@ -580,17 +580,18 @@ def test_deadlines_drive_heartbeats_and_naks(frame):
 def test_joining_through_a_heartbeat_mid_message_keeps_message_indices_exact(frame):
     a = ReliableEndpoint(now=0.0, session_id=1, frame=frame, reliability=0, max_datagram=1000)
     a.handle_timer(0.0)
-    a.send_multicast(b"x" * 2500, 30.0)  # its LAST fragment stays in the open datagram
+    a.send_multicast(b"x" * 2500)  # its LAST fragment stays in the open datagram
+    a.datagrams_to_send()  # its first fragments leave at 0.0: the stream begins then
     a.handle_timer(30.0)  # heartbeat: the next datagram opens with a continuation
     heartbeat = a.datagrams_to_send()[-1][0]
     b = ReliableEndpoint(now=29.0, session_id=2, frame=frame)
     b.receive_datagram(heartbeat, "a", 30.0)
     a.flush(30.0)
     a.datagrams_to_send()  # the rest of message 1: b never sees it
-    a.send_multicast(b"two", 30.1)  # message 2: lost too
+    a.send_multicast(b"two")  # message 2: lost too
     a.flush(30.1)
     a.datagrams_to_send()
-    a.send_multicast(b"three", 30.2)
+    a.send_multicast(b"three")
     a.flush(30.2)
     for data, _ in a.datagrams_to_send():
         b.receive_datagram(data, "a", 30.2)
@@ -628,8 +629,8 @@ def test_counters_snapshot_and_buffer_introspection(frame):
     a = ReliableEndpoint(now=0.0, session_id=1, frame=frame, max_datagram=300)
     b = ReliableEndpoint(now=0.0, session_id=2, frame=frame)
     for i in range(3):
-        a.send_multicast(bytes([i]) * 200, 0.0)
-    a.send_multicast(bytes(1000), 0.0)
+        a.send_multicast(bytes([i]) * 200)
+    a.send_multicast(bytes(1000))
     a.flush(0.0)
     datagrams = [d for d, _ in a.datagrams_to_send()]
     for data in datagrams[1:3]:

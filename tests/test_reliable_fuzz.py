@@ -62,7 +62,7 @@ def fresh(frame, **options) -> ReliableEndpoint:
 def still_works(ep: ReliableEndpoint, frame) -> None:
     """After any abuse, a genuine new sender is still received normally."""
     sender = ReliableEndpoint(now=ep._now, session_id=999, frame=frame)
-    sender.send_multicast(b"genuine", ep._now)
+    sender.send_multicast(b"genuine")
     sender.flush(ep._now)
     for data, _ in sender.datagrams_to_send():
         ep.receive_datagram(data, "genuine-src", ep._now)

@@ -354,7 +354,7 @@ class ServiceEndpoint:
         counters.messages_out += 1
         counters.bytes_out += size
         if not lone:
-            self._core.send_multicast(data, 0.0)
+            self._core.send_multicast(data)
             unflushed = self._unflushed = self._unflushed + size
             if not self._flush_soon or unflushed >= FLUSH_BYTES or (session and session.batch):
                 self._sent(session, size, counted=True)
@@ -393,7 +393,7 @@ class ServiceEndpoint:
             multicast.append(data)
             total += len(data)
         if multicast:
-            self._core.send_multicast_many(multicast, 0.0)
+            self._core.send_multicast_many(multicast)
             counters = self.counters
             counters.messages_out += len(multicast)
             counters.bytes_out += total
@@ -456,7 +456,7 @@ class ServiceEndpoint:
                 if dest is not None:
                     data = self._wire(session, msg, data)
                     if not self._send_lone(session, data, dest):
-                        self._core.send_ptp(dest, data, 0.0)
+                        self._core.send_ptp(dest, data)
                         self._sent(session, len(data))
                     counters.messages_out += 1
                     counters.bytes_out += len(data)
@@ -480,7 +480,7 @@ class ServiceEndpoint:
         data = self._wire(session, msg, data)
         if sessions:
             self._deliver_local(sessions, msg, data)
-        self._core.send_multicast(data, 0.0)
+        self._core.send_multicast(data)
         counters.messages_out += 1
         counters.bytes_out += len(data)
         self._sent(session, len(data))
@@ -513,7 +513,7 @@ class ServiceEndpoint:
 
         The latency path of a request or a reply: the datagram leaves before any
         other work (local delivery, counters, the end-of-turn flush, the protocol
-        timer), straight from the core's ``send_now``. Later messages of the same
+        timer), straight from the core's ``flush_lone``. Later messages of the same
         turn are packed together and flushed at its end as usual. Not taken with
         anything already waiting to go (packed, batched, or backlogged), so order
         on every stream is kept.
@@ -525,7 +525,7 @@ class ServiceEndpoint:
             or (session is not None and session.batch)
         ):
             return False
-        datagram = self._core.send_now(data, dest, self._loop.time())
+        datagram = self._core.flush_lone(data, dest, self._loop.time())
         if datagram is None:
             return False
         # Straight to the socket, not through _transmit_all and _transmit: two calls

@@ -4,17 +4,28 @@ One :class:`ReliableEndpoint` per daemon per service. It sends one multicast
 stream (to the service group) and one point-to-point stream per destination
 address, and receives every other endpoint's streams, delivering each in the
 sender's order, exactly once, or reporting exactly which messages were lost.
-It owns no socket, clock or task: the driver feeds it inputs, each with the
-current time ``now`` (seconds, any monotonic origin), and drains its outputs::
+It owns no socket, clock or task: the driver feeds it inputs and drains its
+outputs::
 
     ep = ReliableEndpoint(now=loop.time(), reliability=5.0)
-    ep.send_multicast(payload, now)          # application sends
-    ep.send_ptp(addr, payload, now)
+    ep.send_multicast(payload)               # application sends: queued, no time
+    ep.send_ptp(addr, payload)
     ep.receive_datagram(data, src, now)      # every UDP datagram that arrives
     ep.handle_timer(now)                     # when now >= ep.next_deadline()
     ep.flush(now)                            # once per event-loop turn
     for data, dest in ep.datagrams_to_send(): ...   # dest None = service group
     for event in ep.events(): ...            # Delivered, InboundDataLoss, ...
+
+Time contract (as aioquic's connection): the current time ``now`` (seconds,
+any monotonic origin) enters only through the calls that receive, make
+datagrams leave or run timers: the constructor, :meth:`receive_datagram` /
+:meth:`receive`, :meth:`handle_timer`, :meth:`flush` / :meth:`flush_datagrams`
+/ :meth:`flush_lone`, and :meth:`close`. Send calls only queue, so they take
+no time: a time a send call could take is a time a driver could get wrong
+(the daemon once passed 0.0, which made every new point-to-point stream look
+ancient, so receivers joined it mid-stream and the loss of its first datagram
+went unnoticed). A stream is stamped (the origin of the age its datagrams
+carry) when it is first flushed, with that flush's ``now``.
 
 The protocol itself (datagram format, NAKs, heartbeats, retention, the rules
 for declaring loss) is described in docs/reliable-multicast.md; the per-packet
@@ -75,6 +86,11 @@ def _age_ms(seconds: float) -> int:
     return min(int(seconds * 1000.0), _AGE_MAX)
 
 
+def _stream_age(ob: _Outbound, now: float) -> int:
+    """The age in ms of stream ``ob`` at ``now`` (0 before its first flush)."""
+    return 0 if ob.start is None else _age_ms(now - ob.start)
+
+
 class _Outbound:
     """One outbound stream: its packer and the datagrams retained for retransmission."""
 
@@ -99,7 +115,13 @@ class _Outbound:
         #: (time sent, datagram) for sequence numbers low, low + 1, ... packer.seq.
         self.retained: deque[tuple[float, bytes]] = deque()
         self.low = 1
-        self.start = now
+        #: When the stream began: None until its first datagram is flushed, then that
+        #: flush's time. Receivers compare the stream's age (now - start, carried by
+        #: every datagram and status entry) with their own to decide whether it began
+        #: while they listened (recover it from datagram 1) or before (join where first
+        #: heard). A stream created long before its first flush must not look old.
+        self.start: float | None = None
+        #: ``now``: the time of the core's last time-bearing call (for idle housekeeping).
         self.last_send = now
         #: (requester, seq) -> when it was last resent to that requester.
         self.holdoff: dict[tuple[Address, int], float] = {}
@@ -322,7 +344,6 @@ class ReliableEndpoint:
 
         self._mc = _Outbound(0, None, self._new_packer(0), now)
         self._mc_add = self._mc.packer.add
-        self._mc_fresh = True
         self._out_by_id: dict[int, _Outbound] = {0: self._mc}
         self._ptp_out: dict[Address, _Outbound] = {}
         self._next_stream_id = 1
@@ -343,6 +364,10 @@ class ReliableEndpoint:
 
         A datagram is ``bytes``, or an rmframe ``Gathered`` (a large message's middle
         fragment: header plus a view of the message) to send with ``sendmsg(d.parts)``.
+        Takes no time: it hands out what the time-bearing calls produced. Datagrams
+        a send call closed since the last of them (the fragments of a large message)
+        are collected too, retained from that call's time; a driver flushes first
+        (:meth:`flush_datagrams`), which collects them with the current time.
         """
         self._collect(self._now)
         out = self._out
@@ -413,9 +438,10 @@ class ReliableEndpoint:
 
     # ------------------------------------------------------------------- sending
 
-    def send_multicast(self, payload: bytes, now: float) -> None:
+    def send_multicast(self, payload: bytes) -> None:
         """Queue ``payload`` on the multicast stream (packed until :meth:`flush` or datagram full).
 
+        Takes no time: the datagrams leave, and are stamped, at the next flush.
         Raises :class:`MessageTooLarge` above 64 MiB (nothing is sent) and
         :class:`TransportClosed` after :meth:`close`.
         """
@@ -425,7 +451,7 @@ class ReliableEndpoint:
             raise self._too_large(payload)
         self._mc_add(payload)
 
-    def send_multicast_many(self, payloads: list[bytes], now: float) -> None:
+    def send_multicast_many(self, payloads: list[bytes]) -> None:
         """Queue several payloads on the multicast stream, in order (one call, less overhead).
 
         All are validated before any is queued.
@@ -441,8 +467,12 @@ class ReliableEndpoint:
             raise TransportClosed("the reliable endpoint is closed")
         self._mc.packer.add_many(checked)
 
-    def send_ptp(self, dest: Address, payload: bytes, now: float) -> None:
-        """Queue ``payload`` on the point-to-point stream to ``dest`` (a driver-known address)."""
+    def send_ptp(self, dest: Address, payload: bytes) -> None:
+        """Queue ``payload`` on the point-to-point stream to ``dest`` (a driver-known address).
+
+        The first send to ``dest`` opens a new stream, which begins (is stamped) at the
+        flush that first sends it, so receivers recover it from its first datagram.
+        """
         if type(payload) is not bytes:
             payload = self._coerce(payload)
         if len(payload) > MAX_MESSAGE:
@@ -456,14 +486,18 @@ class ReliableEndpoint:
         if ob is None:
             if dest is None:
                 raise InvalidArgument("dest must be an address; None means multicast")
-            ob = self._new_ptp(dest, now)
+            ob = self._new_ptp(dest)
         ob.packer.add(payload)
         self._touched.add(ob)
 
-    def send_now(self, payload: bytes, dest: Address | None, now: float) -> bytes | None:
-        """Send ``payload`` alone in a datagram of its own, returned for the driver to transmit
-        at once; or None, with nothing done, when that is not possible.
+    def flush_lone(self, payload: bytes, dest: Address | None, now: float) -> bytes | None:
+        """Flush ``payload`` alone, at once: its datagram, for the driver to transmit now; or
+        None, with nothing done, when that is not possible.
 
+        A send and a flush in one call, so like every flush it takes the current
+        time: the datagram is sealed here, carrying the stream's age, and retained
+        from ``now``. (A ``now`` earlier than the core's last time-bearing call is
+        taken as that call's time: time never runs backwards in the core.)
         Possible when the stream (``dest``: an address already sent to, or None
         for multicast) has nothing packed or waiting, the payload is ``bytes`` and
         fits one datagram, and the endpoint is open. The datagram is numbered,
@@ -475,21 +509,20 @@ class ReliableEndpoint:
         """
         if self._closed or payload.__class__ is not bytes:
             return None
-        fresh = False
         if dest is None:
             ob = self._mc
-            # The multicast stream's first datagram: its age counts from now (see flush).
-            fresh = self._mc_fresh
         else:
             ob = self._ptp_out.get(dest)
             if ob is None:
                 return None
-        datagram = ob.packer.seal_one(payload, 0 if fresh else _age_ms(now - ob.start))
+        if now < self._now:
+            now = self._now
+        start = ob.start
+        datagram = ob.packer.seal_one(payload, 0 if start is None else _age_ms(now - start))
         if datagram is None:
             return None
-        if fresh:
-            self._mc_fresh = False
-            ob.start = now
+        if start is None:
+            ob.start = now  # the stream's first datagram: it begins now (see flush)
         self._now = now
         self._account(ob, (datagram,), len(datagram), now)
         return datagram
@@ -499,24 +532,25 @@ class ReliableEndpoint:
         self._now = now
         mc = self._mc
         packer = mc.packer
-        if self._mc_fresh and (packer.pending or packer.seq):
-            # The multicast stream's age counts from its first datagram, not from the
-            # endpoint's creation: receivers compare it with their own age to decide
-            # whether the stream began while they listened (recover from datagram 1) or
-            # before (join where first heard), and an endpoint that exists long before
-            # it first sends must not look like a stream that began before them.
-            self._mc_fresh = False
-            mc.start = now
         if packer.pending:
-            packer.age_ms = _age_ms(now - mc.start)
+            # A stream's age counts from its first flushed datagram, not from when it
+            # was created (the endpoint's creation, a first send call): see _Outbound.start.
+            start = mc.start
+            if start is None:
+                mc.start = start = now
+            packer.age_ms = _age_ms(now - start)
             packer.flush()
         self._collect_one(mc, now)
         touched = self._touched
         if touched:
             for ob in touched:
-                if ob.packer.pending:
-                    ob.packer.age_ms = _age_ms(now - ob.start)
-                    ob.packer.flush()
+                packer = ob.packer
+                if packer.pending:
+                    start = ob.start
+                    if start is None:
+                        ob.start = start = now
+                    packer.age_ms = _age_ms(now - start)
+                    packer.flush()
                 self._collect_one(ob, now)
             touched.clear()
 
@@ -546,7 +580,7 @@ class ReliableEndpoint:
                 (
                     ob.stream_id,
                     flags,
-                    _age_ms(now - ob.start),
+                    _stream_age(ob, now),
                     p.seq + 1,
                     p.head_msg,
                     p.seq,
@@ -674,12 +708,12 @@ class ReliableEndpoint:
     def _new_packer(self, stream_id: int):
         return self.frame.Packer(self.max_datagram, self.session_id, stream_id, self._flags)
 
-    def _new_ptp(self, dest: Address, now: float) -> _Outbound:
+    def _new_ptp(self, dest: Address) -> _Outbound:
         stream_id = self._next_stream_id
         while stream_id in self._out_by_id:  # only after 2**32 destinations
             stream_id = stream_id + 1 if stream_id < 0xFFFFFFFF else 1
         self._next_stream_id = stream_id + 1 if stream_id < 0xFFFFFFFF else 1
-        ob = _Outbound(stream_id, dest, self._new_packer(stream_id), now)
+        ob = _Outbound(stream_id, dest, self._new_packer(stream_id), self._now)
         self._ptp_out[dest] = ob
         self._out_by_id[stream_id] = ob
         return ob
@@ -716,6 +750,10 @@ class ReliableEndpoint:
         closed = ob.packer.take()
         if not closed:
             return
+        if ob.start is None:
+            # Datagrams a send call closed (a message bigger than the open datagram's
+            # room) of a stream not flushed before: they carry age 0, it begins now.
+            ob.start = now
         dest = ob.dest
         out = self._out
         size = 0
@@ -768,7 +806,7 @@ class ReliableEndpoint:
             flags |= _E_LOW_CONT
         if p.head_cont:
             flags |= _E_NEXT_CONT
-        return (ob.stream_id, flags, _age_ms(now - ob.start), low, low_msg, p.seq, p.head_msg)
+        return (ob.stream_id, flags, _stream_age(ob, now), low, low_msg, p.seq, p.head_msg)
 
     def _heartbeat(self, ob: _Outbound, dest: Address | None, now: float) -> None:
         self._emit(self._build_hb(self.session_id, 0, [self._entry(ob, now)]), dest)
@@ -791,9 +829,16 @@ class ReliableEndpoint:
         self._purge(mc, now)
         self._heartbeat(mc, None, now)
         self._dirty.discard(mc)
+        # Datagrams a send call closes (a message too big for the open datagram) carry
+        # the age the packer was last given, as send calls take no time: keep it at
+        # most one heartbeat old.
+        if mc.start is not None:
+            mc.packer.age_ms = _age_ms(now - mc.start)
         idle_after = self._ptp_hb_span + self.heartbeat_interval
         for dest, ob in list(self._ptp_out.items()):
             self._purge(ob, now)
+            if ob.start is not None:
+                ob.packer.age_ms = _age_ms(now - ob.start)
             idle = now - ob.last_send
             if idle <= self._ptp_hb_span:
                 self._heartbeat(ob, dest, now)
