@@ -2,7 +2,8 @@
 """Datagram framing for the reliable multicast protocol (compiled twin of rvasync.fallback.rmframe).
 
 Same interface, same bytes on the wire, same results for every input as the
-pure-Python module, which documents the format; this one packs records with
+pure-Python module, which documents the format (its numbers are defined once, in
+rvasync._rmwire, for both twins and the protocol core); this one packs records with
 memcpy into a preallocated buffer and slices received payloads straight out of
 the datagram. Integers are read and written byte by byte (little-endian), so
 the result does not depend on the host's byte order.
@@ -20,44 +21,60 @@ import zlib
 
 _crc32 = zlib.crc32
 
-MAGIC = b"\xd2R"
-VERSION = 1
-T_DATA = 1
-T_HEARTBEAT = 2
-T_NAK = 3
-MAX_MESSAGE = 64 * 1024 * 1024
-MAX_DATAGRAM = 65507
-MIN_DATAGRAM = 256
-K_WHOLE = 0
-K_FIRST = 1
-K_MIDDLE = 2
-K_LAST = 3
-F_NO_RETENTION = 1
-HB_FINAL = 1
-E_NO_RETENTION = 1
-E_LOW_CONT = 2
-E_NEXT_CONT = 4
-COMMON_HEADER = 16
-DATA_HEADER = 41
-HB_HEADER = 19
-ENTRY_SIZE = 41
-NAK_HEADER = 30
-RANGE_SIZE = 12
-GATHER_MIN = 16 * 1024
+from rvasync._rmwire import (
+    COMMON_HEADER,
+    DATA_HEADER,
+    E_LOW_CONT,
+    E_NEXT_CONT,
+    E_NO_RETENTION,
+    ENTRY_SIZE,
+    F_NO_RETENTION,
+    GATHER_MIN,
+    HB_FINAL,
+    HB_HEADER,
+    K_FIRST,
+    K_LAST,
+    K_MIDDLE,
+    K_WHOLE,
+    LEN_MASK,
+    MAGIC,
+    MAX_DATAGRAM,
+    MAX_MESSAGE,
+    MIN_DATAGRAM,
+    NAK_HEADER,
+    RANGE_SIZE,
+    T_DATA,
+    T_HEARTBEAT,
+    T_NAK,
+    VERSION,
+)
 
-DEF C_DATA_HEADER = 41
-DEF C_HB_HEADER = 19
-DEF C_ENTRY = 41
-DEF C_NAK_HEADER = 30
-DEF C_RANGE = 12
-DEF C_MAX_MESSAGE = 67108864
-DEF C_MAX_DATAGRAM = 65507
-DEF C_MIN_DATAGRAM = 256
-DEF C_MAGIC0 = 0xD2
-DEF C_MAGIC1 = 0x52
-DEF C_VERSION = 1
-DEF C_LEN_MASK = 0x3FFFFFFF
-DEF C_GATHER_MIN = 16384
+# The wire format's numbers, from their one definition (rvasync._rmwire), as C globals
+# set once at import: the per-packet code reads them as plain C values.
+cdef Py_ssize_t C_DATA_HEADER = DATA_HEADER
+cdef Py_ssize_t C_HB_HEADER = HB_HEADER
+cdef Py_ssize_t C_ENTRY = ENTRY_SIZE
+cdef Py_ssize_t C_NAK_HEADER = NAK_HEADER
+cdef Py_ssize_t C_RANGE = RANGE_SIZE
+cdef Py_ssize_t C_MAX_MESSAGE = MAX_MESSAGE
+cdef int C_MAX_DATAGRAM = MAX_DATAGRAM
+cdef int C_MIN_DATAGRAM = MIN_DATAGRAM
+cdef unsigned char C_MAGIC0 = MAGIC[0]
+cdef unsigned char C_MAGIC1 = MAGIC[1]
+cdef unsigned char C_VERSION = VERSION
+cdef int C_T_DATA = T_DATA
+cdef int C_T_HEARTBEAT = T_HEARTBEAT
+cdef int C_T_NAK = T_NAK
+cdef int C_K_WHOLE = K_WHOLE
+cdef int C_K_FIRST = K_FIRST
+cdef int C_K_MIDDLE = K_MIDDLE
+cdef int C_K_LAST = K_LAST
+cdef uint32_t C_LEN_MASK = LEN_MASK
+cdef Py_ssize_t C_GATHER_MIN = GATHER_MIN
+if (COMMON_HEADER, len(MAGIC)) != (16, 2):
+    # wr_common and the parsers below write and read the common header by byte offset
+    raise ImportError("rvasync_native.rmframe: common header layout differs from rvasync._rmwire")
+
 # An assembly this far along starts faulting in the rest of its buffer (4 MiB).
 DEF C_PREFAULT_AFTER = 4194304
 
@@ -261,7 +278,7 @@ cdef class Packer:
         if self._len == C_DATA_HEADER:
             self.head_msg = msg
         chunk = self._cap - self._len - 8
-        wr32(p + self._len, (<uint32_t>1 << 30) | <uint32_t>chunk)
+        wr32(p + self._len, (<uint32_t>C_K_FIRST << 30) | <uint32_t>chunk)
         wr32(p + self._len + 4, <uint32_t>n)
         memcpy(p + self._len + 8, src, chunk)
         self._len += chunk + 8
@@ -274,14 +291,14 @@ cdef class Packer:
             if gather:
                 self._close_gathered(owner, off, whole_room)
             else:
-                wr32(p + self._len, (<uint32_t>2 << 30) | <uint32_t>whole_room)
+                wr32(p + self._len, (<uint32_t>C_K_MIDDLE << 30) | <uint32_t>whole_room)
                 memcpy(p + self._len + 4, src + off, whole_room)
                 self._len += whole_room + 4
                 self._close()
             off += whole_room
         self.head_msg = msg
         self.head_cont = True
-        wr32(p + self._len, (<uint32_t>3 << 30) | <uint32_t>(n - off))
+        wr32(p + self._len, (<uint32_t>C_K_LAST << 30) | <uint32_t>(n - off))
         memcpy(p + self._len + 4, src + off, n - off)
         self._len += n - off + 4
         self.msg_next = msg + 1
@@ -299,7 +316,7 @@ cdef class Packer:
     cdef inline void _next_header(self, unsigned char* p) noexcept:
         """Number the next datagram and write its DATA header at ``p``."""
         self.seq += 1
-        wr_common(p, 1, self.session)
+        wr_common(p, C_T_DATA, self.session)
         wr32(p + 16, self.stream)
         wr64(p + 20, self.seq)
         wr64(p + 28, self.head_msg)
@@ -312,7 +329,7 @@ cdef class Packer:
         cdef unsigned char* p = <unsigned char*>PyBytes_AS_STRING(header)
         cdef object chunk = PyMemoryView_FromObject(owner)[off : off + n]
         self._next_header(p)
-        wr32(p + C_DATA_HEADER, (<uint32_t>2 << 30) | <uint32_t>n)
+        wr32(p + C_DATA_HEADER, (<uint32_t>C_K_MIDDLE << 30) | <uint32_t>n)
         self._closed.append(Gathered(header, chunk))
         self.head_msg = self.msg_next
         self.head_cont = False
@@ -399,8 +416,8 @@ def data_info(data):
     """(seq, index of first message, first record is a continuation) of a DATA datagram we built."""
     cdef bytes head = data if type(data) is bytes else (<Gathered?>data)._header
     cdef const unsigned char* p = <const unsigned char*>PyBytes_AS_STRING(head)
-    cdef uint32_t kind = rd32(p + C_DATA_HEADER) >> 30
-    return rd64(p + 20), rd64(p + 28), kind == 2 or kind == 3
+    cdef int kind = rd32(p + C_DATA_HEADER) >> 30
+    return rd64(p + 20), rd64(p + 28), kind == C_K_MIDDLE or kind == C_K_LAST
 
 
 def build_heartbeat(uint64_t session, int flags, list entries):
@@ -412,7 +429,7 @@ def build_heartbeat(uint64_t session, int flags, list entries):
     cdef unsigned char* e
     if count > 0xFFFF:
         raise ValueError(f"a heartbeat holds at most 65535 entries, got {count}")
-    wr_common(p, 2, session)
+    wr_common(p, C_T_HEARTBEAT, session)
     p[16] = flags & 0xFF
     p[17] = count & 0xFF
     p[18] = (count >> 8) & 0xFF
@@ -438,7 +455,7 @@ def build_nak(uint64_t session, uint64_t target, uint32_t stream, list ranges):
     cdef unsigned char* r
     if count > 0xFFFF:
         raise ValueError(f"a NAK holds at most 65535 ranges, got {count}")
-    wr_common(p, 3, session)
+    wr_common(p, C_T_NAK, session)
     wr64(p + 16, target)
     wr32(p + 24, stream)
     p[28] = count & 0xFF
@@ -471,11 +488,11 @@ def parse(data):
         return None
     cdef int kind = p[7]
     cdef uint64_t session = rd64(p + 8)
-    if kind == 1:
+    if kind == C_T_DATA:
         return _parse_data(raw, p, n, session)
-    if kind == 2:
+    if kind == C_T_HEARTBEAT:
         return _parse_heartbeat(p, n, session)
-    if kind == 3:
+    if kind == C_T_NAK:
         return _parse_nak(p, n, session)
     return None
 
@@ -501,11 +518,11 @@ cdef object _parse_data(bytes raw, const unsigned char* p, Py_ssize_t n, uint64_
         off += 4
         kind = word >> 30
         length = word & C_LEN_MASK
-        if kind == 0:
-            if tail == 1 or tail == 2:
+        if kind == C_K_WHOLE:
+            if tail == C_K_FIRST or tail == C_K_MIDDLE:
                 return None
-        elif kind == 1:
-            if tail == 1 or tail == 2 or off + 4 > n:
+        elif kind == C_K_FIRST:
+            if tail == C_K_FIRST or tail == C_K_MIDDLE or off + 4 > n:
                 return None
             total = rd32(p + off)
             off += 4
@@ -520,9 +537,9 @@ cdef object _parse_data(bytes raw, const unsigned char* p, Py_ssize_t n, uint64_
         if head == -1:
             head = kind
         tail = kind
-    if tail != 1:
+    if tail != C_K_FIRST:
         total = 0
-    return (1, session, rd32(p + 16), seq, msg, rd32(p + 36), p[40], head, tail, total, payloads)
+    return (T_DATA, session, rd32(p + 16), seq, msg, rd32(p + 36), p[40], head, tail, total, payloads)
 
 
 cdef object _parse_heartbeat(const unsigned char* p, Py_ssize_t n, uint64_t session):
@@ -544,7 +561,7 @@ cdef object _parse_heartbeat(const unsigned char* p, Py_ssize_t n, uint64_t sess
             return None
         entries.append((rd32(e), e[4], rd32(e + 5), low, low_msg, last, next_msg))
         e += C_ENTRY
-    return (2, session, p[16], entries)
+    return (T_HEARTBEAT, session, p[16], entries)
 
 
 cdef object _parse_nak(const unsigned char* p, Py_ssize_t n, uint64_t session):
@@ -567,4 +584,4 @@ cdef object _parse_nak(const unsigned char* p, Py_ssize_t n, uint64_t session):
             return None
         ranges.append((first, num))
         r += C_RANGE
-    return (3, session, rd64(p + 16), rd32(p + 24), ranges)
+    return (T_NAK, session, rd64(p + 16), rd32(p + 24), ranges)

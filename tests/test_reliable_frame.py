@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rvasync import _accel
+from rvasync import _accel, _rmwire
 
 IMPLEMENTATIONS = _accel.implementations("rmframe")
 SETTINGS = settings(
@@ -24,6 +24,14 @@ SETTINGS = settings(
 @pytest.fixture(params=IMPLEMENTATIONS, ids=lambda m: m.__name__.split(".")[0])
 def frame(request):
     return request.param
+
+
+def test_wire_constants_have_one_definition(frame):
+    """Both twins take the format's numbers from rvasync._rmwire (as the core does)."""
+    exported = [name for name in _rmwire.__all__ if hasattr(frame, name)]
+    assert len(exported) >= 24
+    for name in exported:
+        assert getattr(frame, name) == getattr(_rmwire, name), name
 
 
 def pack(frame, max_datagram, payloads, session=9, stream=3, flags=0):

@@ -20,6 +20,10 @@ Wire format (little-endian, see docs/reliable-multicast.md):
 * NAK (type 3): target session (u64), stream (u32), range count (u16), ranges of
   (first seq u64, count u32).
 
+Its numbers (types, kinds, flags, sizes, limits) are defined once in
+:mod:`rvasync._rmwire`, shared with the compiled twin and the protocol core, and
+re-exported here; the struct layouts below are checked against them on import.
+
 Every parse function returns ``None`` for anything malformed and never raises
 on bad input, and nothing it allocates is larger than the datagram it reads.
 """
@@ -28,6 +32,34 @@ from __future__ import annotations
 
 import struct
 import zlib
+
+from rvasync._rmwire import (
+    COMMON_HEADER,
+    DATA_HEADER,
+    E_LOW_CONT,
+    E_NEXT_CONT,
+    E_NO_RETENTION,
+    ENTRY_SIZE,
+    F_NO_RETENTION,
+    GATHER_MIN,
+    HB_FINAL,
+    HB_HEADER,
+    K_FIRST,
+    K_LAST,
+    K_MIDDLE,
+    K_WHOLE,
+    LEN_MASK,
+    MAGIC,
+    MAX_DATAGRAM,
+    MAX_MESSAGE,
+    MIN_DATAGRAM,
+    NAK_HEADER,
+    RANGE_SIZE,
+    T_DATA,
+    T_HEARTBEAT,
+    T_NAK,
+    VERSION,
+)
 
 __all__ = [
     "DATA_HEADER",
@@ -62,33 +94,6 @@ __all__ = [
     "parse",
 ]
 
-MAGIC = b"\xd2R"
-VERSION = 1
-T_DATA = 1
-T_HEARTBEAT = 2
-T_NAK = 3
-
-#: Largest message payload the protocol carries (64 MiB, as Rendezvous).
-MAX_MESSAGE = 64 * 1024 * 1024
-#: Largest UDP payload over IPv4.
-MAX_DATAGRAM = 65507
-#: Smallest configurable datagram: room for headers plus a useful chunk.
-MIN_DATAGRAM = 256
-
-K_WHOLE = 0
-K_FIRST = 1
-K_MIDDLE = 2
-K_LAST = 3
-
-#: DATA flag: the sender keeps no retention buffer (reliability 0), so do not NAK.
-F_NO_RETENTION = 1
-#: HEARTBEAT flag: the sender is closing; this is its last word on each stream.
-HB_FINAL = 1
-#: Heartbeat entry flags.
-E_NO_RETENTION = 1
-E_LOW_CONT = 2
-E_NEXT_CONT = 4
-
 _COMMON = struct.Struct("<2sIBBQ")
 _DATA = struct.Struct("<2sIBBQIQQIB")
 _HB = struct.Struct("<2sIBBQBH")
@@ -99,18 +104,17 @@ _U32 = struct.Struct("<I")
 _U32_PAIR = struct.Struct("<II")
 _CRC = struct.Struct("<I")
 
-COMMON_HEADER = _COMMON.size  # 16
-DATA_HEADER = _DATA.size  # 41
-HB_HEADER = _HB.size  # 19
-ENTRY_SIZE = _ENTRY.size  # 41
-NAK_HEADER = _NAK.size  # 30
-RANGE_SIZE = _RANGE.size  # 12
+if (_COMMON.size, _DATA.size, _HB.size, _ENTRY.size, _NAK.size, _RANGE.size) != (
+    COMMON_HEADER,
+    DATA_HEADER,
+    HB_HEADER,
+    ENTRY_SIZE,
+    NAK_HEADER,
+    RANGE_SIZE,
+):  # the layouts below and the sizes in rvasync._rmwire describe the same format
+    raise ImportError("rvasync.fallback.rmframe: struct layouts disagree with rvasync._rmwire")
 
-#: A MIDDLE fragment at least this long is not copied into a datagram of its own:
-#: the datagram stays its header plus a view of the message (see Gathered).
-GATHER_MIN = 16 * 1024
-
-_LEN_MASK = 0x3FFFFFFF
+_LEN_MASK = LEN_MASK
 _U64_MAX = (1 << 64) - 1
 _FIRST_TAG = K_FIRST << 30
 _MIDDLE_TAG = K_MIDDLE << 30

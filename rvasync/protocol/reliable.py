@@ -46,7 +46,7 @@ from collections.abc import Hashable, Sequence
 from types import ModuleType
 from typing import Any
 
-from rvasync import _accel
+from rvasync import _accel, _rmwire
 from rvasync.errors import InvalidArgument, MessageTooLarge, TransportClosed
 from rvasync.protocol.reliable_events import (
     Delivered,
@@ -66,18 +66,21 @@ __all__ = ["MAX_MESSAGE", "ReliableEndpoint"]
 Address = Hashable
 
 #: Largest payload a message may have (64 MiB); larger sends raise MessageTooLarge.
-MAX_MESSAGE = 64 * 1024 * 1024
+MAX_MESSAGE = _rmwire.MAX_MESSAGE
 
 _MIB = 1024 * 1024
 _U64 = (1 << 64) - 1
-_AGE_MAX = 0xFFFFFFFF
 
-# Record kinds and flags of the wire format (identical in both rmframe twins).
-_K_WHOLE, _K_FIRST, _K_MIDDLE, _K_LAST = 0, 1, 2, 3
-_T_DATA, _T_HEARTBEAT, _T_NAK = 1, 2, 3
-_F_NO_RETENTION = 1
-_HB_FINAL = 1
-_E_NO_RETENTION, _E_LOW_CONT, _E_NEXT_CONT = 1, 2, 4
+# Record kinds, types, flags and limits of the wire format (rvasync._rmwire, the one
+# definition both rmframe twins use), bound to module globals for the hot paths.
+_AGE_MAX = _rmwire.AGE_MAX
+_K_WHOLE, _K_FIRST = _rmwire.K_WHOLE, _rmwire.K_FIRST
+_K_MIDDLE, _K_LAST = _rmwire.K_MIDDLE, _rmwire.K_LAST
+_T_DATA, _T_HEARTBEAT, _T_NAK = _rmwire.T_DATA, _rmwire.T_HEARTBEAT, _rmwire.T_NAK
+_F_NO_RETENTION = _rmwire.F_NO_RETENTION
+_HB_FINAL = _rmwire.HB_FINAL
+_E_NO_RETENTION = _rmwire.E_NO_RETENTION
+_E_LOW_CONT, _E_NEXT_CONT = _rmwire.E_LOW_CONT, _rmwire.E_NEXT_CONT
 
 
 def _age_ms(seconds: float) -> int:
@@ -316,7 +319,7 @@ class ReliableEndpoint:
         )
         self.frame = frame if frame is not None else _accel.load("rmframe")
         self.max_datagram = _check_count(
-            "max_datagram", max_datagram, self.frame.MIN_DATAGRAM, self.frame.MAX_DATAGRAM
+            "max_datagram", max_datagram, _rmwire.MIN_DATAGRAM, _rmwire.MAX_DATAGRAM
         )
         if session_id is None:
             session_id = int.from_bytes(os.urandom(8), "little") or 1
@@ -339,8 +342,10 @@ class ReliableEndpoint:
         # data may be recovered, and at least as long as a receiver cut off for less than
         # peer_timeout (which it survives) needs to learn of a lost tail.
         self._ptp_hb_span = max(self.reliability, self.peer_timeout)
-        self._nak_ranges = max(1, min(0xFFFF, (self.max_datagram - 30) // 12))
-        self._hb_entries = max(1, (self.max_datagram - 19) // 41)
+        self._nak_ranges = max(
+            1, min(0xFFFF, (self.max_datagram - _rmwire.NAK_HEADER) // _rmwire.RANGE_SIZE)
+        )
+        self._hb_entries = max(1, (self.max_datagram - _rmwire.HB_HEADER) // _rmwire.ENTRY_SIZE)
 
         self._mc = _Outbound(0, None, self._new_packer(0), now)
         self._mc_add = self._mc.packer.add
@@ -409,7 +414,7 @@ class ReliableEndpoint:
 
     def datagrams_for(self, size: int) -> int:
         """How many datagrams a message of ``size`` bytes spans (the ``lost`` of MSG_TOO_LARGE)."""
-        room = self.max_datagram - self.frame.DATA_HEADER - 4
+        room = self.max_datagram - _rmwire.DATA_HEADER - 4
         if size <= room:
             return 1
         first = room - 4
