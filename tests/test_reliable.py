@@ -647,3 +647,25 @@ def test_counters_snapshot_and_buffer_introspection(frame):
     assert snapshot["datagrams_received"] == len(datagrams)
     assert set(snapshot) >= {"malformed", "duplicates", "naks_sent", "datagrams_lost_inbound"}
     assert b.peers() == {1: "a"}
+
+
+def test_a_stream_ages_from_its_first_flush_not_from_its_creation(frame):
+    """Send calls take no time: each stream is stamped by the flush that first sends it, so
+    a point-to-point stream opened by an endpoint that existed long before is young."""
+    a = ReliableEndpoint(now=0.0, session_id=1, frame=frame)
+    a.handle_timer(0.0)
+    a.datagrams_to_send()
+    a.send_ptp("b", b"request")
+    a.send_multicast(b"news")
+    ages = {dest: frame.parse(d)[5] for d, dest in a.flush_datagrams(5000.0)}
+    assert ages == {"b": 0, None: 0}
+    a.send_ptp("b", b"again")
+    [(data, dest)] = a.flush_datagrams(5000.25)
+    assert dest == "b" and frame.parse(data)[5] == 250
+    lone = a.flush_lone(b"lone", "b", 5001.0)
+    assert frame.parse(lone)[5] == 1000
+    # A time earlier than the core's last time-bearing call counts as that call's.
+    assert frame.parse(a.flush_lone(b"late", "b", 0.0))[5] == 1000
+    a.send_ptp("c", b"big" * 30000)  # its first datagram is closed by the send call
+    to_c = [frame.parse(bytes(d)) for d, dest in a.flush_datagrams(5002.0) if dest == "c"]
+    assert [(p[3], p[5]) for p in to_c] == [(1, 0), (2, 0)], "a new stream: age 0"
