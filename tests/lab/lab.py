@@ -15,7 +15,8 @@ between real hosts. This module makes such hosts here, with no virtual machine:
   of a host's outgoing datagrams classified into a slow HTB class, so they
   arrive after later ones: netem is not available on these kernels), a
   partition (a host drops everything from and to the others) and its healing,
-  and kill -9 / restart of any process run in a host;
+  kill -9 / restart of any process run in a host, and a host whose clock is
+  far from the others' (a time namespace offsets a process's monotonic clock);
 - every name carries a per-run tag, so two runs never collide, and everything
   is torn down at exit, also on failure, on Ctrl-C and on SIGTERM
   (``python tests/lab/lab.py clean`` removes what a killed run left behind).
@@ -215,13 +216,22 @@ class Host:
 
     # -------------------------------------------------------------- processes
 
-    async def spawn(self, *argv: str, env: dict[str, str] | None = None) -> LabProcess:
-        """Start ``python argv...`` inside this host; its stdout is read line by line."""
-        return await self.lab.spawn(self, argv, env)
+    async def spawn(
+        self, *argv: str, env: dict[str, str] | None = None, clock_offset: float = 0.0
+    ) -> LabProcess:
+        """Start ``python argv...`` inside this host; its stdout is read line by line.
 
-    async def agent(self, service: str, *extra: str) -> LabAgent:
+        ``clock_offset`` seconds are added to the process's monotonic and boot
+        clocks (a Linux time namespace): a host whose clock is far from the
+        others', which nothing in the protocols may compare across hosts.
+        """
+        return await self.lab.spawn(self, argv, env, clock_offset)
+
+    async def agent(self, service: str, *extra: str, clock_offset: float = 0.0) -> LabAgent:
         """Start a tests/lab/agent.py in this host on ``service`` and the lab network."""
-        proc = await self.spawn(str(AGENT), service, self.network(), *extra)
+        proc = await self.spawn(
+            str(AGENT), service, self.network(), *extra, clock_offset=clock_offset
+        )
         agent = LabAgent(self, proc, (service, *extra))
         await agent.ready()
         return agent
@@ -368,7 +378,11 @@ class Lab:
     # ----------------------------------------------------------- processes
 
     async def spawn(
-        self, host: Host, argv: Sequence[str], env: dict[str, str] | None = None
+        self,
+        host: Host,
+        argv: Sequence[str],
+        env: dict[str, str] | None = None,
+        clock_offset: float = 0.0,
     ) -> LabProcess:
         environment = {
             **os.environ,
@@ -376,8 +390,12 @@ class Lab:
             "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
             **(env or {}),
         }
+        clock = []
+        if clock_offset:
+            offset = str(int(clock_offset))
+            clock = ["unshare", "--time", "--monotonic", offset, "--boottime", offset]
         proc = await asyncio.create_subprocess_exec(
-            "ip", "netns", "exec", host.netns, sys.executable, *argv,
+            "ip", "netns", "exec", host.netns, *clock, sys.executable, *argv,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             env=environment,

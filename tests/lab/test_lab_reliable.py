@@ -144,3 +144,34 @@ async def test_partition_longer_than_reliability_is_reported_exactly(lab3: Lab) 
             assert check_stream(report, h0, range(400)) == (400, 0)
     finally:
         await close_all(started)
+
+
+async def test_hosts_with_clocks_a_month_apart(lab3: Lab) -> None:
+    """Ages and timers are local: a sender whose clock is 30 days ahead loses nothing."""
+    h0, h1, _ = lab3.hosts
+    service = str(free_port())
+    month = 30 * 86400.0
+    started = [
+        await h0.agent(service, clock_offset=month),
+        await h1.agent(service),
+        await lab3.hosts[2].agent(service, clock_offset=2 * month),
+    ]
+    try:
+        for agent in started:
+            await agent.call(op="listen", subject=SUBJECT)
+        for host in lab3.hosts:
+            host.loss(10)
+        await asyncio.gather(
+            started[0].call(op="send", subject=SUBJECT, src=h0.netns, n=300, pace=0.002),
+            started[2].call(op="send", subject=SUBJECT, src=lab3.hosts[2].netns, n=300, pace=0.002),
+        )
+        reports = await settle(started, 600, timeout=30)
+        for report in reports:
+            assert check_stream(report, h0, range(300)) == (300, 0)
+            assert check_stream(report, lab3.hosts[2], range(300)) == (300, 0)
+        # The first reply from the far-off clock's daemon arrives as well.
+        await started[0].call(op="serve", subject="LAB.SVC")
+        answer = await started[1].call(op="request", subject="LAB.SVC", n=3, timeout=8)
+        assert answer == {"replies": [0, 1, 2], "timeouts": []}
+    finally:
+        await close_all(started)
