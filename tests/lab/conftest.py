@@ -7,8 +7,11 @@ so a machine without root or nftables never passes for one that tested.
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -41,3 +44,24 @@ async def lab2() -> AsyncIterator[Lab]:
 def long_run() -> bool:
     """True for the long soak (``RVASYNC_LAB_LONG=1``): more messages, more loss rates."""
     return os.environ.get("RVASYNC_LAB_LONG", "") not in ("", "0")
+
+
+_FIGURES: list[dict[str, Any]] = []
+
+
+@pytest.fixture
+def figures(request: pytest.FixtureRequest) -> Iterator[dict[str, Any]]:
+    """A dict a test fills with what it did (messages, faults, kills ...).
+
+    With ``RVASYNC_LAB_FIGURES=FILE`` every test's figures are written to FILE
+    as JSON at the end of the session: the source of docs/reliability.md's table.
+    """
+    row: dict[str, Any] = {"test": request.node.name}
+    yield row
+    _FIGURES.append(row)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    target = os.environ.get("RVASYNC_LAB_FIGURES")
+    if target and _FIGURES:
+        Path(target).write_text(json.dumps(_FIGURES, indent=1) + "\n")

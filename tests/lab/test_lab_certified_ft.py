@@ -67,7 +67,9 @@ class CmRole:
 
 
 @pytest.mark.timeout(600)
-async def test_certified_across_hosts_survives_kill_9_under_loss(lab2: Lab, tmp_path) -> None:
+async def test_certified_across_hosts_survives_kill_9_under_loss(
+    lab2: Lab, tmp_path: Path, figures: dict[str, Any]
+) -> None:
     rng = random.Random(7)
     kills = 50 if long_run() else 6
     target = 6000 if long_run() else 800
@@ -121,6 +123,12 @@ async def test_certified_across_hosts_survives_kill_9_under_loss(lab2: Lab, tmp_
         for values in seen[index:]:
             assert all(v > confirmed for v in values), "a confirmed message came again"
     assert all(host.packets("drop") > 0 for host in lab2.hosts), "no loss was injected"
+    repeated = sum(len(values) for values in seen) - len(delivered)
+    figures.update(
+        hosts=2, loss_percent=10, kills=kills, certified_messages=last - first + 1,
+        lost=len(missing), listener_processes=len(seen), delivered_again_unconfirmed=repeated,
+        datagrams_dropped=sum(h.packets("drop") for h in lab2.hosts),
+    )  # fmt: skip
 
 
 class FtRole:
@@ -155,7 +163,9 @@ async def until(predicate: Any, what: str, timeout: float = 20.0) -> None:
         raise AssertionError(f"timed out waiting for {what}") from None
 
 
-async def test_fault_tolerance_across_hosts_kill_and_partition(lab3: Lab) -> None:
+async def test_fault_tolerance_across_hosts_kill_and_partition(
+    lab3: Lab, figures: dict[str, Any]
+) -> None:
     service = str(free_port())
     members: list[FtRole] = []
     for index, host in enumerate(lab3.hosts):
@@ -185,3 +195,4 @@ async def test_fault_tolerance_across_hosts_kill_and_partition(lab3: Lab) -> Non
     await until(lambda: active() == ["m1"], "the group to converge back to one active member")
     await asyncio.sleep(2.0)
     assert active() == ["m1"]
+    figures.update(hosts=3, members=3, kills=1, partitions=1, active_after_each_step=1)

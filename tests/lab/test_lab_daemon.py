@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
@@ -22,7 +23,9 @@ async def start_daemon(lab: Lab) -> LabProcess:
     return daemon
 
 
-async def test_daemon_kill_9_and_restart_under_a_listener(lab2: Lab) -> None:
+async def test_daemon_kill_9_and_restart_under_a_listener(
+    lab2: Lab, figures: dict[str, Any]
+) -> None:
     """RVD.DISCONNECTED marks the gap, RVD.CONNECTED its end; nothing out of order or twice."""
     listener_host, sender_host = lab2.hosts
     service = str(free_port())
@@ -62,5 +65,9 @@ async def test_daemon_kill_9_and_restart_under_a_listener(lab2: Lab) -> None:
         # Whatever is missing fell inside the reported outage.
         assert set(range(total)) - set(got) <= set(range(len(before), after[0]))
         assert len(before) > 0
+        figures.update(
+            hosts=2, daemon_kills=1, sent=total, delivered=len(got),
+            inside_reported_outage=total - len(got),
+        )  # fmt: skip
     finally:
         await asyncio.gather(listener.close(), sender.close(), return_exceptions=True)

@@ -69,7 +69,9 @@ async def settle(listeners: list[LabAgent], expect: int, timeout: float) -> list
 
 
 @pytest.mark.parametrize("loss", [1, 10, 20] if long_run() else [10])
-async def test_multicast_under_loss_duplication_and_reordering(lab3: Lab, loss: int) -> None:
+async def test_multicast_under_loss_duplication_and_reordering(
+    lab3: Lab, loss: int, figures: dict[str, Any]
+) -> None:
     count = 3000 if long_run() else 400
     h0, h1, _h2 = lab3.hosts
     service = str(free_port())
@@ -88,15 +90,25 @@ async def test_multicast_under_loss_duplication_and_reordering(lab3: Lab, loss: 
             started[1].call(op="send", subject=SUBJECT, src=h1.netns, n=count, pace=0.002),
         )
         reports = await settle(started, 2 * count, timeout=30)
+        delivered = lost = 0
         for report in reports:
             for src in (h0, h1):
-                check_stream(report, src, range(count))
+                got, reported = check_stream(report, src, range(count))
+                delivered, lost = delivered + got, lost + reported
         assert all(host.packets("drop") > 0 for host in lab3.hosts), "no loss was injected"
+        figures.update(
+            hosts=3, loss_percent=loss, sent=2 * count, deliveries=delivered,
+            reported_lost=lost, datagrams_dropped=sum(h.packets("drop") for h in lab3.hosts),
+            datagrams_duplicated=sum(h.packets("dup") for h in lab3.hosts),
+            datagrams_reordered=sum(h.packets("1:20") for h in lab3.hosts),
+        )  # fmt: skip
     finally:
         await close_all(started)
 
 
-async def test_first_point_to_point_datagram_lost_is_recovered(lab2: Lab) -> None:
+async def test_first_point_to_point_datagram_lost_is_recovered(
+    lab2: Lab, figures: dict[str, Any]
+) -> None:
     """The first reply to an inbox on another daemon is lost on the wire: it still arrives.
 
     A new point-to-point stream must be recognised by the receiver as one that
@@ -116,11 +128,14 @@ async def test_first_point_to_point_datagram_lost_is_recovered(lab2: Lab) -> Non
         assert client_host.packets("drop") == 1, "the first datagram was not dropped"
         assert answer["timeouts"] == [], answer
         assert answer["replies"] == list(range(5))
+        figures.update(hosts=2, requests=5, first_datagram_dropped=1, replies=5)
     finally:
         await close_all([server, client])
 
 
-async def test_partition_longer_than_reliability_is_reported_exactly(lab3: Lab) -> None:
+async def test_partition_longer_than_reliability_is_reported_exactly(
+    lab3: Lab, figures: dict[str, Any]
+) -> None:
     """A host cut off past the reliability interval gets a DATALOSS counting each lost message."""
     h0, _h1, h2 = lab3.hosts
     service = str(free_port())
@@ -139,6 +154,10 @@ async def test_partition_longer_than_reliability_is_reported_exactly(lab3: Lab) 
         delivered, reported = check_stream(reports[2], h0, range(400))
         assert reported > 0, "a partition past the reliability interval lost nothing?"
         assert delivered >= 200
+        figures.update(
+            hosts=3, partitions=1, sent=400, cut_host_delivered=delivered,
+            cut_host_reported_lost=reported,
+        )  # fmt: skip
         # The hosts that stayed connected lost nothing.
         for report in reports[:2]:
             assert check_stream(report, h0, range(400)) == (400, 0)
@@ -146,7 +165,7 @@ async def test_partition_longer_than_reliability_is_reported_exactly(lab3: Lab) 
         await close_all(started)
 
 
-async def test_hosts_with_clocks_a_month_apart(lab3: Lab) -> None:
+async def test_hosts_with_clocks_a_month_apart(lab3: Lab, figures: dict[str, Any]) -> None:
     """Ages and timers are local: a sender whose clock is 30 days ahead loses nothing."""
     h0, h1, _ = lab3.hosts
     service = str(free_port())
@@ -173,5 +192,37 @@ async def test_hosts_with_clocks_a_month_apart(lab3: Lab) -> None:
         await started[0].call(op="serve", subject="LAB.SVC")
         answer = await started[1].call(op="request", subject="LAB.SVC", n=3, timeout=8)
         assert answer == {"replies": [0, 1, 2], "timeouts": []}
+        figures.update(hosts=3, clock_offsets_days=[30, 0, 60], sent=600, deliveries=1800)
+    finally:
+        await close_all(started)
+
+
+@pytest.mark.parametrize("loss", [5, 20] if long_run() else [10])
+async def test_requests_and_replies_under_loss(
+    lab3: Lab, loss: int, figures: dict[str, Any]
+) -> None:
+    """Point-to-point traffic (replies to inboxes) under loss: every reply, exactly once."""
+    count = 400 if long_run() else 60
+    server_host = lab3.hosts[0]
+    service = str(free_port())
+    started = await agents(lab3, service)
+    try:
+        await started[0].call(op="serve", subject="LAB.SVC")
+        for agent in started[1:]:
+            await agent.call(op="listen", subject="LAB.UNUSED")  # and DATALOSS
+        for host in lab3.hosts:
+            host.loss(loss)
+        answers = await asyncio.gather(
+            *(agent.call(op="request", subject="LAB.SVC", n=count, timeout=10, wait=600)
+              for agent in started[1:])
+        )  # fmt: skip
+        for agent, answer in zip(started[1:], answers, strict=True):
+            report = await agent.call(op="report")
+            assert answer["timeouts"] == [] or lost_from(report, server_host) > 0, answer
+            assert answer == {"replies": list(range(count)), "timeouts": []}
+        figures.update(
+            hosts=3, loss_percent=loss, requests=2 * count, replies=2 * count,
+            datagrams_dropped=sum(h.packets("drop") for h in lab3.hosts),
+        )  # fmt: skip
     finally:
         await close_all(started)
