@@ -404,6 +404,8 @@ def check_ledger_path(ledger: object) -> str:
         raise InvalidArgument(
             f"ledger must be a file path (str or os.PathLike) or None, not {type(ledger).__name__}"
         ) from None
-    if not isinstance(path, str) or not path:
+    if not isinstance(path, str):  # an os.PathLike whose __fspath__ gives bytes
+        raise InvalidArgument(f"ledger must be a str path, not {type(ledger).__name__} of bytes")
+    if not path:
         raise InvalidArgument("ledger path must not be empty")
     return path
