@@ -10,7 +10,7 @@ replace stderr after import still capture it.
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import Any, TextIO, cast
 
 import structlog
 
@@ -28,7 +28,8 @@ class _CurrentStderr:
 
 
 _default = structlog.wrap_logger(
-    structlog.PrintLogger(_CurrentStderr()),
+    # PrintLogger only calls write() and flush(), which is all _CurrentStderr has.
+    structlog.PrintLogger(cast(TextIO, _CurrentStderr())),
     processors=[
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),

@@ -24,6 +24,7 @@ import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator
+from typing import IO
 
 import pytest
 
@@ -93,7 +94,7 @@ def rv_daemon() -> Iterator[str]:
                 proc.stdout.close()
 
 
-def _await_ready(proc: subprocess.Popen[bytes], errors: object) -> int:
+def _await_ready(proc: subprocess.Popen[bytes], errors: IO[bytes]) -> int:
     """Read the daemon's ready line (bounded), returning its TCP port."""
     assert proc.stdout is not None
     deadline = time.monotonic() + DAEMON_START_TIMEOUT
@@ -110,8 +111,8 @@ def _await_ready(proc: subprocess.Popen[bytes], errors: object) -> int:
             line += chunk
     found = re.search(rb"listening on [^\s]+:(\d+)", line)
     if found is None:
-        errors.seek(0)  # type: ignore[attr-defined]
-        detail = errors.read().decode(errors="replace").strip()  # type: ignore[attr-defined]
+        errors.seek(0)
+        detail = errors.read().decode(errors="replace").strip()
         raise RuntimeError(
             f"rvasync daemon did not become ready within {DAEMON_START_TIMEOUT:g} s "
             f"(exit status {proc.poll()}): {detail or line.decode(errors='replace')}"

@@ -25,7 +25,7 @@ import math
 import weakref
 from collections import deque
 from collections.abc import AsyncIterator, Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rvasync import _accel
 from rvasync._logging import stderr_logger
@@ -40,7 +40,11 @@ __all__ = [
     "set_limit_exceeded_reporter",
 ]
 
-_core = _accel.load("queuecore")
+if TYPE_CHECKING:
+    # Both twins have one interface; type checkers see the annotated pure one.
+    from rvasync.fallback import queuecore as _core
+else:
+    _core = _accel.load("queuecore")
 
 #: The name of a queue created without one; it is what the QUEUE.LIMIT_EXCEEDED
 #: advisory carries in ``ADV_DESC`` for such a queue (the Rendezvous default).
@@ -128,7 +132,7 @@ def _check_name(name: object) -> str:
     return name
 
 
-def _check_policy(policy: object, limit: int, discard_amount: int) -> LimitPolicy:
+def _check_policy(policy: LimitPolicy | int, limit: int, discard_amount: int) -> LimitPolicy:
     try:
         policy = LimitPolicy(policy)
     except ValueError:

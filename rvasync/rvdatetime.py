@@ -24,7 +24,7 @@ _new = object.__new__
 
 def _check_int(value: object, what: str) -> int:
     if value.__class__ is int:
-        return value  # type: ignore[return-value]
+        return value
     if isinstance(value, bool) or not isinstance(value, int):
         raise ConversionError(f"DateTime {what} must be an int, got {type(value).__name__}")
     return int(value)
@@ -138,10 +138,7 @@ class DateTime:
     def __eq__(self, other: object) -> bool:
         if other.__class__ is not DateTime and not isinstance(other, DateTime):
             return NotImplemented
-        return (
-            self._seconds == other._seconds  # type: ignore[attr-defined]
-            and self._microseconds == other._microseconds  # type: ignore[attr-defined]
-        )
+        return self._seconds == other._seconds and self._microseconds == other._microseconds
 
     def __lt__(self, other: object) -> bool:
         if not isinstance(other, DateTime):

@@ -20,7 +20,7 @@ def free_port(kind: int = socket.SOCK_DGRAM, host: str = LOOPBACK) -> int:
     for _ in range(64):
         with socket.socket(socket.AF_INET, kind) as first:
             first.bind((host, 0))
-            port = first.getsockname()[1]
+            port: int = first.getsockname()[1]
             with contextlib.suppress(OSError), socket.socket(socket.AF_INET, other) as second:
                 second.bind((host, port))
                 return port

@@ -68,6 +68,11 @@ class Timer:
     context manager that destroys it on exit.
     """
 
+    # Set by _start (from __init__ and reset).
+    _origin: float
+    _elapsed: int
+    _delivered: int
+
     def __init__(
         self,
         interval: float,

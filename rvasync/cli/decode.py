@@ -10,7 +10,7 @@ from rvasync.jsonform import to_json
 from rvasync.message import Message
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("decode", help="print a wire-format message file (or - for stdin) as JSON")
     p.add_argument("path", metavar="FILE", help="file holding one encoded message, or -")
     p.add_argument("--indent", type=int, default=2, help="JSON indentation (default 2)")

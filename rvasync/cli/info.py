@@ -11,7 +11,7 @@ from rvasync import _accel
 HOT_PATHS = _accel.HOT_PATHS
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("info", help="show version and whether the native (Cython) modules are used")
     p.add_argument("--json", action="store_true", help="print as JSON")
     p.set_defaults(handler=run)

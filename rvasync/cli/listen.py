@@ -28,7 +28,7 @@ __all__ = ["format_message", "register"]
 _PLAIN_TYPES = {FieldType.STRING, FieldType.I64, FieldType.F64, FieldType.MSG}
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "listen",
         help="print messages on SUBJECTs (wildcards allowed) as they arrive",

@@ -52,7 +52,7 @@ def parse_size(text: str) -> int:
     return size
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "record",
         help="capture messages on SUBJECTs into Parquet files in DIR (for Spark)",

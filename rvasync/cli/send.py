@@ -66,7 +66,7 @@ def open_transport(args: argparse.Namespace, description: str) -> Any:
     return Transport(args.service, args.network, args.daemon, description=description)
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "send",
         help="send a message (fields as name=value or name:TYPE=value)",

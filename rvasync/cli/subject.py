@@ -8,7 +8,7 @@ from rvasync.errors import InvalidSubject
 from rvasync.subjects import subject_matches, validate_subject
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "subject",
         help="validate subject names; with --match, test them against a wildcard pattern",

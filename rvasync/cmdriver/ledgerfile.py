@@ -290,7 +290,7 @@ class LedgerFile:
 def _estimate(record: LedgerRecord) -> int:
     """About how many bytes ``record`` takes in the file (for the backlog limit)."""
     if record.__class__ is StoredMessage:
-        return 64 + len(record.payload)  # type: ignore[attr-defined]
+        return 64 + len(record.payload)
     return 48
 
 
@@ -335,7 +335,7 @@ def _open_file(path: str, name: str) -> tuple[int, LedgerReplay, int]:
 
 def _read_all(fd: int) -> bytes:
     os.lseek(fd, 0, os.SEEK_SET)
-    chunks = []
+    chunks: list[bytes] = []
     while True:
         chunk = os.read(fd, _READ_CHUNK)
         if not chunk:
@@ -399,11 +399,13 @@ def check_ledger_path(ledger: object) -> str:
     if isinstance(ledger, bytes):
         raise InvalidArgument("ledger must be a str or os.PathLike path, not bytes")
     try:
-        path = os.fspath(ledger)  # type: ignore[arg-type]
+        path = os.fspath(ledger)  # type: ignore[call-overload]  # any object: TypeError is the check
     except TypeError:
         raise InvalidArgument(
             f"ledger must be a file path (str or os.PathLike) or None, not {type(ledger).__name__}"
         ) from None
-    if not isinstance(path, str) or not path:
+    if not isinstance(path, str):  # an os.PathLike whose __fspath__ gives bytes
+        raise InvalidArgument(f"ledger must be a str path, not {type(ledger).__name__} of bytes")
+    if not path:
         raise InvalidArgument("ledger path must not be empty")
     return path

@@ -16,7 +16,7 @@ match that text receive it.
 
 from __future__ import annotations
 
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from rvasync.errors import InvalidSubject, NotPermitted
 
@@ -320,7 +320,7 @@ class _Bucket:
 
     def __init__(self) -> None:
         self.seqs: list[int] = []
-        self.items: list[object] = []
+        self.items: list[Any] = []  # the SubjectIndex's T (a bucket is not generic)
 
 
 class _Node:
@@ -477,8 +477,13 @@ class SubjectIndex(Generic[T]):
                 bucket = node.rest
                 break
             path.append((node, element))
-            next_node = node.star if element == "*" else node.children[element]  # type: ignore[index]
-            assert next_node is not None  # the pattern is registered, so its path exists
+            # The pattern is registered, so its path exists.
+            if element == "*":
+                next_node = node.star
+            else:
+                assert node.children is not None
+                next_node = node.children[element]
+            assert next_node is not None
             node = next_node
         if bucket is None:
             bucket = node.exact
@@ -547,16 +552,16 @@ class SubjectIndex(Generic[T]):
         if not buckets:
             result = ()
         elif len(buckets) == 1:
-            result = tuple(buckets[0].items)  # type: ignore[arg-type]
+            result = tuple(buckets[0].items)
         else:
             # Each bucket is in registration order; order their union by sequence number.
             seqs: list[int] = []
-            items: list[object] = []
+            items: list[Any] = []
             for bucket in buckets:
                 seqs += bucket.seqs
                 items += bucket.items
             order = sorted(range(len(seqs)), key=seqs.__getitem__)
-            result = tuple([items[n] for n in order])  # type: ignore[misc]
+            result = tuple([items[n] for n in order])
         if self._cache_size:
             if len(self._cache) >= self._cache_size:
                 self._cache.clear()

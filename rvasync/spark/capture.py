@@ -42,7 +42,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, TypeAlias
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -71,20 +71,23 @@ FORMAT = "rvasync-capture"
 VERSION = 1
 MARKER_NAME = "_committed.json"
 LOCK_NAME = "_lock"
+#: The Parquet codecs a CaptureWriter can use (pyarrow's names).
+Compression: TypeAlias = Literal["gzip", "brotli", "lz4", "zstd", "snappy", "none"]
 _PART_RE = re.compile(r"^part-(\d{10})\.parquet$")
 _INPROGRESS_RE = re.compile(r"^\.part-(\d{10})\.parquet\.inprogress$")
 
+_CAPTURE_FIELDS: list[pa.Field[Any]] = [
+    pa.field("subject", pa.string(), nullable=False),
+    pa.field("reply_subject", pa.string()),
+    pa.field("sender", pa.string()),
+    pa.field("sequence", pa.int64()),
+    pa.field("received_at", pa.timestamp("us", tz="UTC"), nullable=False),
+    pa.field("data", pa.binary(), nullable=False),
+    pa.field("fields", pa.string(), nullable=False),
+]
 #: The columns of every capture file, in order (see docs/spark.md).
 CAPTURE_SCHEMA = pa.schema(
-    [
-        pa.field("subject", pa.string(), nullable=False),
-        pa.field("reply_subject", pa.string()),
-        pa.field("sender", pa.string()),
-        pa.field("sequence", pa.int64()),
-        pa.field("received_at", pa.timestamp("us", tz="UTC"), nullable=False),
-        pa.field("data", pa.binary(), nullable=False),
-        pa.field("fields", pa.string(), nullable=False),
-    ],
+    _CAPTURE_FIELDS,
     metadata={b"rvasync.format": f"{FORMAT}/{VERSION}".encode()},
 )
 CAPTURE_COLUMNS = tuple(CAPTURE_SCHEMA.names)
@@ -315,7 +318,7 @@ def committed_files(
 def open_committed(path: str | os.PathLike[str]) -> pq.ParquetFile:
     """A committed capture file, checked: unreadable or foreign files are a CaptureError."""
     try:
-        parquet = pq.ParquetFile(path)
+        parquet = pq.ParquetFile(os.fspath(path))
     except (OSError, pa.ArrowException) as exc:
         raise CaptureError(f"committed capture file {str(path)!r} is unreadable: {exc}") from None
     names = parquet.schema_arrow.names
@@ -363,7 +366,7 @@ class CaptureWriter:
         directory: str | os.PathLike[str],
         *,
         row_group_rows: int = 65536,
-        compression: str = "snappy",
+        compression: Compression = "snappy",
     ) -> None:
         if row_group_rows < 1:
             raise InvalidArgument(f"row_group_rows must be at least 1, got {row_group_rows}")

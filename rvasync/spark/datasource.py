@@ -48,9 +48,10 @@ try:  # PySpark 4.2+: admission control and Trigger.AvailableNow for Python sour
         SupportsTriggerAvailableNow,
     )
 except ImportError:  # pragma: no cover - older PySpark
-    ReadAllAvailable = ReadMaxFiles = None
+    # Checked for None before use.
+    ReadAllAvailable = ReadMaxFiles = None  # type: ignore[assignment, misc]
 
-    class SupportsTriggerAvailableNow:  # type: ignore[no-redef]
+    class SupportsTriggerAvailableNow:  # type: ignore[no-redef]  # stand-in of the same name
         """Stand-in: older PySpark wraps sources for Trigger.AvailableNow itself."""
 
 
@@ -118,8 +119,10 @@ class CaptureReader(DataSourceReader):
 
 
 def _offset(value: Any, what: str) -> int:
-    if isinstance(value, dict) and isinstance(value.get("file"), int) and value["file"] >= 0:
-        return value["file"]
+    if isinstance(value, dict):
+        file = value.get("file")
+        if isinstance(file, int) and file >= 0:
+            return file
     raise InvalidArgument(f"{what} offset {value!r} is not an rvasync capture offset {{'file': N}}")
 
 
@@ -138,7 +141,7 @@ class CaptureStreamReader(SupportsTriggerAvailableNow, DataSourceStreamReader):
         capture.warn_uncommitted(self.options.path, marker.committed)
         return marker.committed
 
-    def initialOffset(self) -> dict:
+    def initialOffset(self) -> dict[str, int]:
         start = 0 if self.options.starting_offsets == "earliest" else self._committed()
         return {"file": start}
 
@@ -147,7 +150,9 @@ class CaptureStreamReader(SupportsTriggerAvailableNow, DataSourceStreamReader):
             return ReadMaxFiles(self.options.max_files_per_trigger)
         return ReadAllAvailable()
 
-    def latestOffset(self, start: dict | None = None, limit: Any = None) -> dict:
+    def latestOffset(
+        self, start: dict[str, Any] | None = None, limit: Any = None
+    ) -> dict[str, int]:
         end = self._committed()
         if self._available_now is not None:
             end = min(end, self._available_now)
@@ -166,7 +171,7 @@ class CaptureStreamReader(SupportsTriggerAvailableNow, DataSourceStreamReader):
     def prepareForTriggerAvailableNow(self) -> None:
         self._available_now = self._committed()
 
-    def partitions(self, start: dict, end: dict) -> list[InputPartition]:
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
         first, last = _offset(start, "start"), _offset(end, "end")
         if last <= first:
             return []
@@ -175,7 +180,7 @@ class CaptureStreamReader(SupportsTriggerAvailableNow, DataSourceStreamReader):
     def read(self, partition: InputPartition) -> Iterator[Any]:
         return read_part(partition, self.schema)
 
-    def commit(self, end: dict) -> None:
+    def commit(self, end: dict[str, Any]) -> None:
         """Nothing to release: committed files stay until the user removes them."""
 
 

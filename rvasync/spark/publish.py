@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import types as T
 
@@ -21,12 +21,16 @@ from rvasync.message import Message
 from rvasync.spark.options import WriteOptions
 from rvasync.spark.typemap import message_builder
 
+if TYPE_CHECKING:
+    from rvasync.cmdriver import CmTransport
+    from rvasync.transport.network import Transport
+
 __all__ = ["RowPublisher", "network_transport"]
 
 _CHUNK = 256
 
 
-def network_transport() -> Any:
+def network_transport() -> type[Transport]:
     """The ``rv.Transport`` class (imported late: executors import only what they use)."""
     try:
         from rvasync.transport.network import Transport
@@ -113,7 +117,7 @@ class RowPublisher:
                 await ping()
         return count
 
-    async def _send_plain(self, transport: Any, rows: Iterable[Any]) -> int:
+    async def _send_plain(self, transport: Transport, rows: Iterable[Any]) -> int:
         count = 0
         chunk: list[Message] = []
         for msg in self.messages(rows):
@@ -127,7 +131,7 @@ class RowPublisher:
             count += len(chunk)
         return count
 
-    async def _send_certified(self, transport: Any, rows: Iterable[Any]) -> int:
+    async def _send_certified(self, transport: Transport, rows: Iterable[Any]) -> int:
         """Labeled sends from a correspondent of this task's own; returns once every
         registered listener has confirmed every message (or fails after cm_timeout)."""
         from rvasync.cmdriver import CmTransport
@@ -142,6 +146,7 @@ class RowPublisher:
             anticipated: set[str] = set()
             for msg in self.messages(rows):
                 subject = msg.subject
+                assert subject is not None  # messages() refuses a row without one
                 if opts.cm_listeners and subject not in anticipated:
                     anticipated.add(subject)
                     for listener in opts.cm_listeners:
@@ -152,7 +157,7 @@ class RowPublisher:
         return count
 
 
-async def _confirmed(cm: Any, timeout: float) -> None:
+async def _confirmed(cm: CmTransport, timeout: float) -> None:
     """Wait until no sent message waits for a confirmation."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout

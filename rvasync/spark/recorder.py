@@ -23,7 +23,7 @@ import contextlib
 import os
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -334,7 +334,7 @@ class Recorder:
                 if self._error is None:
                     self._error = exc
 
-    async def _commit(self, commit: Any) -> CommitInfo | None:
+    async def _commit(self, commit: Callable[[], CommitInfo | None]) -> CommitInfo | None:
         """Run ``commit`` on the writer thread; confirm what it made durable.
 
         Only the messages of jobs finished before the commit was queued are

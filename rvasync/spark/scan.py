@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 from pyspark.sql import types as T
@@ -55,7 +55,9 @@ def _sample_types(directory: str, names: set[str], limit: int) -> dict[str, set[
         parquet = capture.open_committed(path)
         for group in range(parquet.num_row_groups):
             column = parquet.read_row_group(group, columns=["data"]).column(0)
-            for data in column.to_pylist()[:remaining]:
+            # ``data`` is non-null binary (CAPTURE_SCHEMA); a null from a foreign
+            # file fails in from_bytes with MalformedMessage.
+            for data in cast("list[bytes]", column.to_pylist()[:remaining]):
                 for field in Message.from_bytes(data):
                     if field.name in seen:
                         seen[field.name].add(field.type)
@@ -180,10 +182,12 @@ def plan(files: Sequence[os.PathLike[str] | str], *, rows_per_part: int = 262144
 
 def _project(
     batch: pa.RecordBatch, fields: list[tuple[str, FieldType]], target: pa.Schema
-) -> list[pa.Array]:
+) -> list[pa.Array[Any]]:
     getters = [projector(ftype) for _, ftype in fields]
     columns: list[list[Any]] = [[] for _ in fields]
-    for data in batch.column(capture.CAPTURE_COLUMNS.index("data")).to_pylist():
+    data_column = batch.column(capture.CAPTURE_COLUMNS.index("data"))
+    # Non-null binary (CAPTURE_SCHEMA); a null would fail from_bytes like garbage does.
+    for data in cast("list[bytes]", data_column.to_pylist()):
         try:
             msg = Message.from_bytes(data)
         except RvError:

@@ -39,7 +39,8 @@ def decode_fields(data: bytes | bytearray | None) -> str | None:
         return None
 
 
-def _decode_array(data: pa.Array) -> pa.Array:
+# arrow_udf reads these hints at run time, where pa.Array is not subscriptable.
+def _decode_array(data: pa.Array) -> pa.Array:  # type: ignore[type-arg]
     return pa.array([decode_fields(value) for value in data.to_pylist()], type=pa.string())
 
 
@@ -62,7 +63,8 @@ def decode_fields_udf(*, vectorized: bool = False) -> Any:
     def decode_series(data: pd.Series) -> pd.Series:
         return data.map(decode_fields)
 
-    return F.pandas_udf(decode_series, "string")
+    # PySpark's stub lacks the type-hinted form pandas_udf(f, returnType).
+    return F.pandas_udf(decode_series, "string")  # type: ignore[call-overload]
 
 
 def field_udf(name: str, type: str) -> Any:

@@ -10,13 +10,16 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 __all__ = ["FlatError", "fast_init", "from_flat", "to_flat"]
 
 _TYPES: dict[str, type] = {"str": str, "int": int, "float": float, "bool": bool, "bytes": bytes}
 
-T = TypeVar("T")
+D = TypeVar("D", bound="DataclassInstance")
 
 
 class FlatError(Exception):
@@ -35,7 +38,7 @@ def to_flat(obj: Any) -> dict[str, Any]:
     return {name: getattr(obj, name) for name in names}
 
 
-def fast_init(cls: type[T]) -> type[T]:
+def fast_init(cls: type[D]) -> type[D]:
     """Give a frozen, slotted dataclass a faster ``__init__`` (same signature, same result).
 
     A frozen dataclass's generated ``__init__`` assigns each field through
@@ -53,7 +56,7 @@ def fast_init(cls: type[T]) -> type[T]:
     namespace: dict[str, Any] = {}
     params: list[str] = []
     body: list[str] = []
-    for index, f in enumerate(dataclasses.fields(cls)):  # type: ignore[arg-type]
+    for index, f in enumerate(dataclasses.fields(cls)):
         namespace[f"_set{index}"] = getattr(cls, f.name).__set__
         if f.default is not dataclasses.MISSING:
             namespace[f"_default{index}"] = f.default
@@ -68,18 +71,18 @@ def fast_init(cls: type[T]) -> type[T]:
     init = namespace["__init__"]
     init.__qualname__ = f"{cls.__qualname__}.__init__"
     init.__doc__ = cls.__init__.__doc__
-    cls.__init__ = init  # type: ignore[misc]
+    cls.__init__ = init  # type: ignore[method-assign]  # replacing it is the point
     return cls
 
 
-def from_flat(cls: type[T], fields: Mapping[str, Any], *, what: str) -> T:
+def from_flat(cls: type[D], fields: Mapping[str, Any], *, what: str) -> D:
     """Build ``cls`` from ``fields``; ints are accepted for floats, buffers for bytes.
 
     Extra keys are ignored. A missing field without default, or a value of
     the wrong type, raises :class:`FlatError` naming ``what`` and the field.
     """
     values: dict[str, Any] = {}
-    for f in dataclasses.fields(cls):  # type: ignore[arg-type]
+    for f in dataclasses.fields(cls):
         if f.name not in fields:
             if f.default is not dataclasses.MISSING:
                 continue

@@ -106,6 +106,7 @@ _packers = threading.local()
 def _pack(kind: str, fields: dict[str, Any]) -> bytes:
     # A Packer made once per thread: msgpack.packb makes a new one per call,
     # which costs more than packing a record (drivers encode on several threads).
+    packer: msgpack.Packer
     try:
         packer = _packers.packer
     except AttributeError:
@@ -138,6 +139,7 @@ def compact_ledger(state: LedgerState, created: float = 0.0) -> bytes:
 def _intact_frame_at(data: bytes, offset: int) -> bool:
     if offset + FRAME_HEADER_SIZE > len(data):
         return False
+    length: int
     length, length_crc, body_crc = _FRAME.unpack_from(data, offset)
     if zlib.crc32(data[offset : offset + 4]) != length_crc:
         return False
@@ -227,6 +229,7 @@ def _frame_problem(data: bytes, offset: int) -> str | None:
     size = len(data)
     if offset + FRAME_HEADER_SIZE > size:
         return f"frame header is cut short ({size - offset} of {FRAME_HEADER_SIZE} bytes)"
+    length: int
     length, length_crc, body_crc = _FRAME.unpack_from(data, offset)
     if zlib.crc32(data[offset : offset + 4]) != length_crc:
         return "frame length fails its checksum"
