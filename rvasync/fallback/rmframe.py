@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import struct
 import zlib
+from typing import Any, cast
 
 from rvasync._rmwire import (
     COMMON_HEADER,
@@ -208,7 +209,7 @@ class Packer:
             )
         self._cap = max_datagram
         self._buf = bytearray(DATA_HEADER)
-        self._closed: list[bytes] = []
+        self._closed: list[bytes | Gathered] = []
         self.session = session
         self.stream = stream
         self.flags = flags
@@ -395,14 +396,14 @@ class Assembly:
 
 def data_info(data: bytes | Gathered) -> tuple[int, int, bool]:
     """(seq, index of first message, first record is a continuation) of a DATA datagram we built."""
-    if type(data) is Gathered:
-        data = data._header  # everything data_info reads is there before sealing
-    seq, msg = struct.unpack_from("<QQ", data, 20)
-    kind = _U32.unpack_from(data, DATA_HEADER)[0] >> 30
+    # A Gathered's header holds everything data_info reads, before sealing too.
+    raw: bytes | bytearray = data._header if data.__class__ is Gathered else cast(bytes, data)
+    seq, msg = struct.unpack_from("<QQ", raw, 20)
+    kind = _U32.unpack_from(raw, DATA_HEADER)[0] >> 30
     return seq, msg, kind in (K_MIDDLE, K_LAST)
 
 
-def build_heartbeat(session: int, flags: int, entries: list[tuple]) -> bytes:
+def build_heartbeat(session: int, flags: int, entries: list[tuple[Any, ...]]) -> bytes:
     """A HEARTBEAT datagram; each entry is (stream, flags, age_ms, low, low_msg, last, next_msg)."""
     buf = bytearray(HB_HEADER + ENTRY_SIZE * len(entries))
     _HB.pack_into(buf, 0, MAGIC, 0, VERSION, T_HEARTBEAT, session, flags, len(entries))
@@ -424,7 +425,7 @@ def build_nak(session: int, target: int, stream: int, ranges: list[tuple[int, in
     return _seal(buf)
 
 
-def parse(data: bytes) -> tuple | None:
+def parse(data: bytes) -> tuple[Any, ...] | None:
     """Validate and unpack one datagram, or return None if it is malformed in any way.
 
     DATA: ``(T_DATA, session, stream, seq, msg, age_ms, flags, head, tail, total, payloads)``
@@ -454,14 +455,14 @@ def parse(data: bytes) -> tuple | None:
         return None
 
 
-def _parse_data(data: bytes, n: int, session: int) -> tuple | None:
+def _parse_data(data: bytes, n: int, session: int) -> tuple[Any, ...] | None:
     if n <= DATA_HEADER:
         return None
     stream, seq, msg, age, flags = struct.unpack_from("<IQQIB", data, COMMON_HEADER)
     if seq == 0 or msg == 0:
         return None
     unpack = _U32.unpack_from
-    payloads = []
+    payloads: list[Any] = []
     append = payloads.append
     off = DATA_HEADER
     head = tail = -1
@@ -499,7 +500,7 @@ def _parse_data(data: bytes, n: int, session: int) -> tuple | None:
     return (T_DATA, session, stream, seq, msg, age, flags, head, tail, total, payloads)
 
 
-def _parse_heartbeat(data: bytes, n: int, session: int) -> tuple | None:
+def _parse_heartbeat(data: bytes, n: int, session: int) -> tuple[Any, ...] | None:
     if n < HB_HEADER:
         return None
     flags, count = struct.unpack_from("<BH", data, COMMON_HEADER)
@@ -517,7 +518,7 @@ def _parse_heartbeat(data: bytes, n: int, session: int) -> tuple | None:
     return (T_HEARTBEAT, session, flags, entries)
 
 
-def _parse_nak(data: bytes, n: int, session: int) -> tuple | None:
+def _parse_nak(data: bytes, n: int, session: int) -> tuple[Any, ...] | None:
     if n < NAK_HEADER:
         return None
     target, stream, count = struct.unpack_from("<QIH", data, COMMON_HEADER)

@@ -64,6 +64,8 @@ from rvasync.protocol.reliable_events import (
 __all__ = ["MAX_MESSAGE", "ReliableEndpoint"]
 
 Address = Hashable
+#: A datagram as rmframe's parse() returns it (its kind decides the layout).
+_Parsed = tuple[Any, ...]
 
 #: Largest payload a message may have (64 MiB); larger sends raise MessageTooLarge.
 MAX_MESSAGE = _rmwire.MAX_MESSAGE
@@ -110,7 +112,7 @@ class _Outbound:
         "stream_id",
     )
 
-    def __init__(self, stream_id: int, dest: Address | None, packer, now: float) -> None:
+    def __init__(self, stream_id: int, dest: Address | None, packer: Any, now: float) -> None:
         self.stream_id = stream_id
         self.dest = dest
         self.ptp = stream_id != 0
@@ -182,7 +184,7 @@ class _Inbound:
         #: highest sequence number known to exist (received or announced)
         self.high = 0
         #: out-of-order datagrams: seq -> (parsed, size)
-        self.buf: dict[int, tuple[tuple, int]] = {}
+        self.buf: dict[int, tuple[tuple[Any, ...], int]] = {}
         self.buf_bytes = 0
         #: the message being reassembled (an rmframe Assembly)
         self.asm: Any = None
@@ -514,16 +516,15 @@ class ReliableEndpoint:
         """
         if self._closed or payload.__class__ is not bytes:
             return None
-        if dest is None:
-            ob = self._mc
-        else:
-            ob = self._ptp_out.get(dest)
-            if ob is None:
-                return None
+        ob = self._mc if dest is None else self._ptp_out.get(dest)
+        if ob is None:
+            return None
         if now < self._now:
             now = self._now
         start = ob.start
-        datagram = ob.packer.seal_one(payload, 0 if start is None else _age_ms(now - start))
+        datagram: bytes | None = ob.packer.seal_one(
+            payload, 0 if start is None else _age_ms(now - start)
+        )
         if datagram is None:
             return None
         if start is None:
@@ -710,7 +711,7 @@ class ReliableEndpoint:
 
     # ------------------------------------------------------------ sender helpers
 
-    def _new_packer(self, stream_id: int):
+    def _new_packer(self, stream_id: int) -> Any:
         return self.frame.Packer(self.max_datagram, self.session_id, stream_id, self._flags)
 
     def _new_ptp(self, dest: Address) -> _Outbound:
@@ -724,7 +725,7 @@ class ReliableEndpoint:
         return ob
 
     @staticmethod
-    def _coerce(payload) -> bytes:
+    def _coerce(payload: Any) -> bytes:
         if isinstance(payload, bytearray | memoryview):
             return bytes(payload)
         raise InvalidArgument(
@@ -796,7 +797,7 @@ class ReliableEndpoint:
             retained.popleft()
             ob.low += 1
 
-    def _entry(self, ob: _Outbound, now: float) -> tuple:
+    def _entry(self, ob: _Outbound, now: float) -> tuple[Any, ...]:
         """The status of ``ob``: what is retained, what was sent, how old the stream is."""
         p = ob.packer
         flags = _E_NO_RETENTION if self._flags else 0
@@ -859,7 +860,7 @@ class ReliableEndpoint:
                 ob.holdoff = {k: t for k, t in ob.holdoff.items() if t >= horizon}
         self._housekeep_peers(now)
 
-    def _on_nak(self, p: tuple, src: Address, now: float) -> None:
+    def _on_nak(self, p: _Parsed, src: Address, now: float) -> None:
         _, _session, target, stream_id, ranges = p
         stats = self.stats
         ob = self._out_by_id.get(stream_id)
@@ -937,7 +938,7 @@ class ReliableEndpoint:
         peer.streams[stream_id] = st
         return st
 
-    def _on_data(self, peer: _Peer, st: _Inbound | None, p: tuple, size: int, now: float) -> None:
+    def _on_data(self, peer: _Peer, st: _Inbound | None, p: _Parsed, size: int, now: float) -> None:
         stats = self.stats
         seq = p[3]
         if st is None:
@@ -991,7 +992,7 @@ class ReliableEndpoint:
             st.nak_tries = 0
             self._nak_streams.discard(st)
 
-    def _deliver(self, st: _Inbound, p: tuple) -> None:
+    def _deliver(self, st: _Inbound, p: _Parsed) -> None:
         """Deliver the messages datagram ``p`` completes (it is the next one in sequence)."""
         payloads = p[10]
         head = p[7]
@@ -1115,7 +1116,7 @@ class ReliableEndpoint:
         if tail and st.asm is not None:
             self._lose_partial(st, reason)
 
-    def _on_heartbeat(self, peer: _Peer, p: tuple, now: float) -> None:
+    def _on_heartbeat(self, peer: _Peer, p: _Parsed, now: float) -> None:
         _, _session, flags, entries = p
         self.stats.heartbeats_received += 1
         final = bool(flags & _HB_FINAL)
@@ -1164,7 +1165,7 @@ class ReliableEndpoint:
                 return
             self._backoff(st, now)
             return
-        ranges = []
+        ranges: list[tuple[int, int]] = []
         total = 0
         limit = self.max_nak_datagrams
         buf = st.buf
