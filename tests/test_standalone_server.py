@@ -18,10 +18,10 @@ import struct
 import pytest
 
 import rvasync as rv
-from rvasync.daemon import clientproto as cp
 from rvasync.daemon import server as server_mod
 from rvasync.daemon.server import start_server
 from rvasync.message import Message
+from rvasync.protocol import clientproto as cp
 from rvasync.subjects import subject_matches
 from rvasync.transport import tcplink
 from rvasync.transport.tcplink import TcpLink

@@ -16,8 +16,8 @@ import signal
 import sys
 
 from rvasync.busypoll import check_window
-from rvasync.daemon.params import DEFAULT_DAEMON_PORT
 from rvasync.errors import DaemonUnavailable, InvalidArgument
+from rvasync.protocol.clientproto.address import DEFAULT_DAEMON_PORT
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -2,7 +2,7 @@
 
 ``Daemon.start()`` calls :func:`start_server` when the daemon has a ``listen``
 port. Each accepted connection speaks the client protocol
-(:mod:`rvasync.daemon.clientproto`): after a HELLO it owns one
+(:mod:`rvasync.protocol.clientproto`): after a HELLO it owns one
 ``ClientSession`` of the engine, turns LISTEN/UNLISTEN/PUBLISH frames into
 session calls, and writes what the engine delivers as DELIVER frames.
 
@@ -31,9 +31,7 @@ from typing import Any
 from rvasync._logging import stderr_logger
 from rvasync.advisories import AdvisoryClass, build_advisory
 from rvasync.busypoll import poller_for
-from rvasync.daemon import clientproto as cp
 from rvasync.daemon.advisories import slow_consumer
-from rvasync.daemon.clientproto import ErrorCode, FrameType
 from rvasync.daemon.service import check_client_subject
 from rvasync.daemon.session import Payload
 from rvasync.errors import (
@@ -43,6 +41,8 @@ from rvasync.errors import (
     RvError,
 )
 from rvasync.message import Message
+from rvasync.protocol import clientproto as cp
+from rvasync.protocol.clientproto import ErrorCode, FrameType
 from rvasync.subjects import check_listen_subject, validate_subject
 
 __all__ = [

@@ -40,11 +40,8 @@ from rvasync._logging import stderr_logger
 from rvasync._wire import MAX_MESSAGE_SIZE
 from rvasync.advisories import AdvisoryClass, build_advisory
 from rvasync.busypoll import poller_for
-from rvasync.daemon import clientproto as cp
 from rvasync.daemon.advisories import fast_producer, msg_too_large
-from rvasync.daemon.clientproto import ErrorCode, FrameType
 from rvasync.daemon.engine import LOOPBACK_DATAGRAM, NETWORK_DATAGRAM
-from rvasync.daemon.params import parse_daemon
 from rvasync.errors import (
     DaemonUnavailable,
     InvalidArgument,
@@ -55,6 +52,9 @@ from rvasync.errors import (
     TransportClosed,
 )
 from rvasync.message import Message
+from rvasync.protocol import clientproto as cp
+from rvasync.protocol.clientproto import ErrorCode, FrameType
+from rvasync.protocol.clientproto.address import parse_daemon
 
 __all__ = ["LinkHooks", "TcpLink"]
 
