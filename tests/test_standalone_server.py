@@ -208,6 +208,8 @@ async def test_illegal_subject_gets_an_advisory_not_a_drop():
         cp.encode(cp.Hello()) + struct.pack(">IB", 3, cp.FrameType.LISTEN) + b"\x92\x01",
         cp.encode(cp.Hello()) + cp.encode(cp.Publish([b"not a message"])),
         cp.encode(cp.Listen("A.B")),  # before HELLO
+        cp.encode(cp.Hello()) + cp.encode(cp.Hello()),  # a second HELLO
+        cp.encode(cp.Hello()) + cp.encode(cp.Deliver([])),  # a frame only daemons send
     ],
 )
 async def test_garbage_drops_only_that_client(junk):

@@ -53,7 +53,7 @@ from rvasync.errors import (
 )
 from rvasync.message import Message
 from rvasync.protocol import clientproto as cp
-from rvasync.protocol.clientproto import ErrorCode, FrameType
+from rvasync.protocol.clientproto import ErrorCode
 from rvasync.protocol.clientproto.address import parse_daemon
 
 __all__ = ["LinkHooks", "TcpLink"]
@@ -207,7 +207,7 @@ class TcpLink:
         count = self._interests.get(subject, 0)
         self._interests[subject] = count + 1
         if count == 0 and self._state == "connected":
-            self._send_control(cp.encode(cp.Listen(subject)))
+            self._send_control(cp.Listen(subject))
 
     def remove_interest(self, subject: str) -> None:
         count = self._interests.get(subject, 0)
@@ -216,7 +216,7 @@ class TcpLink:
         if count == 1:
             del self._interests[subject]
             if self._state == "connected":
-                self._send_control(cp.encode(cp.Unlisten(subject)))
+                self._send_control(cp.Unlisten(subject))
         else:
             self._interests[subject] = count - 1
 
@@ -256,7 +256,7 @@ class TcpLink:
         waiter = loop.create_future()
         conn.pings[token] = waiter
         start = loop.time()
-        conn.write(cp.encode(cp.Ping(token)))
+        conn.send(cp.Ping(token))
         try:
             async with asyncio.timeout(timeout):
                 await waiter
@@ -308,17 +308,17 @@ class TcpLink:
         if conn is None or self._state != "connected":
             return
         try:
-            buffers = cp.encode_messages(FrameType.PUBLISH, batch)
+            buffers = conn.proto.send_messages(batch)
         except cp.ProtocolError as exc:  # a message over 64 MiB got past the codec
             stderr_logger().error("message not sent", daemon=self._where, error=str(exc))
             return
         conn.writelines(buffers)
 
-    def _send_control(self, frame: bytes) -> None:
+    def _send_control(self, frame: cp.Frame) -> None:
         # Messages published before this frame must reach the daemon before it.
         self._flush()
         if self._conn is not None:
-            self._conn.write(frame)
+            self._conn.send(frame)
 
     # -- connecting ----------------------------------------------------------------------------
 
@@ -440,7 +440,7 @@ class TcpLink:
             self.reconnects += 1
             self._adopt_inbox_prefix()
             for subject in self._interests:
-                self._conn.write(cp.encode(cp.Listen(subject)))
+                self._conn.send(cp.Listen(subject))
             self._present(
                 AdvisoryClass.INFO,
                 "RVD.CONNECTED",
@@ -528,14 +528,16 @@ class TcpLink:
 
 
 class _Connection(asyncio.Protocol):
-    """One TCP connection of a link: frames in, frames out, liveness and flow control."""
+    """One TCP connection of a link: the asyncio adapter of a client-role
+    ``clientproto.Connection`` (which owns the order of frames), with liveness
+    and flow control."""
 
     def __init__(self, link: TcpLink) -> None:
         self.link = link
         self.loop = asyncio.get_running_loop()
         self._touch = poller_for(self.loop).touch
         self.transport: asyncio.Transport | None = None
-        self.decoder = cp.FrameDecoder()
+        self.proto = cp.Connection(cp.Role.CLIENT)
         self.welcome: asyncio.Future[cp.Welcome] = self.loop.create_future()
         self.gone: asyncio.Future[None] = self.loop.create_future()
         self.pings: dict[int, asyncio.Future[None]] = {}
@@ -562,7 +564,7 @@ class _Connection(asyncio.Protocol):
         self._last_heard = self.loop.time()
         self._touch()
         try:
-            frames = self.decoder.feed(data)
+            frames = self.proto.receive_data(data)
         except cp.ProtocolError as exc:
             self._fail(f"daemon sent a bad frame: {exc}")
             return
@@ -578,7 +580,7 @@ class _Connection(asyncio.Protocol):
                 if waiter is not None and not waiter.done():
                     waiter.set_result(None)
             elif kind is cp.Ping:
-                self.write(cp.encode(cp.Pong(frame.token)))
+                self.send(cp.Pong(frame.token))
             elif kind is cp.Welcome:
                 if not self.welcome.done():
                     self.welcome.set_result(frame)
@@ -590,9 +592,6 @@ class _Connection(asyncio.Protocol):
                     if frame.reason
                     else ("daemon said goodbye")
                 )
-            else:
-                self._fail(f"daemon sent a {frame.frame_type.name} frame, which only clients send")
-                return
 
     def connection_lost(self, exc: Exception | None) -> None:
         for timer in (self._fast_timer, self._heartbeat):
@@ -632,7 +631,7 @@ class _Connection(asyncio.Protocol):
     # -- used by the link -------------------------------------------------------------------------
 
     async def handshake(self, hello: cp.Hello) -> cp.Welcome:
-        self.write(cp.encode(hello))
+        self.send(hello)
         try:
             async with asyncio.timeout(HANDSHAKE_TIMEOUT):
                 return await self.welcome
@@ -641,9 +640,10 @@ class _Connection(asyncio.Protocol):
                 f"daemon {self.link._where} did not answer HELLO within {HANDSHAKE_TIMEOUT} s"
             ) from None
 
-    def write(self, data: bytes) -> None:
+    def send(self, frame: cp.Frame) -> None:
+        """Encode and write one frame (nothing once the socket is closing)."""
         if self.transport is not None and not self.transport.is_closing():
-            self.transport.write(data)
+            self.transport.write(self.proto.send(frame))
             self._touch()
 
     def writelines(self, buffers: list[bytes]) -> None:
@@ -659,7 +659,7 @@ class _Connection(asyncio.Protocol):
     def say_bye(self) -> None:
         transport = self.transport
         if transport is not None and not transport.is_closing():
-            transport.write(cp.encode(cp.Bye("client closing")))
+            transport.write(self.proto.send(cp.Bye("client closing")))
             transport.close()
 
     def abort(self) -> None:
@@ -678,7 +678,7 @@ class _Connection(asyncio.Protocol):
         if self.loop.time() - self._last_heard > 3 * HEARTBEAT_INTERVAL:
             self._fail(f"daemon silent for over {3 * HEARTBEAT_INTERVAL:g} s")
             return
-        self.write(cp.encode(cp.Ping(0)))
+        self.send(cp.Ping(0))
         self._heartbeat = self.loop.call_later(HEARTBEAT_INTERVAL, self._beat)
 
     def _still_paused(self) -> None:
