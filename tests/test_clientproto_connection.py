@@ -311,3 +311,33 @@ def test_send_messages_is_byte_identical_to_encode_messages():
     daemon.receive_data(encode(Hello()))
     daemon.send(Welcome("_INBOX.X."))
     assert daemon.send_messages(msgs) == encode_messages(FrameType.DELIVER, msgs)
+
+
+def _imports(path) -> set[str]:
+    import ast
+
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+    return names
+
+
+def test_layering_of_the_client_protocol_and_the_tcp_link():
+    """The protocol core imports no driver; the TCP link reaches the daemon package
+    only through the in-process link (transport.links), never directly."""
+    from pathlib import Path
+
+    import rvasync.protocol.clientproto as package
+    import rvasync.transport.tcplink as tcplink
+
+    for path in Path(package.__file__).parent.glob("*.py"):
+        bad = {n for n in _imports(path) if n.startswith(("rvasync.daemon", "rvasync.transport"))}
+        assert not bad, (path.name, bad)
+    transport = Path(tcplink.__file__).parent
+    for name in ("tcplink.py", "autostart.py"):
+        bad = {n for n in _imports(transport / name) if n.startswith("rvasync.daemon")}
+        assert not bad, (name, bad)
+    assert not hasattr(tcplink, "LinkHooks") or tcplink.LinkHooks.__module__.endswith(".links")

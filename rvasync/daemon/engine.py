@@ -26,6 +26,7 @@ import weakref
 from typing import Any
 
 from rvasync._logging import stderr_logger
+from rvasync._wire import LOOPBACK_DATAGRAM, NETWORK_DATAGRAM
 from rvasync.busypoll import BusyPoller, check_window, poller_for
 from rvasync.daemon.params import parse_network, parse_service
 from rvasync.daemon.service import ServiceEndpoint
@@ -38,11 +39,6 @@ __all__ = ["IN_PROCESS_RELIABILITY", "STANDALONE_RELIABILITY", "Daemon", "in_pro
 STANDALONE_RELIABILITY = 60.0
 #: Default reliability interval of the in-process daemon, as IPM.
 IN_PROCESS_RELIABILITY = 5.0
-
-#: Datagram size on loopback (MTU 64 KiB: large datagrams are never IP-fragmented there)
-#: and on real networks (one Ethernet frame, so one lost fragment never costs a datagram).
-LOOPBACK_DATAGRAM = 60000
-NETWORK_DATAGRAM = 1400
 
 
 def _seconds(name: str, value: Any, *, zero_ok: bool, none_ok: bool = False) -> float | None:
