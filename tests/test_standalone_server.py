@@ -499,3 +499,16 @@ async def test_a_message_of_the_maximum_size_crosses_the_client_port():
         adv = await hooks.advisory("DATALOSS.MSG_TOO_LARGE")
         assert adv.subject == "_RV.ERROR.SYSTEM.DATALOSS.MSG_TOO_LARGE"
         assert str(adv["host"]) == "127.0.0.1" and adv["lost"] > 1000
+
+
+async def test_daemon_max_consumer_buffer_is_a_validated_parameter():
+    daemon = rv.Daemon(listen=0, max_consumer_buffer=4096)
+    await daemon.start()
+    try:
+        assert daemon._server.max_consumer_buffer == 4096
+        assert daemon._server.info()["version"] == rv.__version__
+    finally:
+        await asyncio.wait_for(daemon.stop(), WAIT)
+    for bad in (0, -1, 1.5, True, "4096"):
+        with pytest.raises(rv.InvalidArgument, match="max_consumer_buffer"):
+            rv.Daemon(listen=0, max_consumer_buffer=bad)

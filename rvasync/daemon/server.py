@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from rvasync._logging import stderr_logger
+from rvasync._version import __version__
 from rvasync.advisories import AdvisoryClass, build_advisory
 from rvasync.busypoll import poller_for
 from rvasync.daemon.advisories import slow_consumer
@@ -146,10 +147,8 @@ class ClientServer:
 
     def info(self) -> dict[str, Any]:
         """What a client learns about the daemon in WELCOME."""
-        import rvasync
-
         return {
-            "version": rvasync.__version__,
+            "version": __version__,
             "pid": os.getpid(),
             "host": self.host,
             "port": self.port,
@@ -201,18 +200,17 @@ async def start_server(
 ) -> ClientServer:
     """Listen for client transports of ``daemon`` on ``host:port`` (0 = any free port).
 
-    The consumer limits default to the daemon's ``max_consumer_buffer`` and
-    ``consumer_time_limit`` attributes when it has them, else to the module
-    defaults.
+    The consumer limits (None: the module defaults) are ``Daemon``'s
+    ``max_consumer_buffer`` parameter when the daemon starts its server.
     """
-    if max_consumer_buffer is None:
-        max_consumer_buffer = getattr(daemon, "max_consumer_buffer", None)
-    if consumer_time_limit is None:
-        consumer_time_limit = getattr(daemon, "consumer_time_limit", None)
     server = ClientServer(
         daemon,
-        max_consumer_buffer=max_consumer_buffer or DEFAULT_MAX_CONSUMER_BUFFER,
-        consumer_time_limit=consumer_time_limit or DEFAULT_CONSUMER_TIME_LIMIT,
+        max_consumer_buffer=(
+            DEFAULT_MAX_CONSUMER_BUFFER if max_consumer_buffer is None else max_consumer_buffer
+        ),
+        consumer_time_limit=(
+            DEFAULT_CONSUMER_TIME_LIMIT if consumer_time_limit is None else consumer_time_limit
+        ),
     )
     await server._listen(host, port)
     return server
