@@ -128,6 +128,7 @@ class Connection:
     __slots__ = (
         "_broken",
         "_decoder",
+        "_halted",
         "_hello",
         "_message_type",
         "_their_steady",
@@ -148,6 +149,7 @@ class Connection:
         self.their_state = State.START
         self._hello = False  # the client's HELLO was sent (client) or received (daemon)
         self._broken: ProtocolError | None = None
+        self._halted = False  # the peer broke the protocol or said BYE: no more frames
         self._decoder = FrameDecoder(max_frame)
         self._their_steady = _STEADY[self.their_role, State.START]
         self._message_type = FrameType.PUBLISH if role is Role.CLIENT else FrameType.DELIVER
@@ -165,28 +167,33 @@ class Connection:
         Raises :class:`ProtocolError` (with ``frames``: the legal frames before
         the bad one) on garbage or a frame out of order, and on every call after that.
         """
-        if self._broken is not None:
-            raise self._broken
-        if self.their_state is State.CLOSED:
-            return []
-        garbage: ProtocolError | None = None
+        if self._halted:
+            if self._broken is not None:
+                raise self._broken
+            return []  # the peer said BYE: whatever follows is ignored
         try:
             frames = self._decoder.feed(data)
         except ProtocolError as exc:
-            frames, garbage = exc.frames, exc
+            return self._check_frames(exc.frames, exc)
+        # The usual read (messages, pings) moves no state: one set lookup per frame.
         steady = self._their_steady
+        for frame in frames:
+            if type(frame) not in steady:
+                return self._check_frames(frames, None)
+        return frames
+
+    def _check_frames(self, frames: list[Frame], garbage: ProtocolError | None) -> list[Frame]:
         for index, frame in enumerate(frames):
-            if type(frame) in steady:
+            if type(frame) in self._their_steady:
                 continue
             problem = self._check(self.their_role, self.their_state, frame)
             if problem is not None:
                 self._break(ProtocolError(problem), frames[:index])
             self._move(self.their_role, frame)
             if self.their_state is State.CLOSED:
+                self._halted = True
                 del frames[index + 1 :]  # the peer is done: the rest is ignored
-                garbage = None
-                break
-            steady = self._their_steady
+                return frames
         if garbage is not None:
             self._break(garbage, frames)
         return frames
@@ -194,6 +201,7 @@ class Connection:
     def _break(self, exc: ProtocolError, frames: list[Frame]) -> None:
         exc.frames = frames
         self._broken = exc
+        self._halted = True
         self.their_state = State.BROKEN
         self._their_steady = _NOTHING
         raise exc
