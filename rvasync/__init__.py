@@ -5,6 +5,7 @@ subject rules, queues and timers, transports and listeners, and the errors.
 """
 
 from rvasync._accel import native_enabled
+from rvasync._version import __version__
 from rvasync.cmdriver import CmListener, CmTransport, LedgerCorrupt
 from rvasync.daemon import Daemon
 from rvasync.errors import (
@@ -31,8 +32,6 @@ from rvasync.timers import Timer
 from rvasync.transport.listener import Listener
 from rvasync.transport.network import Transport
 from rvasync.transport.process import ProcessTransport, process_transport
-
-__version__ = "0.1.0"
 
 __all__ = [
     "CmLabel",

@@ -16,8 +16,10 @@ __all__ = [
     "FIELD_ID_MAX",
     "HEADER",
     "INT_RANGE",
+    "LOOPBACK_DATAGRAM",
     "MAX_MESSAGE_SIZE",
     "MAX_NESTING_DEPTH",
+    "NETWORK_DATAGRAM",
     "U64_MAX",
     "WIRE_VERSION",
 ]
@@ -31,6 +33,11 @@ HEADER = b"\xc1RV" + bytes([WIRE_VERSION])
 
 #: Largest encoded message, in bytes (encode and decode both refuse more).
 MAX_MESSAGE_SIZE = 64 * 1024 * 1024
+
+#: Datagram size on loopback (MTU 64 KiB: large datagrams are never IP-fragmented there)
+#: and on real networks (one Ethernet frame, so one lost fragment never costs a datagram).
+LOOPBACK_DATAGRAM = 60000
+NETWORK_DATAGRAM = 1400
 
 #: Deepest nesting of messages inside messages. The outermost message is at
 #: depth 0, a message in one of its MSG/MSGARRAY fields at depth 1, and so on.

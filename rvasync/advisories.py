@@ -12,17 +12,21 @@ are dropped.
 from __future__ import annotations
 
 import enum
+import ipaddress
 from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
 from rvasync._logging import stderr_logger
+from rvasync.fieldtypes import FieldType
 from rvasync.message import Message
 
 __all__ = [
     "AdvisoryClass",
     "advisory_subject",
     "build_advisory",
+    "fast_producer",
     "log_unheard",
+    "msg_too_large",
     "parse_advisory_subject",
 ]
 
@@ -95,3 +99,46 @@ def _printable(value: Any) -> Any:
     if isinstance(value, bytes):
         return value.hex() if len(value) <= 64 else f"<{len(value)} bytes>"
     return value if isinstance(value, (int, float, str, bool, type(None))) else str(value)
+
+
+# -- typed system advisories (fields typed as in the specification's Appendix A) ----------------
+# The daemon's are in rvasync.daemon.advisories; these two are presented by a client
+# link to a standalone daemon as well as by the daemon.
+
+_U32_MAX = 0xFFFFFFFF
+
+
+def _message(adv_class: AdvisoryClass, name: str, items: list[tuple[str, Any, Any]]) -> Message:
+    msg = Message(advisory_subject(adv_class, "SYSTEM", name))
+    for field_name, value, ftype in items:
+        msg.add(field_name, value, ftype)
+    return msg
+
+
+def _count(value: int) -> int:
+    return max(0, min(int(value), _U32_MAX))
+
+
+def _host(ip: str) -> ipaddress.IPv4Address:
+    return ipaddress.IPv4Address(ip)
+
+
+def msg_too_large(host: str, lost: int, size: int | None) -> Message:
+    """``_RV.ERROR.SYSTEM.DATALOSS.MSG_TOO_LARGE``: a client sent a message over 64 MiB.
+
+    ``lost`` is how many packets the message would have taken; ``size`` its wire
+    size when known.
+    """
+    items = [("host", _host(host), FieldType.IPADDR32), ("lost", _count(lost), FieldType.U32)]
+    if size is not None:
+        items.append(("size", size, FieldType.U64))
+    return _message(AdvisoryClass.ERROR, "DATALOSS.MSG_TOO_LARGE", items)
+
+
+def fast_producer(waiting: int) -> Message:
+    """``_RV.WARN.SYSTEM.CLIENT.FASTPRODUCER``: outbound data has waited too long."""
+    return _message(
+        AdvisoryClass.WARN,
+        "CLIENT.FASTPRODUCER",
+        [("waiting", _count(waiting), FieldType.U32)],
+    )

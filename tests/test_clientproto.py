@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 import rvasync as rv
 from rvasync._wire import MAX_MESSAGE_SIZE
-from rvasync.daemon.clientproto import (
+from rvasync.message import Message
+from rvasync.protocol.clientproto import (
     MAX_FRAME,
     Advisory,
     Bye,
@@ -29,7 +30,6 @@ from rvasync.daemon.clientproto import (
     encode,
     encode_messages,
 )
-from rvasync.message import Message
 
 texts = st.text(max_size=40)
 opt_texts = st.none() | texts

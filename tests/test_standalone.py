@@ -20,8 +20,8 @@ import textwrap
 import pytest
 
 import rvasync as rv
-from rvasync.daemon import clientproto as cp
 from rvasync.message import Message
+from rvasync.protocol import clientproto as cp
 from rvasync.pytest_plugin import _await_ready, stop_process_group
 from rvasync.testing import free_port
 from rvasync.transport import tcplink

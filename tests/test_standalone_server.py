@@ -18,10 +18,10 @@ import struct
 import pytest
 
 import rvasync as rv
-from rvasync.daemon import clientproto as cp
 from rvasync.daemon import server as server_mod
 from rvasync.daemon.server import start_server
 from rvasync.message import Message
+from rvasync.protocol import clientproto as cp
 from rvasync.subjects import subject_matches
 from rvasync.transport import tcplink
 from rvasync.transport.tcplink import TcpLink
@@ -208,6 +208,8 @@ async def test_illegal_subject_gets_an_advisory_not_a_drop():
         cp.encode(cp.Hello()) + struct.pack(">IB", 3, cp.FrameType.LISTEN) + b"\x92\x01",
         cp.encode(cp.Hello()) + cp.encode(cp.Publish([b"not a message"])),
         cp.encode(cp.Listen("A.B")),  # before HELLO
+        cp.encode(cp.Hello()) + cp.encode(cp.Hello()),  # a second HELLO
+        cp.encode(cp.Hello()) + cp.encode(cp.Deliver([])),  # a frame only daemons send
     ],
 )
 async def test_garbage_drops_only_that_client(junk):
@@ -497,3 +499,16 @@ async def test_a_message_of_the_maximum_size_crosses_the_client_port():
         adv = await hooks.advisory("DATALOSS.MSG_TOO_LARGE")
         assert adv.subject == "_RV.ERROR.SYSTEM.DATALOSS.MSG_TOO_LARGE"
         assert str(adv["host"]) == "127.0.0.1" and adv["lost"] > 1000
+
+
+async def test_daemon_max_consumer_buffer_is_a_validated_parameter():
+    daemon = rv.Daemon(listen=0, max_consumer_buffer=4096)
+    await daemon.start()
+    try:
+        assert daemon._server.max_consumer_buffer == 4096
+        assert daemon._server.info()["version"] == rv.__version__
+    finally:
+        await asyncio.wait_for(daemon.stop(), WAIT)
+    for bad in (0, -1, 1.5, True, "4096"):
+        with pytest.raises(rv.InvalidArgument, match="max_consumer_buffer"):
+            rv.Daemon(listen=0, max_consumer_buffer=bad)

@@ -16,8 +16,8 @@ import signal
 import sys
 
 from rvasync.busypoll import check_window
-from rvasync.daemon.params import DEFAULT_DAEMON_PORT
 from rvasync.errors import DaemonUnavailable, InvalidArgument
+from rvasync.protocol.clientproto.address import DEFAULT_DAEMON_PORT
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -115,10 +115,8 @@ async def serve(args: argparse.Namespace) -> int:
         reliability=args.reliability,
         idle_exit=args.idle_exit,
         busy_poll=args.busy_poll,
+        max_consumer_buffer=args.max_consumer_buffer,
     )
-    if args.max_consumer_buffer is not None:
-        # Read by the client server when the daemon starts it (see rvasync.daemon.server).
-        daemon.max_consumer_buffer = args.max_consumer_buffer
     try:
         await daemon.start()
     except OSError as exc:

@@ -10,10 +10,16 @@ docs/transports.md.
 
 from __future__ import annotations
 
-import ipaddress
 from typing import Any
 
-from rvasync.advisories import AdvisoryClass, advisory_subject
+from rvasync.advisories import (  # the helpers, and the two a client link presents too
+    AdvisoryClass,
+    _count,
+    _host,
+    _message,
+    fast_producer,
+    msg_too_large,
+)
 from rvasync.fieldtypes import FieldType
 from rvasync.message import Message
 
@@ -28,23 +34,6 @@ __all__ = [
     "unreachable_transport",
 ]
 
-_U32_MAX = 0xFFFFFFFF
-
-
-def _message(adv_class: AdvisoryClass, name: str, items: list[tuple[str, Any, Any]]) -> Message:
-    msg = Message(advisory_subject(adv_class, "SYSTEM", name))
-    for field_name, value, ftype in items:
-        msg.add(field_name, value, ftype)
-    return msg
-
-
-def _count(value: int) -> int:
-    return max(0, min(int(value), _U32_MAX))
-
-
-def _host(ip: str) -> ipaddress.IPv4Address:
-    return ipaddress.IPv4Address(ip)
-
 
 def data_loss(direction: str, ptp: bool, host: str, lost: int, **extra: int) -> Message:
     """``_RV.ERROR.SYSTEM.DATALOSS.<INBOUND|OUTBOUND>.<BCAST|PTP>``.
@@ -56,18 +45,6 @@ def data_loss(direction: str, ptp: bool, host: str, lost: int, **extra: int) -> 
     items = [("host", _host(host), FieldType.IPADDR32), ("lost", _count(lost), FieldType.U32)]
     items += [(name, _count(value), FieldType.U32) for name, value in extra.items()]
     return _message(AdvisoryClass.ERROR, f"DATALOSS.{direction}.{kind}", items)
-
-
-def msg_too_large(host: str, lost: int, size: int | None) -> Message:
-    """``_RV.ERROR.SYSTEM.DATALOSS.MSG_TOO_LARGE``: a client sent a message over 64 MiB.
-
-    ``lost`` is how many packets the message would have taken; ``size`` its wire
-    size when known.
-    """
-    items = [("host", _host(host), FieldType.IPADDR32), ("lost", _count(lost), FieldType.U32)]
-    if size is not None:
-        items.append(("size", size, FieldType.U64))
-    return _message(AdvisoryClass.ERROR, "DATALOSS.MSG_TOO_LARGE", items)
 
 
 def retransmission(name: str, host: str, lost: int) -> Message:
@@ -120,13 +97,4 @@ def slow_consumer(waiting: int, dropped: int, bytes_dropped: int, reason: str) -
             ("bytes_dropped", max(0, int(bytes_dropped)), FieldType.U64),
             ("reason", reason, FieldType.STRING),
         ],
-    )
-
-
-def fast_producer(waiting: int) -> Message:
-    """``_RV.WARN.SYSTEM.CLIENT.FASTPRODUCER``: outbound data has waited too long."""
-    return _message(
-        AdvisoryClass.WARN,
-        "CLIENT.FASTPRODUCER",
-        [("waiting", _count(waiting), FieldType.U32)],
     )

@@ -26,6 +26,7 @@ import weakref
 from typing import Any
 
 from rvasync._logging import stderr_logger
+from rvasync._wire import LOOPBACK_DATAGRAM, NETWORK_DATAGRAM
 from rvasync.busypoll import BusyPoller, check_window, poller_for
 from rvasync.daemon.params import parse_network, parse_service
 from rvasync.daemon.service import ServiceEndpoint
@@ -38,11 +39,6 @@ __all__ = ["IN_PROCESS_RELIABILITY", "STANDALONE_RELIABILITY", "Daemon", "in_pro
 STANDALONE_RELIABILITY = 60.0
 #: Default reliability interval of the in-process daemon, as IPM.
 IN_PROCESS_RELIABILITY = 5.0
-
-#: Datagram size on loopback (MTU 64 KiB: large datagrams are never IP-fragmented there)
-#: and on real networks (one Ethernet frame, so one lost fragment never costs a datagram).
-LOOPBACK_DATAGRAM = 60000
-NETWORK_DATAGRAM = 1400
 
 
 def _seconds(name: str, value: Any, *, zero_ok: bool, none_ok: bool = False) -> float | None:
@@ -73,6 +69,9 @@ class Daemon:
     ``busy_poll``: seconds the daemon's event loop keeps polling without
     sleeping after each datagram or frame it sends or receives (0, the default,
     never; up to 1 s): lower latency for a busy CPU core (rvasync.busypoll).
+    ``max_consumer_buffer``: bytes of undelivered messages kept for each
+    standalone client that does not read before its oldest are dropped
+    (CLIENT.SLOWCONSUMER; None: 128 MiB, ``rvasync.daemon.server``).
     """
 
     version = "rvasync-0.1"
@@ -90,6 +89,7 @@ class Daemon:
         peer_timeout: float = 10.0,
         host_status_interval: float = 90.0,
         busy_poll: float = 0.0,
+        max_consumer_buffer: int | None = None,
     ) -> None:
         if listen is not None and (
             isinstance(listen, bool) or not isinstance(listen, int) or not 0 <= listen <= 0xFFFF
@@ -116,6 +116,16 @@ class Daemon:
             )
         self._status_interval = _seconds("host_status_interval", host_status_interval, zero_ok=True)
         self._busy_poll = check_window("busy_poll", busy_poll)
+        if max_consumer_buffer is not None and (
+            isinstance(max_consumer_buffer, bool)
+            or not isinstance(max_consumer_buffer, int)
+            or max_consumer_buffer <= 0
+        ):
+            raise InvalidArgument(
+                f"max_consumer_buffer must be a positive number of bytes or None, "
+                f"got {max_consumer_buffer!r}"
+            )
+        self._max_consumer_buffer = max_consumer_buffer
         self._poller: BusyPoller | None = None
         self._listen = listen
         self._host = host
@@ -187,7 +197,12 @@ class Daemon:
             from rvasync.daemon.server import start_server
 
             try:
-                self._server = await start_server(self, self._host, self._listen)
+                self._server = await start_server(
+                    self,
+                    self._host,
+                    self._listen,
+                    max_consumer_buffer=self._max_consumer_buffer,
+                )
             except BaseException:
                 self._shutdown_now()
                 raise

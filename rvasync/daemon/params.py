@@ -21,9 +21,11 @@ import socket
 import struct
 import sys
 from dataclasses import dataclass
-from typing import NamedTuple
 
 from rvasync.errors import InvalidArgument
+
+# The daemon parameter belongs to the client protocol (both ends use it): re-exported here.
+from rvasync.protocol.clientproto.address import DEFAULT_DAEMON_PORT, DaemonAddress, parse_daemon
 
 __all__ = [
     "DEFAULT_DAEMON_PORT",
@@ -40,8 +42,6 @@ __all__ = [
 
 #: The hard default service when the ``rendezvous`` service name is not defined.
 DEFAULT_SERVICE_PORT = 7500
-#: The default TCP port of a standalone daemon (``daemon="7500"``, or the CLI's ``--listen``).
-DEFAULT_DAEMON_PORT = 7500
 #: Interface of the default network: nothing leaves the host.
 LOOPBACK = "127.0.0.1"
 #: Multicast group of a network that names none. It lies in 239.255.0.0/16 (IPv4
@@ -250,48 +250,3 @@ def _interface_in_network(number: str) -> str | None:
         if addr is not None and ipaddress.IPv4Address(addr) in net:
             return addr
     return None
-
-
-# -- daemon ---------------------------------------------------------------------
-
-
-class DaemonAddress(NamedTuple):
-    """Where a standalone daemon listens, and whether a transport may start it.
-
-    ``autostart`` is True only for a bare local port (``"7500"``, ``"tcp:7500"``):
-    a two-part parameter names a host (even ``127.0.0.1``), and Rendezvous never
-    starts a daemon for those; that is also how a user suppresses auto-start.
-    """
-
-    host: str
-    port: int
-    autostart: bool
-
-
-def parse_daemon(daemon: str | None) -> DaemonAddress:
-    """Parse a daemon parameter: ``None``, ``"7500"``, ``"tcp:7500"``, ``"host:port"``,
-    ``"tcp:host:port"``. ``None`` means the default local daemon (port 7500, auto-start)."""
-    if daemon is None or daemon == "":
-        return DaemonAddress(LOOPBACK, DEFAULT_DAEMON_PORT, True)
-    if not isinstance(daemon, str):
-        raise InvalidArgument(f"daemon must be a str or None, got {type(daemon).__name__}")
-    parts = daemon.strip().split(":")
-    if parts[0].lower() == "tcp":
-        parts = parts[1:]
-    elif parts[0].lower() == "ssl":
-        raise InvalidArgument(
-            f"daemon {daemon!r}: secure (ssl:) daemons are not supported; use tcp"
-        )
-    if len(parts) == 1:
-        host, port_text, autostart = LOOPBACK, parts[0], True
-    elif len(parts) == 2:
-        host, port_text = parts
-        autostart = not host  # ":7500" is the local daemon, like "7500"
-        host = host or LOOPBACK
-    else:
-        raise InvalidArgument(f"daemon {daemon!r}: expected 'port', 'host:port' or 'tcp:host:port'")
-    if not port_text.isdigit() or not 0 < int(port_text) <= 0xFFFF:
-        raise InvalidArgument(
-            f"daemon {daemon!r}: port {port_text!r} must be a number within 1..65535"
-        )
-    return DaemonAddress(host, int(port_text), autostart)

@@ -2,9 +2,12 @@
 
 ``Daemon.start()`` calls :func:`start_server` when the daemon has a ``listen``
 port. Each accepted connection speaks the client protocol
-(:mod:`rvasync.daemon.clientproto`): after a HELLO it owns one
+(:mod:`rvasync.protocol.clientproto`): after a HELLO it owns one
 ``ClientSession`` of the engine, turns LISTEN/UNLISTEN/PUBLISH frames into
-session calls, and writes what the engine delivers as DELIVER frames.
+session calls, and writes what the engine delivers as DELIVER frames. The
+order of frames (HELLO first, nothing after BYE ...) is the business of the
+connection's ``clientproto.Connection`` (daemon role); this module is the
+asyncio adapter around it.
 
 The engine must never wait for a client, so delivery only appends to a
 per-client backlog that is written once per loop turn, many messages to a
@@ -29,11 +32,10 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from rvasync._logging import stderr_logger
+from rvasync._version import __version__
 from rvasync.advisories import AdvisoryClass, build_advisory
 from rvasync.busypoll import poller_for
-from rvasync.daemon import clientproto as cp
 from rvasync.daemon.advisories import slow_consumer
-from rvasync.daemon.clientproto import ErrorCode, FrameType
 from rvasync.daemon.service import check_client_subject
 from rvasync.daemon.session import Payload
 from rvasync.errors import (
@@ -43,6 +45,8 @@ from rvasync.errors import (
     RvError,
 )
 from rvasync.message import Message
+from rvasync.protocol import clientproto as cp
+from rvasync.protocol.clientproto import ErrorCode
 from rvasync.subjects import check_listen_subject, validate_subject
 
 __all__ = [
@@ -143,10 +147,8 @@ class ClientServer:
 
     def info(self) -> dict[str, Any]:
         """What a client learns about the daemon in WELCOME."""
-        import rvasync
-
         return {
-            "version": rvasync.__version__,
+            "version": __version__,
             "pid": os.getpid(),
             "host": self.host,
             "port": self.port,
@@ -198,18 +200,17 @@ async def start_server(
 ) -> ClientServer:
     """Listen for client transports of ``daemon`` on ``host:port`` (0 = any free port).
 
-    The consumer limits default to the daemon's ``max_consumer_buffer`` and
-    ``consumer_time_limit`` attributes when it has them, else to the module
-    defaults.
+    The consumer limits (None: the module defaults) are ``Daemon``'s
+    ``max_consumer_buffer`` parameter when the daemon starts its server.
     """
-    if max_consumer_buffer is None:
-        max_consumer_buffer = getattr(daemon, "max_consumer_buffer", None)
-    if consumer_time_limit is None:
-        consumer_time_limit = getattr(daemon, "consumer_time_limit", None)
     server = ClientServer(
         daemon,
-        max_consumer_buffer=max_consumer_buffer or DEFAULT_MAX_CONSUMER_BUFFER,
-        consumer_time_limit=consumer_time_limit or DEFAULT_CONSUMER_TIME_LIMIT,
+        max_consumer_buffer=(
+            DEFAULT_MAX_CONSUMER_BUFFER if max_consumer_buffer is None else max_consumer_buffer
+        ),
+        consumer_time_limit=(
+            DEFAULT_CONSUMER_TIME_LIMIT if consumer_time_limit is None else consumer_time_limit
+        ),
     )
     await server._listen(host, port)
     return server
@@ -234,7 +235,7 @@ class ClientConnection(asyncio.Protocol):
         self._loop = asyncio.get_running_loop()
         self._touch = poller_for(self._loop).touch
         self._transport: asyncio.Transport | None = None
-        self._decoder = cp.FrameDecoder()
+        self._conn = cp.Connection(cp.Role.DAEMON)
         self._interests: dict[str, int] = {}
         # Backlog of (enqueued_at, kind, wire): messages and advisories in delivery order.
         self._queue: deque[tuple[float, int, bytes]] = deque()
@@ -279,7 +280,7 @@ class ClientConnection(asyncio.Protocol):
         self._touch()
         garbage: cp.ProtocolError | None = None
         try:
-            frames = self._decoder.feed(data)
+            frames = self._conn.receive_data(data)
         except cp.ProtocolError as exc:
             frames, garbage = exc.frames, exc  # act on the good frames before the bad one
         for frame in frames:
@@ -297,12 +298,12 @@ class ClientConnection(asyncio.Protocol):
         return False  # close our side too
 
     def connection_lost(self, exc: Exception | None) -> None:
-        if self._decoder.buffered:
+        if self._conn.buffered:
             self.server.stats.cut_mid_frame += 1
             stderr_logger().info(
                 "client cut off mid-frame",
                 client=self.peer,
-                buffered=self._decoder.buffered,
+                buffered=self._conn.buffered,
             )
         self._teardown()
 
@@ -343,47 +344,38 @@ class ClientConnection(asyncio.Protocol):
             self._enqueue(_ADVISORY, wire)
             return
         self._write_pending()
-        self._write(cp.encode(cp.Advisory(wire)))
+        self._write(self._conn.send(cp.Advisory(wire)))
 
     # -- inbound frames ------------------------------------------------------------------------
 
     def _handle(self, frame: cp.Frame) -> None:
+        # The connection let through only what a client may send at this point: a
+        # LISTEN/UNLISTEN/PUBLISH comes after a HELLO this daemon has accepted (a
+        # refused one closed the transport, which stops the caller's loop).
         kind = type(frame)
-        session = self.session
         if kind is cp.Publish:
-            if session is None:
-                raise cp.ProtocolError("PUBLISH before HELLO")
             self._publish(frame.messages)
         elif kind is cp.Listen:
-            if session is None:
-                raise cp.ProtocolError("LISTEN before HELLO")
             self._listen(frame.subject)
         elif kind is cp.Unlisten:
-            if session is None:
-                raise cp.ProtocolError("UNLISTEN before HELLO")
             count = self._interests.get(frame.subject, 0)
             if count:
                 if count == 1:
                     del self._interests[frame.subject]
                 else:
                     self._interests[frame.subject] = count - 1
-                session.remove_interest(frame.subject)
+                self.session.remove_interest(frame.subject)
         elif kind is cp.Ping:
             self._write_pending()  # deliveries made before the PING go first
-            self._write(cp.encode(cp.Pong(frame.token)))
-        elif kind is cp.Pong:
-            pass
+            self._write(self._conn.send(cp.Pong(frame.token)))
         elif kind is cp.Hello:
             self._hello(frame)
         elif kind is cp.Bye:
             self._close_session()
             self._close_transport()
-        else:
-            raise cp.ProtocolError(f"{frame.frame_type.name} is not a frame a client may send")
+        # PONG: nothing to do.
 
     def _hello(self, hello: cp.Hello) -> None:
-        if self.session is not None:
-            raise cp.ProtocolError("a second HELLO on one connection")
         if self._hello_timer is not None:
             self._hello_timer.cancel()
             self._hello_timer = None
@@ -414,7 +406,7 @@ class ClientConnection(asyncio.Protocol):
             value = getattr(self.session, name, None)
             if isinstance(value, str):
                 info[name] = value
-        self._write(cp.encode(cp.Welcome(self.session.inbox_prefix, info)))
+        self._write(self._conn.send(cp.Welcome(self.session.inbox_prefix, info)))
 
     def _listen(self, subject: str) -> None:
         try:
@@ -500,7 +492,7 @@ class ClientConnection(asyncio.Protocol):
         if pending and self._transport is not None:
             self._pending = []
             self._pending_bytes = 0
-            self._transport.writelines(cp.encode_messages(FrameType.DELIVER, pending))
+            self._transport.writelines(self._conn.send_messages(pending))
             self._touch()
 
     def _enqueue(self, kind: int, wire: bytes) -> None:
@@ -533,6 +525,7 @@ class ClientConnection(asyncio.Protocol):
             return
         if self._dropped:
             self._write_slow_consumer()
+        send, send_messages = self._conn.send, self._conn.send_messages
         while queue and not self._paused:
             buffers: list[bytes] = []
             batch: list[bytes] = []
@@ -544,11 +537,11 @@ class ClientConnection(asyncio.Protocol):
                     batch.append(wire)
                     continue
                 if batch:
-                    buffers += cp.encode_messages(FrameType.DELIVER, batch)
+                    buffers += send_messages(batch)
                     batch = []
-                buffers.append(cp.encode(cp.Advisory(wire)))
+                buffers.append(send(cp.Advisory(wire)))
             if batch:
-                buffers += cp.encode_messages(FrameType.DELIVER, batch)
+                buffers += send_messages(batch)
             self._queued_bytes -= size
             transport.writelines(buffers)
         if queue and self._paused and self._age_timer is None:
@@ -600,7 +593,7 @@ class ClientConnection(asyncio.Protocol):
             reason=self._drop_reason,
         )
         self._dropped = self._bytes_dropped = 0
-        self._write(cp.encode(cp.Advisory(advisory.to_bytes())))
+        self._write(self._conn.send(cp.Advisory(advisory.to_bytes())))
 
     # -- closing -------------------------------------------------------------------------------
 
@@ -630,8 +623,8 @@ class ClientConnection(asyncio.Protocol):
         if transport is not None and not transport.is_closing():
             self._queue.clear()
             self._queued_bytes = 0
-            transport.write(cp.encode(cp.Error(str(code), text)))
-            transport.write(cp.encode(cp.Bye(text)))
+            transport.write(self._conn.send(cp.Error(str(code), text)))
+            transport.write(self._conn.send(cp.Bye(text)))
             self._close_transport()
         return self._gone
 

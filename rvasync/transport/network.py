@@ -19,8 +19,8 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from rvasync.busypoll import BusyPoller, check_window, poller_for
-from rvasync.daemon.params import parse_daemon
 from rvasync.errors import DaemonUnavailable, InvalidArgument, RequestTimeout, TransportClosed
+from rvasync.protocol.clientproto.address import parse_daemon
 from rvasync.subjects import check_send_subject
 from rvasync.transport.base import BaseTransport
 from rvasync.transport.links import DaemonLink, InProcessLink, _not_open

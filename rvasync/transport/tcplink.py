@@ -4,11 +4,13 @@
 through a :class:`TcpLink`. The link
 
 - connects, and when the daemon parameter is a bare local port (``"7500"`` or
-  ``"tcp:7500"``) and nothing listens there, starts ``rvasync daemon --listen
-  PORT --idle-exit 60`` as a detached process and connects to it; a two-part
-  parameter (``"host:7500"``, ``"127.0.0.1:7500"``) never starts one;
+  ``"tcp:7500"``) and nothing listens there, starts a daemon and connects to
+  it (:mod:`rvasync.transport.autostart`); a two-part parameter
+  (``"host:7500"``, ``"127.0.0.1:7500"``) never starts one;
 - introduces the transport (HELLO: service, network, description,
-  reliability) and learns its inbox prefix (WELCOME);
+  reliability) and learns its inbox prefix (WELCOME); the order of frames is
+  kept by a client-role :class:`rvasync.protocol.clientproto.Connection`, this
+  module being its asyncio adapter;
 - coalesces the messages published during one loop turn (or one batch
   interval in timer batch mode) into one PUBLISH frame;
 - reconnects on its own when the connection drops, presenting
@@ -27,24 +29,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import os
 import socket
-import subprocess
-import sys
-import tempfile
-import threading
 from collections.abc import Awaitable
-from typing import Any, Protocol
+from typing import Any
 
 from rvasync._logging import stderr_logger
-from rvasync._wire import MAX_MESSAGE_SIZE
-from rvasync.advisories import AdvisoryClass, build_advisory
+from rvasync._wire import LOOPBACK_DATAGRAM, MAX_MESSAGE_SIZE, NETWORK_DATAGRAM
+from rvasync.advisories import AdvisoryClass, build_advisory, fast_producer, msg_too_large
 from rvasync.busypoll import poller_for
-from rvasync.daemon import clientproto as cp
-from rvasync.daemon.advisories import fast_producer, msg_too_large
-from rvasync.daemon.clientproto import ErrorCode, FrameType
-from rvasync.daemon.engine import LOOPBACK_DATAGRAM, NETWORK_DATAGRAM
-from rvasync.daemon.params import parse_daemon
 from rvasync.errors import (
     DaemonUnavailable,
     InvalidArgument,
@@ -55,16 +47,17 @@ from rvasync.errors import (
     TransportClosed,
 )
 from rvasync.message import Message
+from rvasync.protocol import clientproto as cp
+from rvasync.protocol.clientproto import ErrorCode
+from rvasync.protocol.clientproto.address import parse_daemon
+from rvasync.transport.autostart import may_autostart, start_daemon_and_connect
+from rvasync.transport.links import LinkHooks
 
-__all__ = ["LinkHooks", "TcpLink"]
+__all__ = ["TcpLink"]
 
 #: Seconds to wait for a TCP connection, and then for the daemon's WELCOME.
 CONNECT_TIMEOUT = 5.0
 HANDSHAKE_TIMEOUT = 10.0
-#: Seconds an auto-started daemon has to start accepting connections.
-AUTOSTART_TIMEOUT = 15.0
-#: Idle seconds after which an auto-started daemon with no clients exits.
-AUTOSTART_IDLE_EXIT = 60.0
 #: Reconnect backoff: first delay, cap.
 RECONNECT_FIRST_DELAY = 0.05
 RECONNECT_MAX_DELAY = 2.0
@@ -81,21 +74,12 @@ _WRITE_HIGH_WATER = 4 * 1024 * 1024
 _WRITE_LOW_WATER = 1024 * 1024
 # A pending batch this big is written at once, whatever the batch mode.
 _BATCH_BYTES = 256 * 1024
-_LOCAL_HOSTS = {"", "localhost", "127.0.0.1", "::1"}
 
 _ping_tokens = itertools.count(1)
 
 
 class _Refused(DaemonUnavailable):
     """Nothing listens on the daemon's port: the one case where auto-start may help."""
-
-
-class LinkHooks(Protocol):
-    """What the link calls on its transport (rv.Transport implements it)."""
-
-    def _link_deliver(self, msg: Message) -> None: ...
-
-    def _link_present(self, advisory: Message) -> None: ...
 
 
 def _batch_interval(batch: Any) -> float:
@@ -207,7 +191,7 @@ class TcpLink:
         count = self._interests.get(subject, 0)
         self._interests[subject] = count + 1
         if count == 0 and self._state == "connected":
-            self._send_control(cp.encode(cp.Listen(subject)))
+            self._send_control(cp.Listen(subject))
 
     def remove_interest(self, subject: str) -> None:
         count = self._interests.get(subject, 0)
@@ -216,7 +200,7 @@ class TcpLink:
         if count == 1:
             del self._interests[subject]
             if self._state == "connected":
-                self._send_control(cp.encode(cp.Unlisten(subject)))
+                self._send_control(cp.Unlisten(subject))
         else:
             self._interests[subject] = count - 1
 
@@ -256,7 +240,7 @@ class TcpLink:
         waiter = loop.create_future()
         conn.pings[token] = waiter
         start = loop.time()
-        conn.write(cp.encode(cp.Ping(token)))
+        conn.send(cp.Ping(token))
         try:
             async with asyncio.timeout(timeout):
                 await waiter
@@ -308,17 +292,17 @@ class TcpLink:
         if conn is None or self._state != "connected":
             return
         try:
-            buffers = cp.encode_messages(FrameType.PUBLISH, batch)
+            buffers = conn.proto.send_messages(batch)
         except cp.ProtocolError as exc:  # a message over 64 MiB got past the codec
             stderr_logger().error("message not sent", daemon=self._where, error=str(exc))
             return
         conn.writelines(buffers)
 
-    def _send_control(self, frame: bytes) -> None:
+    def _send_control(self, frame: cp.Frame) -> None:
         # Messages published before this frame must reach the daemon before it.
         self._flush()
         if self._conn is not None:
-            self._conn.write(frame)
+            self._conn.send(frame)
 
     # -- connecting ----------------------------------------------------------------------------
 
@@ -327,9 +311,11 @@ class TcpLink:
         try:
             conn = await self._connect()
         except _Refused as refused:
-            if not autostart or self.address.host not in _LOCAL_HOSTS:
+            if not autostart or not may_autostart(self.address):
                 raise
-            conn = await self._start_daemon_and_connect(refused)
+            conn = await start_daemon_and_connect(
+                self.address, self._connect, refused, self._daemon_started
+            )
         try:
             welcome = await conn.handshake(
                 cp.Hello(
@@ -365,27 +351,8 @@ class TcpLink:
             ) from None
         return conn
 
-    async def _start_daemon_and_connect(self, refused: DaemonUnavailable) -> _Connection:
-        proc = _spawn_daemon(self.address.port)
-        self.started_daemon_pid = proc.pid
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + AUTOSTART_TIMEOUT
-        delay = 0.02
-        while True:
-            try:
-                return await self._connect()
-            except DaemonUnavailable as exc:
-                # A daemon that exited may have lost a race for the port to another
-                # auto-started one: keep trying until the deadline either way.
-                if loop.time() + delay > deadline:
-                    log = _daemon_log_path(self.address.port)
-                    raise DaemonUnavailable(
-                        f"started a daemon for {self._where} (pid {proc.pid}) but it did "
-                        f"not accept connections within {AUTOSTART_TIMEOUT} s ({exc}); "
-                        f"see {log}"
-                    ) from refused
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 0.25)
+    def _daemon_started(self, pid: int) -> None:
+        self.started_daemon_pid = pid
 
     # -- losing and regaining the daemon ---------------------------------------------------------
 
@@ -440,7 +407,7 @@ class TcpLink:
             self.reconnects += 1
             self._adopt_inbox_prefix()
             for subject in self._interests:
-                self._conn.write(cp.encode(cp.Listen(subject)))
+                self._conn.send(cp.Listen(subject))
             self._present(
                 AdvisoryClass.INFO,
                 "RVD.CONNECTED",
@@ -528,14 +495,16 @@ class TcpLink:
 
 
 class _Connection(asyncio.Protocol):
-    """One TCP connection of a link: frames in, frames out, liveness and flow control."""
+    """One TCP connection of a link: the asyncio adapter of a client-role
+    ``clientproto.Connection`` (which owns the order of frames), with liveness
+    and flow control."""
 
     def __init__(self, link: TcpLink) -> None:
         self.link = link
         self.loop = asyncio.get_running_loop()
         self._touch = poller_for(self.loop).touch
         self.transport: asyncio.Transport | None = None
-        self.decoder = cp.FrameDecoder()
+        self.proto = cp.Connection(cp.Role.CLIENT)
         self.welcome: asyncio.Future[cp.Welcome] = self.loop.create_future()
         self.gone: asyncio.Future[None] = self.loop.create_future()
         self.pings: dict[int, asyncio.Future[None]] = {}
@@ -562,7 +531,7 @@ class _Connection(asyncio.Protocol):
         self._last_heard = self.loop.time()
         self._touch()
         try:
-            frames = self.decoder.feed(data)
+            frames = self.proto.receive_data(data)
         except cp.ProtocolError as exc:
             self._fail(f"daemon sent a bad frame: {exc}")
             return
@@ -578,7 +547,7 @@ class _Connection(asyncio.Protocol):
                 if waiter is not None and not waiter.done():
                     waiter.set_result(None)
             elif kind is cp.Ping:
-                self.write(cp.encode(cp.Pong(frame.token)))
+                self.send(cp.Pong(frame.token))
             elif kind is cp.Welcome:
                 if not self.welcome.done():
                     self.welcome.set_result(frame)
@@ -590,9 +559,6 @@ class _Connection(asyncio.Protocol):
                     if frame.reason
                     else ("daemon said goodbye")
                 )
-            else:
-                self._fail(f"daemon sent a {frame.frame_type.name} frame, which only clients send")
-                return
 
     def connection_lost(self, exc: Exception | None) -> None:
         for timer in (self._fast_timer, self._heartbeat):
@@ -632,7 +598,7 @@ class _Connection(asyncio.Protocol):
     # -- used by the link -------------------------------------------------------------------------
 
     async def handshake(self, hello: cp.Hello) -> cp.Welcome:
-        self.write(cp.encode(hello))
+        self.send(hello)
         try:
             async with asyncio.timeout(HANDSHAKE_TIMEOUT):
                 return await self.welcome
@@ -641,9 +607,10 @@ class _Connection(asyncio.Protocol):
                 f"daemon {self.link._where} did not answer HELLO within {HANDSHAKE_TIMEOUT} s"
             ) from None
 
-    def write(self, data: bytes) -> None:
+    def send(self, frame: cp.Frame) -> None:
+        """Encode and write one frame (nothing once the socket is closing)."""
         if self.transport is not None and not self.transport.is_closing():
-            self.transport.write(data)
+            self.transport.write(self.proto.send(frame))
             self._touch()
 
     def writelines(self, buffers: list[bytes]) -> None:
@@ -659,7 +626,7 @@ class _Connection(asyncio.Protocol):
     def say_bye(self) -> None:
         transport = self.transport
         if transport is not None and not transport.is_closing():
-            transport.write(cp.encode(cp.Bye("client closing")))
+            transport.write(self.proto.send(cp.Bye("client closing")))
             transport.close()
 
     def abort(self) -> None:
@@ -678,7 +645,7 @@ class _Connection(asyncio.Protocol):
         if self.loop.time() - self._last_heard > 3 * HEARTBEAT_INTERVAL:
             self._fail(f"daemon silent for over {3 * HEARTBEAT_INTERVAL:g} s")
             return
-        self.write(cp.encode(cp.Ping(0)))
+        self.send(cp.Ping(0))
         self._heartbeat = self.loop.call_later(HEARTBEAT_INTERVAL, self._beat)
 
     def _still_paused(self) -> None:
@@ -709,45 +676,3 @@ class _Connection(asyncio.Protocol):
     def _fail(self, reason: str) -> None:
         self._reason = reason
         self.abort()
-
-
-# -- auto-start ------------------------------------------------------------------------------------
-
-
-def _daemon_log_path(port: int) -> str:
-    return os.path.join(tempfile.gettempdir(), f"rvasync-daemon-{port}.log")
-
-
-def _spawn_daemon(port: int) -> subprocess.Popen[bytes]:
-    """Start ``rvasync daemon --listen PORT`` detached from this process's session.
-
-    It outlives this program (it exits after an idle minute on its own). Its
-    errors go to a log file named in DaemonUnavailable; a thread reaps it if it
-    exits while this program still runs, so it never lingers as a zombie.
-    """
-    command = [
-        sys.executable,
-        "-m",
-        "rvasync",
-        "daemon",
-        "--listen",
-        str(port),
-        "--idle-exit",
-        f"{AUTOSTART_IDLE_EXIT:g}",
-    ]
-    with open(_daemon_log_path(port), "ab") as log:
-        try:
-            proc = subprocess.Popen(
-                command,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=log,
-                start_new_session=True,
-                close_fds=True,
-            )
-        except OSError as exc:
-            raise DaemonUnavailable(
-                f"cannot start a daemon on port {port}: {exc.strerror or exc}"
-            ) from None
-    threading.Thread(target=proc.wait, name=f"rvasync-daemon-{port}-reaper", daemon=True).start()
-    return proc

@@ -1,4 +1,4 @@
-"""The client protocol between a standalone daemon and its client transports (sans-IO).
+"""Frames of the client protocol between a standalone daemon and its transports (sans-IO).
 
 A client transport and a standalone daemon talk over one TCP connection as a
 stream of frames::
@@ -10,16 +10,11 @@ Bodies are msgpack. Messages travel as the exact wire bytes of
 message it forwards, and many small messages share one PUBLISH or DELIVER
 frame, which is what makes the TCP hop cheap.
 
-A conversation: the client sends HELLO (protocol version and the transport's
-service, network, description and reliability); the daemon answers WELCOME (the
-session's inbox prefix and facts about the daemon) or ERROR and closes. Then
-the client sends LISTEN/UNLISTEN/PUBLISH/PING/BYE in any order and the daemon
-sends DELIVER/ADVISORY/PONG/ERROR/BYE.
-
-This module does no I/O: :func:`encode` turns a frame into bytes and
-:class:`FrameDecoder` turns received bytes, split anywhere, back into frames.
-Anything that is not a valid frame raises :class:`ProtocolError` so the reader
-can drop that one connection cleanly.
+This module does no I/O and knows nothing of the order of frames (that is
+:class:`rvasync.protocol.clientproto.Connection`'s job): :func:`encode` turns
+a frame into bytes and :class:`FrameDecoder` turns received bytes, split
+anywhere, back into frames. Anything that is not a valid frame raises
+:class:`ProtocolError` so the reader can drop that one connection cleanly.
 """
 
 from __future__ import annotations
@@ -75,7 +70,8 @@ _BATCH_TARGET = 256 * 1024
 
 
 class ProtocolError(MalformedMessage):
-    """Bytes on a client connection that are not a valid frame (the connection is dropped).
+    """The peer broke the client protocol: bytes that are not a valid frame, or a frame
+    out of order (the connection is dropped).
 
     When raised by :meth:`FrameDecoder.feed`, ``frames`` holds the valid frames that
     preceded the garbage in the same input, so a reader can act on them first.
