@@ -237,10 +237,10 @@ _pack = msgpack.Packer(use_bin_type=True, autoreset=True).pack
 
 def encode(frame: Frame) -> bytes:
     """The bytes of one frame (PUBLISH/DELIVER: one frame, whatever the count)."""
-    kind = type(frame)
-    if kind is Publish or kind is Deliver:
+    # frame.__class__ (not a local alias) so the type checker narrows each branch.
+    if frame.__class__ is Publish or frame.__class__ is Deliver:
         return b"".join(_message_frame(frame.frame_type, frame.messages))
-    if kind is Hello:
+    if frame.__class__ is Hello:
         body = _pack(
             {
                 "version": frame.version,
@@ -250,17 +250,17 @@ def encode(frame: Frame) -> bytes:
                 "reliability": frame.reliability,
             }
         )
-    elif kind is Welcome:
+    elif frame.__class__ is Welcome:
         body = _pack({"inbox_prefix": frame.inbox_prefix, "daemon": frame.daemon})
-    elif kind is Error:
+    elif frame.__class__ is Error:
         body = _pack([frame.code, frame.text])
-    elif kind is Listen or kind is Unlisten:
+    elif frame.__class__ is Listen or frame.__class__ is Unlisten:
         body = _pack(frame.subject)
-    elif kind is Advisory:
+    elif frame.__class__ is Advisory:
         body = _pack(frame.message)
-    elif kind is Ping or kind is Pong:
+    elif frame.__class__ is Ping or frame.__class__ is Pong:
         body = _pack(frame.token)
-    elif kind is Bye:
+    elif frame.__class__ is Bye:
         body = _pack(frame.reason)
     else:
         raise TypeError(f"not a client-protocol frame: {frame!r}")
