@@ -3,38 +3,40 @@
 An advisory is an ordinary message on ``_RV.<class>.<source>.<name>``: class is
 ERROR, WARN or INFO; source is SYSTEM for the transports and daemon (RVCM and
 RVFT for certified delivery and fault tolerance); name may span several
-elements. Programs receive advisories by listening, like any message. An ERROR
-or WARN advisory that no listener takes is logged to stderr instead, so a
-serious condition never vanishes silently; INFO advisories nobody listens to
-are dropped.
+elements. Programs receive advisories by listening, like any message. An
+ERROR or WARN advisory that no listener takes is logged to stderr instead, so
+a serious condition never vanishes silently; INFO advisories nobody listens
+to are dropped.
+
+Messages are built by :mod:`rvasync.advmsg`, the one builder (a data-layer
+leaf the protocol cores use too); this module re-exports it and adds what
+presenting needs.
 """
 
 from __future__ import annotations
 
-import enum
-from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
 from rvasync._logging import stderr_logger
+from rvasync.advmsg import (
+    ADVISORY_PREFIX,
+    AdvisoryClass,
+    AdvisoryFields,
+    advisory_subject,
+    make_advisory,
+    parse_advisory_subject,
+)
 from rvasync.message import Message
 
 __all__ = [
+    "ADVISORY_PREFIX",
     "AdvisoryClass",
     "advisory_subject",
     "build_advisory",
     "log_unheard",
+    "make_advisory",
     "parse_advisory_subject",
 ]
-
-ADVISORY_PREFIX = "_RV."
-
-
-class AdvisoryClass(enum.StrEnum):
-    """Severity of an advisory: the second element of its subject."""
-
-    ERROR = "ERROR"
-    WARN = "WARN"
-    INFO = "INFO"
 
 
 class Presenter(Protocol):
@@ -43,39 +45,16 @@ class Presenter(Protocol):
     def _present(self, msg: Message) -> int: ...
 
 
-def advisory_subject(adv_class: AdvisoryClass | str, source: str, name: str) -> str:
-    """``_RV.<class>.<source>.<name>``; ``name`` may contain dots (several elements)."""
-    cls = AdvisoryClass(adv_class).value
-    if not source or "." in source:
-        raise ValueError(f"advisory source must be one element, got {source!r}")
-    if not name or name.startswith(".") or name.endswith(".") or ".." in name:
-        raise ValueError(f"advisory name must be dot-separated elements, got {name!r}")
-    return f"{ADVISORY_PREFIX}{cls}.{source}.{name}"
-
-
-def parse_advisory_subject(subject: str) -> tuple[AdvisoryClass, str, str] | None:
-    """Split an advisory subject into (class, source, name); None if it is not one."""
-    if not subject.startswith(ADVISORY_PREFIX):
-        return None
-    parts = subject.split(".", 3)
-    if len(parts) != 4 or not parts[3]:
-        return None
-    try:
-        cls = AdvisoryClass(parts[1])
-    except ValueError:
-        return None
-    return cls, parts[2], parts[3]
-
-
 def build_advisory(
     adv_class: AdvisoryClass | str,
     name: str,
-    fields: Mapping[str, Any] | Iterable[Any] | None = None,
+    fields: AdvisoryFields = None,
     *,
     source: str = "SYSTEM",
 ) -> Message:
-    """Make the advisory message (fields given as a mapping of name to value, or Fields)."""
-    return Message(advisory_subject(adv_class, source, name), fields)
+    """A SYSTEM (by default) advisory: :func:`~rvasync.advmsg.make_advisory` with the
+    source as a keyword, the form the transports call."""
+    return make_advisory(adv_class, source, name, fields=fields)
 
 
 def log_unheard(msg: Message) -> None:
