@@ -29,7 +29,7 @@ CONTROL_SUBJECT_PREFIX = "_RVFT."
 
 
 class RecordKind(enum.StrEnum):
-    """The four kinds of record members multicast to their group (see module doc)."""
+    """The four kinds of record members multicast (described in :mod:`rvasync.protocol.ft`)."""
 
     HELLO = "HELLO"
     STATUS = "STATUS"
