@@ -100,11 +100,14 @@ def advisory_subject(adv_class: AdvisoryClass | str, source: str, name: str, *ta
     Raises ValueError for a class other than ERROR/WARN/INFO, a source that is
     not one element, or a name with an empty element.
     """
-    head = _HEADS.get((adv_class, source, name)) or _head(adv_class, source, name)
+    try:
+        head = _HEADS[adv_class, source, name]
+    except KeyError:
+        head = _head(adv_class, source, name)
     if not tail:
         return head
     if len(tail) == 1:
-        return f"{head}.{tail[0]}"
+        return head + "." + tail[0]
     return ".".join((head, *tail))
 
 
