@@ -4,6 +4,8 @@
 subject rules, queues and timers, transports and listeners, and the errors.
 """
 
+# First: the wire codec hands its encode/decode to rvasync.message (Message.to_bytes).
+from rvasync import codec as codec
 from rvasync._accel import native_enabled
 from rvasync._version import __version__
 from rvasync.cmdriver import CmListener, CmTransport, LedgerCorrupt

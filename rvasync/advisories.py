@@ -3,42 +3,47 @@
 An advisory is an ordinary message on ``_RV.<class>.<source>.<name>``: class is
 ERROR, WARN or INFO; source is SYSTEM for the transports and daemon (RVCM and
 RVFT for certified delivery and fault tolerance); name may span several
-elements. Programs receive advisories by listening, like any message. An ERROR
-or WARN advisory that no listener takes is logged to stderr instead, so a
-serious condition never vanishes silently; INFO advisories nobody listens to
-are dropped.
+elements. Programs receive advisories by listening, like any message. An
+ERROR or WARN advisory that no listener takes is logged to stderr instead, so
+a serious condition never vanishes silently; INFO advisories nobody listens
+to are dropped.
+
+Messages are built by :mod:`rvasync.advmsg`, the one builder (a data-layer
+leaf the protocol cores use too); this module re-exports it and adds what
+presenting needs.
 """
 
 from __future__ import annotations
 
-import enum
 import ipaddress
-from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
 from rvasync._logging import stderr_logger
+from rvasync.advmsg import (
+    ADVISORY_PREFIX,
+    SYSTEM,
+    AdvisoryClass,
+    AdvisoryFields,
+    advisory_subject,
+    make_advisory,
+    parse_advisory_subject,
+)
 from rvasync.fieldtypes import FieldType
 from rvasync.message import Message
 
 __all__ = [
+    "ADVISORY_PREFIX",
     "AdvisoryClass",
     "advisory_subject",
     "build_advisory",
+    "count_field",
     "fast_producer",
+    "host_field",
     "log_unheard",
+    "make_advisory",
     "msg_too_large",
     "parse_advisory_subject",
 ]
-
-ADVISORY_PREFIX = "_RV."
-
-
-class AdvisoryClass(enum.StrEnum):
-    """Severity of an advisory: the second element of its subject."""
-
-    ERROR = "ERROR"
-    WARN = "WARN"
-    INFO = "INFO"
 
 
 class Presenter(Protocol):
@@ -47,39 +52,16 @@ class Presenter(Protocol):
     def _present(self, msg: Message) -> int: ...
 
 
-def advisory_subject(adv_class: AdvisoryClass | str, source: str, name: str) -> str:
-    """``_RV.<class>.<source>.<name>``; ``name`` may contain dots (several elements)."""
-    cls = AdvisoryClass(adv_class).value
-    if not source or "." in source:
-        raise ValueError(f"advisory source must be one element, got {source!r}")
-    if not name or name.startswith(".") or name.endswith(".") or ".." in name:
-        raise ValueError(f"advisory name must be dot-separated elements, got {name!r}")
-    return f"{ADVISORY_PREFIX}{cls}.{source}.{name}"
-
-
-def parse_advisory_subject(subject: str) -> tuple[AdvisoryClass, str, str] | None:
-    """Split an advisory subject into (class, source, name); None if it is not one."""
-    if not subject.startswith(ADVISORY_PREFIX):
-        return None
-    parts = subject.split(".", 3)
-    if len(parts) != 4 or not parts[3]:
-        return None
-    try:
-        cls = AdvisoryClass(parts[1])
-    except ValueError:
-        return None
-    return cls, parts[2], parts[3]
-
-
 def build_advisory(
     adv_class: AdvisoryClass | str,
     name: str,
-    fields: Mapping[str, Any] | Iterable[Any] | None = None,
+    fields: AdvisoryFields = None,
     *,
     source: str = "SYSTEM",
 ) -> Message:
-    """Make the advisory message (fields given as a mapping of name to value, or Fields)."""
-    return Message(advisory_subject(adv_class, source, name), fields)
+    """A SYSTEM (by default) advisory: :func:`~rvasync.advmsg.make_advisory` with the
+    source as a keyword, the form the transports call."""
+    return make_advisory(adv_class, source, name, fields=fields)
 
 
 def log_unheard(msg: Message) -> None:
@@ -108,18 +90,13 @@ def _printable(value: Any) -> Any:
 _U32_MAX = 0xFFFFFFFF
 
 
-def _message(adv_class: AdvisoryClass, name: str, items: list[tuple[str, Any, Any]]) -> Message:
-    msg = Message(advisory_subject(adv_class, "SYSTEM", name))
-    for field_name, value, ftype in items:
-        msg.add(field_name, value, ftype)
-    return msg
-
-
-def _count(value: int) -> int:
+def count_field(value: int) -> int:
+    """A count as an advisory's U32 field holds it: clamped to 0 .. 2**32 - 1."""
     return max(0, min(int(value), _U32_MAX))
 
 
-def _host(ip: str) -> ipaddress.IPv4Address:
+def host_field(ip: str) -> ipaddress.IPv4Address:
+    """A host address as an advisory's IPADDR32 field holds it."""
     return ipaddress.IPv4Address(ip)
 
 
@@ -129,16 +106,20 @@ def msg_too_large(host: str, lost: int, size: int | None) -> Message:
     ``lost`` is how many packets the message would have taken; ``size`` its wire
     size when known.
     """
-    items = [("host", _host(host), FieldType.IPADDR32), ("lost", _count(lost), FieldType.U32)]
+    items = [
+        ("host", host_field(host), FieldType.IPADDR32),
+        ("lost", count_field(lost), FieldType.U32),
+    ]
     if size is not None:
         items.append(("size", size, FieldType.U64))
-    return _message(AdvisoryClass.ERROR, "DATALOSS.MSG_TOO_LARGE", items)
+    return make_advisory(AdvisoryClass.ERROR, SYSTEM, "DATALOSS.MSG_TOO_LARGE", fields=items)
 
 
 def fast_producer(waiting: int) -> Message:
     """``_RV.WARN.SYSTEM.CLIENT.FASTPRODUCER``: outbound data has waited too long."""
-    return _message(
+    return make_advisory(
         AdvisoryClass.WARN,
+        SYSTEM,
         "CLIENT.FASTPRODUCER",
-        [("waiting", _count(waiting), FieldType.U32)],
+        fields=[("waiting", count_field(waiting), FieldType.U32)],
     )

@@ -38,6 +38,7 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
+from rvasync._msgbase import MessageBase
 from rvasync._wire import ARRAY_ELEMENT, INT_RANGE
 from rvasync.errors import ConversionError, InvalidArgument
 from rvasync.rvdatetime import DateTime
@@ -100,15 +101,6 @@ NUMERIC_ARRAY_TYPES = frozenset(FieldType(code) for code in ARRAY_ELEMENT)
 
 _F32 = struct.Struct("<f")
 _FLOAT_TYPES = frozenset((FieldType.F32, FieldType.F64))
-
-# message.py binds the Message class here at import time: this module cannot
-# import message.py (which imports it), yet MSG fields must recognise messages.
-_message_class: Any = None
-
-
-def _bind_message_class(cls: type) -> None:
-    global _message_class
-    _message_class = cls
 
 
 def field_label(name: str | None, field_id: int = 0) -> str:
@@ -259,7 +251,7 @@ def _convert_ipaddr(value: Any, name: str | None, ftype: FieldType) -> ipaddress
 
 
 def _convert_msg(value: Any, name: str | None, ftype: FieldType) -> Any:
-    if isinstance(value, _message_class):
+    if isinstance(value, MessageBase):
         # A copy-on-write copy: later changes to the caller's message do not
         # reach into this field (and a message can never end up inside itself).
         return value.copy()
@@ -420,7 +412,7 @@ def _infer_array(value: list | tuple, name: str | None) -> FieldType:
         return FieldType.F64ARRAY
     if kinds == {str}:
         return FieldType.STRINGARRAY
-    if all(isinstance(v, _message_class) for v in value):
+    if all(isinstance(v, MessageBase) for v in value):
         return FieldType.MSGARRAY
     if all(isinstance(v, str) for v in value):
         return FieldType.STRINGARRAY
@@ -439,7 +431,7 @@ def _infer_type(value: Any, name: str | None) -> FieldType:
     ftype = _EXACT.get(value.__class__)
     if ftype is not None:
         return ftype
-    if isinstance(value, _message_class):
+    if isinstance(value, MessageBase):
         return FieldType.MSG
     if value.__class__ is list or isinstance(value, (list, tuple)):
         return _infer_array(value, name)

@@ -18,11 +18,12 @@ from __future__ import annotations
 import copy as _copy
 import math
 import numbers
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from rvasync import fieldtypes as _ft
+from rvasync._msgbase import MessageBase
 from rvasync._wire import FIELD_ID_MAX, U64_MAX
 from rvasync.errors import ConversionError, InvalidArgument
 from rvasync.fieldtypes import ARRAY_TYPES, FieldType, field_label
@@ -215,15 +216,23 @@ class CmLabel:
 
 # -- Message --------------------------------------------------------------------
 
-_codec: Any = None
+
+def _codec_not_loaded(_arg: Any) -> Any:
+    raise RuntimeError("the wire codec is not loaded: import rvasync (or rvasync.codec) first")
 
 
-def _load_codec() -> Any:
-    global _codec
-    from rvasync import codec
+# The wire codec is built on this module (it makes Messages), so it is not
+# imported here: rvasync.codec hands over the implementation it selected
+# (native or pure) when it is imported, which ``import rvasync`` does first.
+_encode: Callable[[Any], bytes] = _codec_not_loaded
+_decode: Callable[[Any], Any] = _codec_not_loaded
 
-    _codec = codec
-    return codec
+
+def _use_codec(encode: Callable[[Any], bytes], decode: Callable[[Any], Any]) -> None:
+    """Make :meth:`Message.to_bytes` / :meth:`Message.from_bytes` use this codec."""
+    global _encode, _decode
+    _encode = encode
+    _decode = decode
 
 
 def _value_repr(value: Any) -> str:
@@ -231,7 +240,7 @@ def _value_repr(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-class Message:
+class Message(MessageBase):
     """A Rendezvous message: subject, optional reply subject and an ordered list of fields.
 
     ``fields`` may be a mapping of name to value (types inferred) or an
@@ -562,12 +571,12 @@ class Message:
 
     def to_bytes(self) -> bytes:
         """The self-describing wire form (see docs/messages.md)."""
-        return (_codec or _load_codec()).encode(self)
+        return _encode(self)
 
     @classmethod
     def from_bytes(cls, data: bytes | bytearray | memoryview) -> Message:
         """Decode a wire form made by :meth:`to_bytes`; any bad input raises MalformedMessage."""
-        return (_codec or _load_codec()).decode(data)
+        return _decode(data)
 
     def __reduce__(self) -> tuple:
         return (_message_from_bytes, (self.to_bytes(),))
@@ -578,5 +587,3 @@ def _message_from_bytes(data: bytes) -> Message:
 
 
 _IMMUTABLE_VALUES = frozenset((str, bytes, int, float, bool, type(None)))
-
-_ft._bind_message_class(Message)

@@ -23,7 +23,6 @@ from rvasync._logging import stderr_logger
 from rvasync.cmdriver.ledgerfile import LedgerFile, check_ledger_path
 from rvasync.cmdriver.listener import CmCallback, CmListener
 from rvasync.cmdriver.wire import (
-    advisory_message,
     internal_sender,
     make_label,
     message_fields,
@@ -871,7 +870,7 @@ class CmTransport:
         if advisory.adv_class == "INFO" and not transport._router.interested(advisory.subject):
             return  # nobody listens, and INFO advisories nobody hears are dropped anyway
         try:
-            transport._present(advisory_message(advisory))
+            transport._present(advisory.to_message())
         except TransportClosed:
             pass
 

@@ -17,7 +17,8 @@ Three kinds of message carry it:
   means "to the correspondent's address" (see
   :func:`rvasync.protocol.cm.names.instance_address`).
 * **Advisories** are presented on the wrapped transport only, as messages on
-  ``_RV.<class>.RVCM.<condition>.<subject or name>``.
+  ``_RV.<class>.RVCM.<condition>.<subject or name>``
+  (:meth:`rvasync.protocol.cm.advisories.Advisory.to_message`).
 
 Internal subjects start with ``_``, which the user-facing ``send`` refuses,
 so messages leave through :func:`internal_sender`.
@@ -28,16 +29,14 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from rvasync.errors import MalformedMessage, RvError, TransportClosed
-from rvasync.fieldtypes import FieldType
+from rvasync.errors import TransportClosed
 from rvasync.message import CmLabel, Message
-from rvasync.protocol.cm.advisories import Advisory
 from rvasync.protocol.cm.records import Record
 
 if TYPE_CHECKING:
     from rvasync.transport.base import BaseTransport
 
-__all__ = ["advisory_message", "internal_sender", "make_label", "message_fields", "record_message"]
+__all__ = ["internal_sender", "make_label", "message_fields", "record_message"]
 
 _new_object = object.__new__
 _set_sender = CmLabel.sender.__set__  # type: ignore[attr-defined]
@@ -104,20 +103,3 @@ def message_fields(msg: Message) -> dict[str, Any]:
     received, and the public iteration builds a ``Field`` object per field.
     """
     return {entry[0]: entry[3] for entry in msg._fields}
-
-
-def advisory_message(advisory: Advisory) -> Message:
-    """The advisory as a message: sequence numbers as U64, ``data`` as a nested message."""
-    msg = Message(advisory.subject)
-    for name, tag, value in advisory.fields:
-        if tag == "u64":
-            msg.add(name, value, FieldType.U64)
-        elif tag == "msg" and isinstance(value, bytes):
-            try:
-                msg.add(name, Message.from_bytes(value))
-            except (MalformedMessage, RvError):
-                # Only our own encoder made these bytes; keep them if they ever do not decode.
-                msg.add(name, value)
-        else:
-            msg.add(name, value)
-    return msg

@@ -13,13 +13,12 @@ from __future__ import annotations
 from typing import Any
 
 from rvasync.advisories import (  # the helpers, and the two a client link presents too
-    AdvisoryClass,
-    _count,
-    _host,
-    _message,
+    count_field,
     fast_producer,
+    host_field,
     msg_too_large,
 )
+from rvasync.advmsg import SYSTEM, AdvisoryClass, make_advisory
 from rvasync.fieldtypes import FieldType
 from rvasync.message import Message
 
@@ -42,18 +41,25 @@ def data_loss(direction: str, ptp: bool, host: str, lost: int, **extra: int) -> 
     will never arrive; ``extra`` adds unsigned fields (``messages=`` for inbound loss).
     """
     kind = "PTP" if ptp else "BCAST"
-    items = [("host", _host(host), FieldType.IPADDR32), ("lost", _count(lost), FieldType.U32)]
-    items += [(name, _count(value), FieldType.U32) for name, value in extra.items()]
-    return _message(AdvisoryClass.ERROR, f"DATALOSS.{direction}.{kind}", items)
+    items = [
+        ("host", host_field(host), FieldType.IPADDR32),
+        ("lost", count_field(lost), FieldType.U32),
+    ]
+    items += [(name, count_field(value), FieldType.U32) for name, value in extra.items()]
+    return make_advisory(AdvisoryClass.ERROR, SYSTEM, f"DATALOSS.{direction}.{kind}", fields=items)
 
 
 def retransmission(name: str, host: str, lost: int) -> Message:
     """``_RV.INFO.SYSTEM.RETRANSMISSION.<name>`` (INBOUND.EXPECTED, OUTBOUND.SENT,
     OUTBOUND.SUPPRESSED) with the spec's ``host`` and ``lost`` fields."""
-    return _message(
+    return make_advisory(
         AdvisoryClass.INFO,
+        SYSTEM,
         f"RETRANSMISSION.{name}",
-        [("host", _host(host), FieldType.IPADDR32), ("lost", _count(lost), FieldType.U32)],
+        fields=[
+            ("host", host_field(host), FieldType.IPADDR32),
+            ("lost", count_field(lost), FieldType.U32),
+        ],
     )
 
 
@@ -62,18 +68,22 @@ def unreachable_transport(transport_id: str, description: str | None) -> Message
     items: list[tuple[str, Any, Any]] = [("tport", transport_id, FieldType.STRING)]
     if description:
         items.append(("descr", description, FieldType.STRING))
-    return _message(AdvisoryClass.INFO, f"UNREACHABLE.TRANSPORT.{transport_id}", items)
+    return make_advisory(
+        AdvisoryClass.INFO, SYSTEM, "UNREACHABLE.TRANSPORT", transport_id, fields=items
+    )
 
 
 def unreachable_daemon(address_hex: str, host: str, reason: str) -> Message:
     """``_RV.INFO.SYSTEM.UNREACHABLE.TRANSPORT.<daemon address>``: every transport of a
     peer daemon is gone (it closed the service, or fell silent: ``reason``)."""
-    return _message(
+    return make_advisory(
         AdvisoryClass.INFO,
-        f"UNREACHABLE.TRANSPORT.{address_hex}",
-        [
+        SYSTEM,
+        "UNREACHABLE.TRANSPORT",
+        address_hex,
+        fields=[
             ("tport", address_hex, FieldType.STRING),
-            ("host", _host(host), FieldType.IPADDR32),
+            ("host", host_field(host), FieldType.IPADDR32),
             ("reason", reason, FieldType.STRING),
         ],
     )
@@ -81,19 +91,20 @@ def unreachable_daemon(address_hex: str, host: str, reason: str) -> Message:
 
 def host_status(host: str, fields: list[tuple[str, Any, Any]]) -> Message:
     """``_RV.INFO.SYSTEM.HOST.STATUS.<hostid>`` (hostid: the host's IP address in hex)."""
-    hostid = _host(host).packed.hex().upper()
-    return _message(AdvisoryClass.INFO, f"HOST.STATUS.{hostid}", fields)
+    hostid = host_field(host).packed.hex().upper()
+    return make_advisory(AdvisoryClass.INFO, SYSTEM, "HOST.STATUS", hostid, fields=fields)
 
 
 def slow_consumer(waiting: int, dropped: int, bytes_dropped: int, reason: str) -> Message:
     """``_RV.ERROR.SYSTEM.CLIENT.SLOWCONSUMER``: the daemon discarded the oldest messages
     waiting for a client; ``reason`` is ``"size limit"`` or ``"time limit"``."""
-    return _message(
+    return make_advisory(
         AdvisoryClass.ERROR,
+        SYSTEM,
         "CLIENT.SLOWCONSUMER",
-        [
-            ("waiting", _count(waiting), FieldType.U32),
-            ("dropped", _count(dropped), FieldType.U32),
+        fields=[
+            ("waiting", count_field(waiting), FieldType.U32),
+            ("dropped", count_field(dropped), FieldType.U32),
             ("bytes_dropped", max(0, int(bytes_dropped)), FieldType.U64),
             ("reason", reason, FieldType.STRING),
         ],

@@ -7,6 +7,8 @@ confirm), so fields are an ordered tuple of pairs, not a dict. Each field has a
 type tag the driver maps onto message field types: ``"string"``, ``"u64"``
 (sequence numbers) and ``"msg"`` (the bytes of an encoded message, to be
 decoded and nested: the ``data`` field of DELIVERY.FAILED).
+Subjects and messages come from the one advisory builder, :mod:`rvasync.advmsg`;
+:meth:`Advisory.to_message` is what a driver presents.
 """
 
 from __future__ import annotations
@@ -15,6 +17,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
+from rvasync.advmsg import RVCM, advisory_message, advisory_subject
+from rvasync.errors import MalformedMessage, RvError
+from rvasync.fieldtypes import FieldType
+from rvasync.message import Message
 from rvasync.protocol.cm._flat import fast_init
 
 __all__ = [
@@ -75,6 +81,26 @@ class Advisory:
                 out[field_name] = value
         return out
 
+    def to_message(self) -> Message:
+        """The advisory as a message: ``u64`` fields as U64, ``msg`` bytes decoded and nested."""
+        return advisory_message(
+            self.subject,
+            [(name, _value(tag, value), _TYPES[tag]) for name, tag, value in self.fields],
+        )
+
+
+_TYPES: dict[str, FieldType | None] = {"string": None, "u64": FieldType.U64, "msg": None}
+
+
+def _value(tag: str, value: str | int | bytes) -> object:
+    if tag == "msg" and isinstance(value, bytes):
+        try:
+            return Message.from_bytes(value)
+        except (MalformedMessage, RvError):
+            # Only our own encoder made these bytes; keep them if they ever do not decode.
+            return value
+    return value
+
 
 def _make(
     adv_class: AdvisoryClassName,
@@ -83,7 +109,7 @@ def _make(
     fields: Iterable[tuple[str, FieldTag, str | int | bytes]],
 ) -> Advisory:
     return Advisory(
-        subject=f"_RV.{adv_class}.RVCM.{condition}.{tail}",
+        subject=advisory_subject(adv_class, RVCM, condition, tail),
         adv_class=adv_class,
         condition=condition,
         fields=tuple(fields),
