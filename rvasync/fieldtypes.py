@@ -36,7 +36,7 @@ import math
 import numbers
 import struct
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from rvasync._msgbase import MessageBase
 from rvasync._wire import ARRAY_ELEMENT, INT_RANGE
@@ -145,7 +145,7 @@ def _int_converter(ftype: FieldType) -> Converter:
         if value.__class__ is not int:
             value = _as_int(value, name, ftype)
         if lo <= value <= hi:
-            return value
+            return cast(int, value)
         raise _range_error(name, ftype, value, lo, hi)
 
     return convert_int
@@ -171,7 +171,7 @@ def _convert_f64(value: Any, name: str | None, ftype: FieldType) -> float:
 def _convert_f32(value: Any, name: str | None, ftype: FieldType) -> float:
     value = value if value.__class__ is float else _as_float(value, name, ftype)
     try:
-        return _F32.unpack(_F32.pack(value))[0]
+        return cast(float, _F32.unpack(_F32.pack(value))[0])
     except (OverflowError, struct.error):
         raise InvalidArgument(
             f"{field_label(name)}: value {value!r} out of range for F32 "
@@ -263,7 +263,7 @@ def _convert_msg(value: Any, name: str | None, ftype: FieldType) -> Any:
 _SEQUENCE_TYPES = (list, tuple, range)
 
 
-def _as_list(value: Any, name: str | None, ftype: FieldType, wants: str) -> list:
+def _as_list(value: Any, name: str | None, ftype: FieldType, wants: str) -> list[Any]:
     """A fresh list of the elements (never the caller's list: it could change later)."""
     if value.__class__ is list or isinstance(value, _SEQUENCE_TYPES):
         return list(value)
@@ -282,8 +282,8 @@ def _element_error(
 
 
 def _convert_each(
-    items: list, name: str | None, ftype: FieldType, scalar: Converter, stype: FieldType
-) -> list:
+    items: list[Any], name: str | None, ftype: FieldType, scalar: Converter, stype: FieldType
+) -> list[Any]:
     for index, item in enumerate(items):
         try:
             items[index] = scalar(item, name, stype)
@@ -298,7 +298,7 @@ def _int_array_converter(ftype: FieldType) -> Converter:
     lo, hi = INT_RANGE[scalar_code]
     scalar = _int_converter(stype)
 
-    def convert_int_array(value: Any, name: str | None, ftype: FieldType = ftype) -> list:
+    def convert_int_array(value: Any, name: str | None, ftype: FieldType = ftype) -> list[Any]:
         items = _as_list(value, name, ftype, "int")
         if not items:
             return items
@@ -309,14 +309,14 @@ def _int_array_converter(ftype: FieldType) -> Converter:
     return convert_int_array
 
 
-def _convert_f64_array(value: Any, name: str | None, ftype: FieldType) -> list:
+def _convert_f64_array(value: Any, name: str | None, ftype: FieldType) -> list[Any]:
     items = _as_list(value, name, ftype, "float")
     if set(map(type, items)) <= {float}:
         return items
     return _convert_each(items, name, ftype, _convert_f64, FieldType.F64)
 
 
-def _convert_f32_array(value: Any, name: str | None, ftype: FieldType) -> list:
+def _convert_f32_array(value: Any, name: str | None, ftype: FieldType) -> list[Any]:
     items = _as_list(value, name, ftype, "float")
     if not set(map(type, items)) <= {float}:
         _convert_each(items, name, ftype, _convert_f64, FieldType.F32)
@@ -328,12 +328,12 @@ def _convert_f32_array(value: Any, name: str | None, ftype: FieldType) -> list:
         return _convert_each(items, name, ftype, _convert_f32, FieldType.F32)
 
 
-def _convert_string_array(value: Any, name: str | None, ftype: FieldType) -> list:
+def _convert_string_array(value: Any, name: str | None, ftype: FieldType) -> list[Any]:
     items = _as_list(value, name, ftype, "str")
     return _convert_each(items, name, ftype, _convert_string, FieldType.STRING)
 
 
-def _convert_msg_array(value: Any, name: str | None, ftype: FieldType) -> list:
+def _convert_msg_array(value: Any, name: str | None, ftype: FieldType) -> list[Any]:
     items = _as_list(value, name, ftype, "Message")
     return _convert_each(items, name, ftype, _convert_msg, FieldType.MSG)
 
@@ -355,10 +355,10 @@ _CONVERTERS: dict[FieldType, Converter] = {
 }
 for _code in INT_RANGE:
     _CONVERTERS[FieldType(_code)] = _int_converter(FieldType(_code))
-for _code, (_, _, _scalar) in ARRAY_ELEMENT.items():
-    if FieldType(_scalar) not in _FLOAT_TYPES:
-        _CONVERTERS[FieldType(_code)] = _int_array_converter(FieldType(_code))
-del _code, _scalar
+for _array_code, _element in ARRAY_ELEMENT.items():
+    if FieldType(_element[2]) not in _FLOAT_TYPES:
+        _CONVERTERS[FieldType(_array_code)] = _int_array_converter(FieldType(_array_code))
+del _code, _array_code, _element
 assert set(_CONVERTERS) == set(FieldType)
 
 
@@ -399,7 +399,7 @@ _EXACT: dict[type, FieldType] = {
 }
 
 
-def _infer_array(value: list | tuple, name: str | None) -> FieldType:
+def _infer_array(value: list[Any] | tuple[Any, ...], name: str | None) -> FieldType:
     if not value:
         raise ConversionError(
             f"{field_label(name)}: cannot infer the element type of an empty "

@@ -14,7 +14,7 @@ import array
 import ipaddress
 import struct
 import sys
-from typing import Any
+from typing import Any, cast
 
 import msgpack
 
@@ -81,7 +81,7 @@ def _pack_numbers(ftype: FieldType, values: Any, name: str | None) -> bytes:
     return packed.tobytes()
 
 
-def _check_str_list(values: list, name: str | None) -> list:
+def _check_str_list(values: list[Any], name: str | None) -> list[Any]:
     for index, item in enumerate(values):
         if not isinstance(item, str):
             raise InvalidArgument(
@@ -91,7 +91,7 @@ def _check_str_list(values: list, name: str | None) -> list:
     return values
 
 
-def _node(msg: Message, depth: int) -> list:
+def _node(msg: Message, depth: int) -> list[Any]:
     subject = msg.subject
     if subject is not None and not isinstance(subject, str):
         raise InvalidArgument(
@@ -102,12 +102,15 @@ def _node(msg: Message, depth: int) -> list:
         raise InvalidArgument(
             f"message reply_subject must be a str or None, got {type(reply).__name__}"
         )
-    cm = msg.cm
-    if cm is not None:
-        if not isinstance(cm, CmLabel):
-            raise InvalidArgument(f"message cm must be a CmLabel or None, got {type(cm).__name__}")
-        cm = [cm.sender, cm.sequence, cm.time_limit]
-    flat: list = []
+    label = msg.cm
+    cm: list[Any] | None = None
+    if label is not None:
+        if not isinstance(label, CmLabel):
+            raise InvalidArgument(
+                f"message cm must be a CmLabel or None, got {type(label).__name__}"
+            )
+        cm = [label.sender, label.sequence, label.time_limit]
+    flat: list[Any] = []
     for entry in msg._fields:
         ftype = entry[2]
         encoder = _ENCODERS.get(ftype)
@@ -118,7 +121,7 @@ def _node(msg: Message, depth: int) -> list:
     return [subject, reply, cm, flat]
 
 
-def _child(value: Any, name: str | None, depth: int) -> list:
+def _child(value: Any, name: str | None, depth: int) -> list[Any]:
     if not isinstance(value, Message):
         raise InvalidArgument(
             f"{field_label(name)}: a MSGARRAY list was changed in place and holds a "
@@ -132,7 +135,7 @@ def _child(value: Any, name: str | None, depth: int) -> list:
     return _node(value, depth + 1)
 
 
-def _enc_msg_array(value: list, name: str | None, depth: int) -> list:
+def _enc_msg_array(value: list[Any], name: str | None, depth: int) -> list[Any]:
     return [_child(item, name, depth) for item in value]
 
 
@@ -243,7 +246,7 @@ def _int_decoder(code: int) -> Any:
 def _dec_f32(value: Any, depth: int) -> float:
     if value.__class__ is not bytes or len(value) != 4:
         raise _Bad(f"F32 value must be 4 bytes of bin, got {_type_name(value)}")
-    return _F32.unpack(value)[0]
+    return cast(float, _F32.unpack(value)[0])
 
 
 def _dec_f64(value: Any, depth: int) -> float:
@@ -262,7 +265,7 @@ def _array_decoder(code: int) -> Any:
     typecode, size = _ARRAY[code]
     tname = FieldType(code).name
 
-    def dec_array(value: Any, depth: int) -> list:
+    def dec_array(value: Any, depth: int) -> list[Any]:
         if value.__class__ is not bytes:
             raise _Bad(f"{tname} value must be bin, got {_type_name(value)}")
         if len(value) % size:
@@ -282,7 +285,7 @@ def _dec_msg(value: Any, depth: int) -> Message:
     return _message(value, depth + 1)
 
 
-def _dec_msg_array(value: Any, depth: int) -> list:
+def _dec_msg_array(value: Any, depth: int) -> list[Any]:
     if value.__class__ is not list:
         raise _Bad(f"MSGARRAY value must be an array, got {_type_name(value)}")
     out = []
@@ -294,7 +297,7 @@ def _dec_msg_array(value: Any, depth: int) -> list:
     return out
 
 
-def _dec_str_array(value: Any, depth: int) -> list:
+def _dec_str_array(value: Any, depth: int) -> list[Any]:
     if value.__class__ is not list:
         raise _Bad(f"STRINGARRAY value must be an array, got {_type_name(value)}")
     for index, item in enumerate(value):
@@ -363,8 +366,8 @@ def _message(node: Any, depth: int) -> Message:
         raise _Bad(f"fields must be an array, got {_type_name(flat)}")
     if len(flat) & 3:
         raise _Bad(f"fields array has {len(flat)} items, not a multiple of 4")
-    fields: list = []
-    ids: dict | None = None
+    fields: list[Any] = []
+    ids: dict[Any, Any] | None = None
     by_code = _BY_CODE
     items = iter(flat)
     for name, field_id, code, value in zip(items, items, items, items, strict=True):
