@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from rvasync import codec
+from rvasync._wire import peek_subject
 from rvasync.errors import MalformedMessage, TransportClosed
 from rvasync.message import Message
 
@@ -32,33 +33,6 @@ __all__ = ["ClientSession", "Payload", "SessionOwner", "peek_subject"]
 
 _encode = codec.encode
 _decode = codec.decode
-
-
-def peek_subject(data: bytes) -> str | None:
-    """The subject of an encoded message, read without decoding the rest.
-
-    The wire form is the header then a msgpack array whose first element is the
-    subject (docs/messages.md). Returns None when the bytes do not start the
-    way an encoded message does, or the subject is absent; the caller then
-    decodes in full (and a malformed message fails there).
-    """
-    if len(data) < 7 or data[4] != 0x94:
-        return None
-    tag = data[5]
-    if 0xA0 <= tag <= 0xBF:
-        start, length = 6, tag - 0xA0
-    elif tag == 0xD9:
-        start, length = 7, data[6]
-    elif tag == 0xDA and len(data) >= 8:
-        start, length = 8, (data[6] << 8) | data[7]
-    else:
-        return None
-    if start + length > len(data):
-        return None
-    try:
-        return data[start : start + length].decode()
-    except UnicodeDecodeError:
-        return None
 
 
 class Payload:
