@@ -6,7 +6,7 @@ encoded bytes from the wire form (without decoding the message), look the
 route up in a cache keyed by those bytes, decode the message once if anyone
 wants it, and hand it over. This module is that loop; the routing policy
 (what a cache miss means, how several sessions share a message) stays in
-:mod:`rvasync.daemon.service`, passed in as callables.
+:mod:`rvasync.daemon.routing`, passed in as callables.
 
 The key is the subject's encoded bytes where the layout of ``rvasync._wire``
 puts them: a non-empty fixstr (up to 31 bytes) or a str8 (up to 255 bytes).
