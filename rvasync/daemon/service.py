@@ -349,7 +349,7 @@ class ServiceEndpoint:
             data = self._wire(session, msg, data)
             driver = self.driver
             batch = session is not None and session.batch
-            if driver.flush_scheduled or batch or not self._send_lone(data, where):
+            if batch or not self._send_lone(data, where):
                 driver.ptp(where, data, batch)
             counters.messages_out += 1
             counters.bytes_out += len(data)
