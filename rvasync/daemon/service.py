@@ -387,7 +387,10 @@ class ServiceEndpoint:
             self._deliver_local(sessions, msg, data)
         counters.messages_out += 1
         counters.bytes_out += len(data)
-        self.driver.multicast(data, len(data), session is not None and session.batch)
+        driver = self.driver
+        driver.multicast(data, len(data), session is not None and session.batch)
+        if driver.drained is None:  # as for replies: no call for the common case
+            return None
         return self._pressure(session)
 
     def _too_large(self, session: ClientSession | None, size: int | None) -> None:
