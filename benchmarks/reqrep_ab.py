@@ -18,7 +18,10 @@ blocks new won. An A/A run (REV = HEAD, no change) shows the noise: about
 Limits: only pure-Python modules are swapped (the compiled ``rvasync_native``
 modules are the working tree's in both versions); objects are created once,
 by whichever version runs first, so both versions must get along with the
-attributes they set; see :class:`Versions` for what is swapped. Usage::
+attributes they set; see :class:`Versions` for what is swapped. So REV must
+have the same module layout: a revision before the daemon's split into
+service / routing / udpdriver (8c77feb and older) cannot be compared this way
+(run each tree in processes of its own instead). Usage::
 
     python -m benchmarks.reqrep_ab REV [--blocks 16] [--block 500] [--reply-poll 0]
         [--modules rvasync.daemon.service,rvasync.transport.network,...]
@@ -44,6 +47,8 @@ from benchmarks.procs import free_port
 
 MODULES = (
     "rvasync.daemon.service",
+    "rvasync.daemon.routing",
+    "rvasync.daemon.udpdriver",
     "rvasync.transport.network",
     "rvasync.protocol.reliable",
     "rvasync.busypoll",

@@ -5,6 +5,10 @@ The pure codec (``rvasync.fallback.codec``) and the compiled one
 exactly the same inputs, so every number they both depend on lives here,
 in a module that imports nothing from the rest of the package.
 The format itself is described in ``docs/messages.md``.
+
+The daemon reads the subject of an encoded message without decoding it (to
+route it); that layout knowledge lives here too: the ``SUBJECT_*`` / ``STR*``
+constants, used by both twins of ``daemonpath``, and :func:`peek_subject`.
 """
 
 from __future__ import annotations
@@ -14,14 +18,21 @@ __all__ = [
     "DATETIME_MAX_SECONDS",
     "DATETIME_MIN_SECONDS",
     "FIELD_ID_MAX",
+    "FIXSTR",
+    "FIXSTR_MAX",
     "HEADER",
     "INT_RANGE",
     "LOOPBACK_DATAGRAM",
     "MAX_MESSAGE_SIZE",
     "MAX_NESTING_DEPTH",
+    "MESSAGE_ARRAY",
     "NETWORK_DATAGRAM",
+    "STR8",
+    "STR16",
+    "SUBJECT_TAG_OFFSET",
     "U64_MAX",
     "WIRE_VERSION",
+    "peek_subject",
 ]
 
 #: Version of the layout after the magic bytes; bumped on any incompatible change.
@@ -81,3 +92,49 @@ ARRAY_ELEMENT: dict[int, tuple[str, int, int]] = {
     44: ("f", 4, 24),  # F32ARRAY
     45: ("d", 8, 25),  # F64ARRAY
 }
+
+# -- where the subject sits in an encoded message (read without decoding) -----
+#
+# An encoded message is HEADER then a msgpack array of 4 (subject, reply, cm,
+# fields); the subject is its first element, a msgpack str (nil when absent).
+# So the byte after the header is the fixarray tag of 4 elements, and the str's
+# tag follows it: a fixstr (length in the tag), a str8 (one length byte) or a
+# str16 (two length bytes, big-endian), then the subject's UTF-8 bytes.
+
+#: The msgpack tag of the message array (fixarray of 4), at offset ``len(HEADER)``.
+MESSAGE_ARRAY = 0x94
+#: Offset of the subject's msgpack tag.
+SUBJECT_TAG_OFFSET = len(HEADER) + 1
+#: fixstr tags: FIXSTR + length, up to FIXSTR_MAX (31 bytes).
+FIXSTR = 0xA0
+FIXSTR_MAX = 0xBF
+#: str8 tag (one length byte follows) and str16 tag (two length bytes follow).
+STR8 = 0xD9
+STR16 = 0xDA
+
+
+def peek_subject(data: bytes) -> str | None:
+    """The subject of an encoded message, read without decoding the rest.
+
+    Returns None when the bytes do not start the way an encoded message does,
+    the subject is absent, truncated or not UTF-8; the caller then decodes in
+    full (and a malformed message fails there).
+    """
+    tag_at = SUBJECT_TAG_OFFSET
+    if len(data) < tag_at + 2 or data[tag_at - 1] != MESSAGE_ARRAY:
+        return None
+    tag = data[tag_at]
+    if FIXSTR <= tag <= FIXSTR_MAX:
+        start, length = tag_at + 1, tag - FIXSTR
+    elif tag == STR8:
+        start, length = tag_at + 2, data[tag_at + 1]
+    elif tag == STR16 and len(data) >= tag_at + 3:
+        start, length = tag_at + 3, (data[tag_at + 1] << 8) | data[tag_at + 2]
+    else:
+        return None
+    if start + length > len(data):
+        return None
+    try:
+        return data[start : start + length].decode()
+    except UnicodeDecodeError:
+        return None

@@ -4,7 +4,8 @@
 Same interface and results as the pure-Python module, which documents the
 behaviour. This one reads the subject bytes straight from the buffer, and when
 a message has the same subject as the one before it (the usual case in a
-burst) reuses that route without building a key or looking it up.
+burst) reuses that route without building a key or looking it up. The wire layout it
+reads (where the subject sits) comes from rvasync._wire, as for the pure twin.
 """
 
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
@@ -12,20 +13,29 @@ from cpython.dict cimport PyDict_GetItem
 from cpython.ref cimport PyObject
 from libc.string cimport memcmp
 
+from rvasync._wire import FIXSTR, FIXSTR_MAX, MESSAGE_ARRAY, STR8, SUBJECT_TAG_OFFSET
+
+# The layout constants of rvasync._wire, as C values (one source for both twins).
+cdef unsigned char _MESSAGE_ARRAY = MESSAGE_ARRAY
+cdef Py_ssize_t _TAG = SUBJECT_TAG_OFFSET
+cdef unsigned char _FIXSTR = FIXSTR
+cdef unsigned char _FIXSTR_MAX = FIXSTR_MAX
+cdef unsigned char _STR8 = STR8
+
 
 cdef inline Py_ssize_t _key_span(const unsigned char* p, Py_ssize_t n, Py_ssize_t* start):
     """Length of the subject bytes at p (start set), or -1 when there is no short subject."""
     cdef unsigned char tag
     cdef Py_ssize_t length
-    if n <= 6 or p[4] != 0x94:
+    if n <= _TAG + 1 or p[_TAG - 1] != _MESSAGE_ARRAY:
         return -1
-    tag = p[5]
-    if 0xA0 < tag <= 0xBF:
-        start[0] = 6
-        length = tag - 0xA0
-    elif tag == 0xD9:
-        start[0] = 7
-        length = p[6]
+    tag = p[_TAG]
+    if _FIXSTR < tag <= _FIXSTR_MAX:
+        start[0] = _TAG + 1
+        length = tag - _FIXSTR
+    elif tag == _STR8:
+        start[0] = _TAG + 2
+        length = p[_TAG + 1]
     else:
         return -1
     if start[0] + length > n:

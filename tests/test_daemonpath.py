@@ -127,3 +127,36 @@ def test_pure_and_native_agree(batches):
         results = [rec.run(impl, [make_payload(i) for i in batch])[0] for batch in batches]
         outcomes.append((results, rec.log, rec.misses))
     assert all(outcome == outcomes[0] for outcome in outcomes)
+
+
+subjects = st.one_of(
+    st.none(),
+    st.text(min_size=1, max_size=300),
+    st.lists(st.text(alphabet="abcXYZé.", min_size=1, max_size=40), min_size=1, max_size=5).map(
+        ".".join
+    ),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(subjects)
+def test_peeked_subject_and_key_match_the_decoded_subject(subject):
+    """The layout of rvasync._wire agrees with the codec, for both twins of daemonpath."""
+    from rvasync._wire import peek_subject
+
+    data = encode(Message(subject, {}))
+    assert peek_subject(data) == subject
+    raw = None if subject is None else subject.encode()
+    expected = raw if raw is not None and 0 < len(raw) <= 255 else None
+    for impl in IMPLS:
+        assert impl.subject_key(data) == expected
+
+
+@given(st.binary(max_size=40))
+def test_peeking_garbage_never_raises(data):
+    from rvasync._wire import peek_subject
+
+    subject = peek_subject(data)
+    assert subject is None or isinstance(subject, str)
+    keys = {impl.subject_key(data) for impl in IMPLS}
+    assert len(keys) == 1

@@ -309,10 +309,11 @@ async def test_silent_peer_daemon_is_reported(service, loops):
 
             def vanish():
                 # close the sockets without the goodbye heartbeat: as if killed
-                for sock in (a_endpoint._uc, *a_endpoint._mcs):
+                driver = a_endpoint.driver
+                for sock in (driver._uc, *driver._mcs):
                     a_loop.loop.remove_reader(sock.fileno())
-                a_endpoint.closed = True
-                a_endpoint._close_sockets()
+                a_endpoint.closed = driver.closed = True
+                driver._close_sockets()
 
             a_loop.loop.call_soon_threadsafe(vanish)
             adv = await gone.get(WAIT)

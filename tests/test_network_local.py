@@ -90,7 +90,7 @@ async def test_inbox_listened_to_directly(service):
 
 async def test_first_send_of_a_turn_leaves_at_once_and_the_rest_is_packed(service):
     async with Transport(service) as a:
-        core = a.link.session._service._core
+        core = a.link.session._service.core
         await asyncio.sleep(0.01)  # a turn of its own
         before = core.retained_datagrams()
         await a.send(Message("TURN.FIRST", {"i": 0}))
@@ -357,7 +357,7 @@ async def test_a_lone_datagram_the_socket_refuses_waits_in_the_backlog_in_order(
     parse = _accel.load("rmframe").parse
     async with Transport(service) as a:
         endpoint = a.link.session._service
-        stalled = endpoint._uc = _StalledSocket(endpoint._uc)
+        stalled = endpoint.driver._uc = _StalledSocket(endpoint.driver._uc)
         sent: list[bytes] = []
         real_sendto = stalled.sendto
 
@@ -368,13 +368,13 @@ async def test_a_lone_datagram_the_socket_refuses_waits_in_the_backlog_in_order(
         stalled.sendto = recording_sendto
         await asyncio.sleep(0.01)  # a turn of its own: the next send goes out alone
         await a.send(Message("LONE.FIRST", {"i": 0}))
-        assert endpoint._backlog, "refused by the socket: kept, not lost"
+        assert endpoint.driver.backlog_length, "refused by the socket: kept, not lost"
         for i in range(1, 4):
             await asyncio.sleep(0)  # each in a later turn, behind the backlog
             await a.send(Message("LONE.NEXT", {"i": i}))
         stalled.stalled = False
         async with asyncio.timeout(WAIT):
-            while endpoint._backlog:
+            while endpoint.driver.backlog_length:
                 await asyncio.sleep(0.005)
         data = [p for p in map(parse, sent) if p is not None and p[0] == 1 and p[2] == 0]
         seqs = [p[3] for p in data]
@@ -385,14 +385,15 @@ async def test_a_lone_datagram_the_socket_refuses_waits_in_the_backlog_in_order(
 
 async def test_backpressure_and_fast_producer(service, monkeypatch):
     from rvasync.daemon import service as service_module
+    from rvasync.daemon import udpdriver
 
-    monkeypatch.setattr(service_module, "BACKLOG_HIGH", 2000)
-    monkeypatch.setattr(service_module, "BACKLOG_LOW", 500)
+    monkeypatch.setattr(udpdriver, "BACKLOG_HIGH", 2000)
+    monkeypatch.setattr(udpdriver, "BACKLOG_LOW", 500)
     monkeypatch.setattr(service_module, "FAST_PRODUCER_AFTER", 0.05)
     async with Transport(service) as a:
         warnings = a.listen("_RV.WARN.SYSTEM.CLIENT.FASTPRODUCER")
         endpoint = a.link.session._service
-        stalled = endpoint._uc = _StalledSocket(endpoint._uc)
+        stalled = endpoint.driver._uc = _StalledSocket(endpoint.driver._uc)
         flood = [Message("FLOOD", {"pad": b"x" * 500}) for _ in range(20)]
         sending = asyncio.ensure_future(a.send_many(flood))
         adv = await warnings.get(WAIT)
@@ -401,4 +402,4 @@ async def test_backpressure_and_fast_producer(service, monkeypatch):
         assert endpoint.counters.datagrams_backlogged >= 1
         stalled.stalled = False
         await asyncio.wait_for(sending, WAIT)
-        assert not endpoint._backlog
+        assert not endpoint.driver.backlog_length

@@ -2,7 +2,9 @@
 
 One :class:`Daemon` runs inside one event loop. It opens a
 :class:`~rvasync.daemon.service.ServiceEndpoint` per service its clients use
-(sockets, reliable core, routing) and attaches client sessions to them. The
+(its sessions and advisories, with its routing in :mod:`rvasync.daemon.routing`
+and its sockets and reliable core in :mod:`rvasync.daemon.udpdriver`) and
+attaches client sessions to them. The
 same engine serves both modes:
 
 * **in-process** (``rv.Transport(daemon=None)``, the default): transports of a
@@ -304,9 +306,14 @@ class Daemon:
             )
         if endpoint is None:
             endpoint = ServiceEndpoint(
-                self,
                 spec,
                 net,
+                loop=self.loop,
+                touch=self.poller.touch,
+                on_session_closed=self._session_closed,
+                on_closed=self._service_closed,
+                listen_port=lambda: self.listen_port,
+                version=self.version,
                 reliability=self._reliability if wanted is None else wanted,  # type: ignore[arg-type]
                 max_datagram=self._max_datagram
                 or (LOOPBACK_DATAGRAM if net.loopback else NETWORK_DATAGRAM),

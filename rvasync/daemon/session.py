@@ -20,45 +20,17 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from rvasync import codec
+from rvasync._wire import peek_subject
 from rvasync.errors import MalformedMessage, TransportClosed
 from rvasync.message import Message
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable
 
-    from rvasync.daemon.service import ServiceEndpoint
-
-__all__ = ["ClientSession", "Payload", "SessionOwner", "peek_subject"]
+__all__ = ["ClientSession", "Payload", "SessionOwner", "SessionService", "peek_subject"]
 
 _encode = codec.encode
 _decode = codec.decode
-
-
-def peek_subject(data: bytes) -> str | None:
-    """The subject of an encoded message, read without decoding the rest.
-
-    The wire form is the header then a msgpack array whose first element is the
-    subject (docs/messages.md). Returns None when the bytes do not start the
-    way an encoded message does, or the subject is absent; the caller then
-    decodes in full (and a malformed message fails there).
-    """
-    if len(data) < 7 or data[4] != 0x94:
-        return None
-    tag = data[5]
-    if 0xA0 <= tag <= 0xBF:
-        start, length = 6, tag - 0xA0
-    elif tag == 0xD9:
-        start, length = 7, data[6]
-    elif tag == 0xDA and len(data) >= 8:
-        start, length = 8, (data[6] << 8) | data[7]
-    else:
-        return None
-    if start + length > len(data):
-        return None
-    try:
-        return data[start : start + length].decode()
-    except UnicodeDecodeError:
-        return None
 
 
 class Payload:
@@ -131,6 +103,29 @@ class SessionOwner(Protocol):
         """An advisory for this session (transport-scoped)."""
 
 
+class SessionService(Protocol):
+    """What a session needs of its service (implemented by ``ServiceEndpoint``)."""
+
+    port: int
+    address_hex: str
+
+    def add_interest(self, session: ClientSession, subject: str) -> None: ...
+
+    def remove_interest(self, session: ClientSession, subject: str) -> None: ...
+
+    def publish(
+        self, session: ClientSession | None, msg: Message | None, data: bytes | None = None
+    ) -> Awaitable[None] | None: ...
+
+    def publish_many(
+        self,
+        session: ClientSession | None,
+        items: list[tuple[Message | None, bytes | None]],
+    ) -> Awaitable[None] | None: ...
+
+    def detach(self, session: ClientSession) -> None: ...
+
+
 class ClientSession:
     """One transport attached to one service of a daemon.
 
@@ -142,25 +137,25 @@ class ClientSession:
     """
 
     __slots__ = (
-        "_inbox_sink",
         "_interests",
         "_service",
-        "_sink",
-        "_sink_is_message",
         "batch",
         "closed",
         "description",
         "inbox_prefix",
+        "inbox_sink",
         "owner",
         "reliability",
         "service_key",
+        "sink",
+        "sink_is_message",
         "token",
         "transport_id",
     )
 
     def __init__(
         self,
-        service: ServiceEndpoint,
+        service: SessionService,
         owner: SessionOwner,
         token: str,
         *,
@@ -178,11 +173,14 @@ class ClientSession:
         self.closed = False
         self.batch = False
         self._interests: dict[str, int] = {}
+        # Where the daemon's router hands this session its messages (read only):
         sink = getattr(owner, "deliver_message", None)
-        self._sink_is_message = sink is not None
-        self._sink: Any = sink if sink is not None else owner.deliver
+        #: True when :attr:`sink` takes Messages (the owner's deliver_message), False when
+        #: it takes Payloads (the owner's deliver).
+        self.sink_is_message = sink is not None
+        self.sink: Any = sink if sink is not None else owner.deliver
         #: deliver_inbox(msg, owned): optional fast path for replies to this session's inboxes
-        self._inbox_sink: Any = getattr(owner, "deliver_inbox", None)
+        self.inbox_sink: Any = getattr(owner, "deliver_inbox", None)
 
     # -- interest ------------------------------------------------------------
 

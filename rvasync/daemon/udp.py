@@ -1,4 +1,5 @@
-"""The UDP sockets of one service endpoint, and the daemon addresses written in inboxes.
+"""The UDP sockets of one service (opened by the UDP driver, rvasync.daemon.udpdriver), and
+the daemon addresses written in inboxes.
 
 Every daemon on a service has two kinds of socket:
 

@@ -6,12 +6,11 @@ encoded bytes from the wire form (without decoding the message), look the
 route up in a cache keyed by those bytes, decode the message once if anyone
 wants it, and hand it over. This module is that loop; the routing policy
 (what a cache miss means, how several sessions share a message) stays in
-:mod:`rvasync.daemon.service`, passed in as callables.
+:mod:`rvasync.daemon.routing`, passed in as callables.
 
-The wire form of a message is a 4-byte header then a msgpack array whose first
-element is the subject (docs/messages.md): the subject's bytes are a fixstr
-(tag 0xA1..0xBF, up to 31 bytes) or a str8 (tag 0xD9, up to 255 bytes) at
-offset 5. Longer subjects, and anything else, take the slow path.
+The key is the subject's encoded bytes where the layout of ``rvasync._wire``
+puts them: a non-empty fixstr (up to 31 bytes) or a str8 (up to 255 bytes).
+Longer subjects, and anything else, take the slow path.
 """
 
 from __future__ import annotations
@@ -19,17 +18,25 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from rvasync._wire import FIXSTR, FIXSTR_MAX, MESSAGE_ARRAY, STR8, SUBJECT_TAG_OFFSET
+
 __all__ = ["deliver_multicast", "subject_key"]
+
+_TAG = SUBJECT_TAG_OFFSET
+_ARRAY_AT = SUBJECT_TAG_OFFSET - 1
+_FIX_START = SUBJECT_TAG_OFFSET + 1
+_STR8_LEN = SUBJECT_TAG_OFFSET + 1
+_STR8_START = SUBJECT_TAG_OFFSET + 2
 
 
 def subject_key(data: bytes) -> bytes | None:
     """The encoded subject bytes of wire message ``data``, or None (not a short subject)."""
-    if len(data) > 6 and data[4] == 0x94:
-        tag = data[5]
-        if 0xA0 < tag <= 0xBF:
-            return data[6 : tag - 0x9A]
-        if tag == 0xD9:
-            return data[7 : 7 + data[6]]
+    if len(data) > _FIX_START and data[_ARRAY_AT] == MESSAGE_ARRAY:
+        tag = data[_TAG]
+        if FIXSTR < tag <= FIXSTR_MAX:
+            return data[_FIX_START : _FIX_START + tag - FIXSTR]
+        if tag == STR8:
+            return data[_STR8_START : _STR8_START + data[_STR8_LEN]]
     return None
 
 
@@ -60,12 +67,12 @@ def deliver_multicast(
     for data in payloads:
         entry = None
         key = None
-        if len(data) > 6 and data[4] == 0x94:
-            tag = data[5]
-            if 0xA0 < tag <= 0xBF:
-                key = data[6 : tag - 0x9A]
-            elif tag == 0xD9:
-                key = data[7 : 7 + data[6]]
+        if len(data) > _FIX_START and data[_ARRAY_AT] == MESSAGE_ARRAY:
+            tag = data[_TAG]
+            if FIXSTR < tag <= FIXSTR_MAX:
+                key = data[_FIX_START : _FIX_START + tag - FIXSTR]
+            elif tag == STR8:
+                key = data[_STR8_START : _STR8_START + data[_STR8_LEN]]
             if key:
                 # A burst usually repeats one subject: reuse the previous route for it.
                 entry = prev_entry if key == prev_key else inbound.get(key)
