@@ -9,7 +9,8 @@ Drivers built on transports (certified delivery, fault tolerance, and the
 ones to come: distributed queues, relay, circuits, remote operations) use the
 *driver-facing* methods below (:meth:`BaseTransport.send_internal`,
 :meth:`~BaseTransport.present`, :meth:`~BaseTransport.interested`,
-:meth:`~BaseTransport.attach_queue`, :meth:`~BaseTransport.detach_queue`)
+:meth:`~BaseTransport.attach_queue`, :meth:`~BaseTransport.detach_queue`,
+:meth:`~BaseTransport.check_open`)
 and never a transport's private attributes (tests/test_layering.py).
 """
 
@@ -81,6 +82,14 @@ class BaseTransport(abc.ABC):
     def _check_open(self) -> None:
         if self._closed:
             raise TransportClosed(f"{type(self).__name__} is closed")
+
+    def check_open(self) -> None:
+        """Raise :class:`~rvasync.errors.TransportClosed` unless usable (driver API).
+
+        Closed, or (a network transport) not open yet. A driver checks before
+        it changes its own state, so that a refused start leaves it untouched.
+        """
+        self._check_open()
 
     @property
     def transport_id(self) -> str | None:
