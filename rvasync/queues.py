@@ -3,8 +3,9 @@
 A transport places each delivery on a :class:`Queue`; the program takes them
 with ``async for``, ``await q.get()`` or ``q.poll()``. A queue may be bounded:
 when a delivery would overflow the limit, its :class:`LimitPolicy` decides
-what is lost, and the limit-exceeded reporter is told (the process transport
-installs one that presents ``_RV.WARN.SYSTEM.QUEUE.LIMIT_EXCEEDED``).
+what is lost, and the limit-exceeded reporter is told (by default a logged
+warning; the first process transport made installs one that presents
+``_RV.WARN.SYSTEM.QUEUE.LIMIT_EXCEEDED``, see :func:`install_limit_exceeded_reporter`).
 
 A :class:`QueueGroup` is one place to wait on several queues: it always takes
 from the non-empty member of highest priority, rotating among members of
@@ -37,6 +38,8 @@ __all__ = [
     "Queue",
     "QueueGroup",
     "default_queue",
+    "install_limit_exceeded_reporter",
+    "log_limit_exceeded",
     "set_limit_exceeded_reporter",
 ]
 
@@ -63,7 +66,7 @@ class LimitPolicy(enum.IntEnum):
 # -- limit-exceeded reporting ---------------------------------------------------------
 
 
-def _log_limit_exceeded(queue: Queue) -> None:
+def log_limit_exceeded(queue: Queue) -> None:
     """The default reporter: one structured warning on stderr naming the queue."""
     stderr_logger().warning(
         "QUEUE.LIMIT_EXCEEDED: queue discarded items",
@@ -76,7 +79,7 @@ def _log_limit_exceeded(queue: Queue) -> None:
 
 LimitExceededReporter = Callable[["Queue"], object]
 
-_reporter: LimitExceededReporter = _log_limit_exceeded
+_reporter: LimitExceededReporter = log_limit_exceeded
 
 
 def set_limit_exceeded_reporter(
@@ -92,11 +95,25 @@ def set_limit_exceeded_reporter(
     global _reporter
     previous = _reporter
     if reporter is None:
-        reporter = _log_limit_exceeded
+        reporter = log_limit_exceeded
     elif not callable(reporter):
         raise InvalidArgument(f"reporter must be callable or None, got {type(reporter).__name__}")
     _reporter = reporter
     return previous
+
+
+def install_limit_exceeded_reporter(reporter: LimitExceededReporter) -> bool:
+    """Install ``reporter`` unless a reporter other than the default is installed.
+
+    The registration point for a component that takes over reporting when it
+    comes into being, without overriding a program's own choice: creating the
+    first :class:`~rvasync.ProcessTransport` installs the reporter presenting
+    ``_RV.WARN.SYSTEM.QUEUE.LIMIT_EXCEEDED`` on it (nothing does so at import).
+    Returns True if ``reporter`` is now installed.
+    """
+    if _reporter is log_limit_exceeded:
+        set_limit_exceeded_reporter(reporter)
+    return _reporter is reporter
 
 
 # -- argument checks ----------------------------------------------------------------

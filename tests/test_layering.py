@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -211,3 +213,36 @@ def test_allowlisted_files_exist():
 )
 def test_the_check_finds_what_it_should(source, expected):
     assert private_accesses(source) == expected
+
+
+def test_importing_rvasync_changes_no_other_modules_behaviour():
+    # The queues' limit-exceeded reporter stays the default until a process
+    # transport is made (the documented registration point), and a reporter
+    # the program installed first is kept then.
+    script = """
+import asyncio
+import rvasync as rv
+from rvasync import queues
+from rvasync.transport import process
+
+assert queues.set_limit_exceeded_reporter(None) is queues.log_limit_exceeded
+
+def mine(queue):
+    pass
+
+async def main():
+    queues.set_limit_exceeded_reporter(mine)
+    rv.process_transport()
+    assert queues.set_limit_exceeded_reporter(None) is mine
+    # With the default back, the next process transport made installs its reporter.
+    another = process.ProcessTransport(asyncio.get_running_loop())
+    assert queues.set_limit_exceeded_reporter(None) is process.report_limit_exceeded
+    another._shutdown()
+
+asyncio.run(main())
+print("ok")
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
