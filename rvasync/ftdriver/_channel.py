@@ -40,7 +40,6 @@ ORIGIN_FIELD = "origin"
 """Driver-level record field: id of the transport that sent the record (when it has one)."""
 
 UNREACHABLE_PREFIX = "_RV.INFO.SYSTEM.UNREACHABLE.TRANSPORT."
-INBOX_PREFIX = "_INBOX."
 
 ORIGIN_MEMORY = 10.0
 """Senders are remembered this many activation (or lost) intervals after their last record."""
