@@ -551,6 +551,39 @@ class Message(MessageBase):
         """
         self._shared = True
 
+    # -- driver API (certified delivery, fault tolerance and the drivers to come) --
+
+    #: ``msg.delivery_copy(listener, closure)``: a new Message for one delivery,
+    #: sharing this one's field storage copy-on-write (see ``_delivery_copy``).
+    #: Drivers deliver to their own listeners with it, and copy a caller's
+    #: message cheaply before labelling it. The same function (hot path: no
+    #: extra call layer).
+    delivery_copy = _delivery_copy
+
+    #: ``msg.add_reserved(name, value, type=None, field_id=0)``: :meth:`add`
+    #: allowing names that start with ``_``, for drivers encoding their own
+    #: records (the names are the driver's, not the user's).
+    add_reserved = _add_reserved
+
+    def field_values(self) -> dict[str | None, Any]:
+        """Every field's value by name (the last field of a repeated name wins) (driver API).
+
+        For drivers decoding their records: it reads the field storage
+        directly, without the :class:`Field` object per field that iteration
+        builds.
+        """
+        return {entry[0]: entry[3] for entry in self._fields}
+
+    def shares_fields(self, other: Message) -> bool:
+        """True if ``other`` shares this message's field storage (driver API).
+
+        Copies made by :meth:`delivery_copy` (one per listener of a message)
+        share it until either side changes its fields, so a driver receiving
+        the same message through several of its listeners can tell the
+        deliveries of one message from different messages.
+        """
+        return self._fields is other._fields
+
     def __repr__(self) -> str:
         parts = [f"subject={self.subject!r}"]
         if self.reply_subject is not None:

@@ -3,8 +3,9 @@
 A transport places each delivery on a :class:`Queue`; the program takes them
 with ``async for``, ``await q.get()`` or ``q.poll()``. A queue may be bounded:
 when a delivery would overflow the limit, its :class:`LimitPolicy` decides
-what is lost, and the limit-exceeded reporter is told (the process transport
-installs one that presents ``_RV.WARN.SYSTEM.QUEUE.LIMIT_EXCEEDED``).
+what is lost, and the limit-exceeded reporter is told (by default a logged
+warning; the first process transport made installs one that presents
+``_RV.WARN.SYSTEM.QUEUE.LIMIT_EXCEEDED``, see :func:`install_limit_exceeded_reporter`).
 
 A :class:`QueueGroup` is one place to wait on several queues: it always takes
 from the non-empty member of highest priority, rotating among members of
@@ -37,6 +38,8 @@ __all__ = [
     "Queue",
     "QueueGroup",
     "default_queue",
+    "install_limit_exceeded_reporter",
+    "log_limit_exceeded",
     "set_limit_exceeded_reporter",
 ]
 
@@ -67,7 +70,7 @@ class LimitPolicy(enum.IntEnum):
 # -- limit-exceeded reporting ---------------------------------------------------------
 
 
-def _log_limit_exceeded(queue: Queue) -> None:
+def log_limit_exceeded(queue: Queue) -> None:
     """The default reporter: one structured warning on stderr naming the queue."""
     stderr_logger().warning(
         "QUEUE.LIMIT_EXCEEDED: queue discarded items",
@@ -80,7 +83,7 @@ def _log_limit_exceeded(queue: Queue) -> None:
 
 LimitExceededReporter = Callable[["Queue"], object]
 
-_reporter: LimitExceededReporter = _log_limit_exceeded
+_reporter: LimitExceededReporter = log_limit_exceeded
 
 
 def set_limit_exceeded_reporter(
@@ -96,11 +99,25 @@ def set_limit_exceeded_reporter(
     global _reporter
     previous = _reporter
     if reporter is None:
-        reporter = _log_limit_exceeded
+        reporter = log_limit_exceeded
     elif not callable(reporter):
         raise InvalidArgument(f"reporter must be callable or None, got {type(reporter).__name__}")
     _reporter = reporter
     return previous
+
+
+def install_limit_exceeded_reporter(reporter: LimitExceededReporter) -> bool:
+    """Install ``reporter`` unless a reporter other than the default is installed.
+
+    The registration point for a component that takes over reporting when it
+    comes into being, without overriding a program's own choice: creating the
+    first :class:`~rvasync.ProcessTransport` installs the reporter presenting
+    ``_RV.WARN.SYSTEM.QUEUE.LIMIT_EXCEEDED`` on it (nothing does so at import).
+    Returns True if ``reporter`` is now installed.
+    """
+    if _reporter is log_limit_exceeded:
+        set_limit_exceeded_reporter(reporter)
+    return _reporter is reporter
 
 
 # -- argument checks ----------------------------------------------------------------
@@ -198,6 +215,24 @@ class Queue(_core.QueueCore):
         self._groups: tuple[QueueGroup, ...] = ()
         self._destroyed = False
         self._reporting = False
+
+    # -- driver API -------------------------------------------------------------
+
+    #: ``queue.deliver(item)``: place ``item`` at the tail, as a transport's
+    #: delivery does (driver API: a driver's listener queues its deliveries
+    #: with it). Never blocks, never raises because of the queue's state: a
+    #: full queue applies its limit policy (and reports the discard), a
+    #: destroyed one drops the item; wakes one waiting consumer. Event loop
+    #: thread only. It *is* the core's put (no extra call layer: hot path).
+    deliver = _core.QueueCore._put
+
+    #: ``queue.discard_where(predicate) -> int``: drop every queued item for
+    #: which ``predicate(item)`` is true, keeping the others in order, and
+    #: return how many went (driver API: a closing listener removes its
+    #: deliveries from a queue it shared; a predicate that returns False scans
+    #: the queue without changing it). O(n); ``predicate`` must not touch the
+    #: queue. Discarded items are not counted in :attr:`discarded`.
+    discard_where = _core.QueueCore._discard_where
 
     # -- properties -------------------------------------------------------------
 

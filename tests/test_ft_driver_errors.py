@@ -133,17 +133,16 @@ async def test_unreachable_transport_confirms_a_peer_gone(rv_process_transport, 
     assert journal.of("m") == [A, D]
 
 
-async def test_transport_id_comes_from_the_daemon_inbox_prefix(rv_process_transport):
+async def test_transport_id_is_the_transports_own(rv_process_transport):
     assert transport_id(rv_process_transport) is None  # no daemon: never reported gone
 
-    class Attached:
-        link = object()
-        _inbox_prefix = "_INBOX.7F000001D431.5f3a9c01."
+    class Unopened:
+        transport_id = None
 
-    class Named(Attached):
+    class Named:
         transport_id = "T-1"
 
-    assert transport_id(Attached()) == "7F000001D431.5f3a9c01"  # type: ignore[arg-type]
+    assert transport_id(Unopened()) is None  # type: ignore[arg-type]
     assert transport_id(Named()) == "T-1"  # type: ignore[arg-type]
 
 

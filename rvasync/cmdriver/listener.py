@@ -30,18 +30,62 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rvasync.errors import InvalidArgument
 from rvasync.message import Message
 from rvasync.queues import Queue
 
-if TYPE_CHECKING:
-    from rvasync.cmdriver.transport import CmTransport
-
-__all__ = ["CmCallback", "CmListener"]
+__all__ = ["CmCallback", "CmListener", "ListenerHooks"]
 
 CmCallback = Callable[[Message], Awaitable[None] | None]
+
+
+class ListenerHooks:
+    """What a :class:`CmListener` calls on its CM transport; one per CM transport.
+
+    Its attributes are the CM transport's own bound methods, bound once when
+    the transport is made, so a listener's call costs no more than calling the
+    transport directly did; and this module needs nothing from the
+    transport's (no import cycle).
+
+    ``transport``: the CM transport (:attr:`CmListener.transport`).
+    ``confirm_later(listener_id, sender, subject, sequence)``: a message was
+    taken; confirm it with the next batch (once per loop turn).
+    ``confirm_now(listener_id, sender, subject, sequence)``: coroutine,
+    confirm at once (explicit confirmation; waits for the ledger when synced).
+    ``close_listener(listener, cancel_agreements)``: coroutine, close a listener.
+    ``track(listener)``: the listener has certified deliveries waiting in a
+    program's queue; check them until they leave it.
+    ``queue_discarded(queue)``: a program's queue discarded items (certified
+    ones among them count as taken).
+    """
+
+    __slots__ = (
+        "close_listener",
+        "confirm_later",
+        "confirm_now",
+        "queue_discarded",
+        "track",
+        "transport",
+    )
+
+    def __init__(
+        self,
+        transport: Any,
+        *,
+        confirm_later: Callable[[int, str, str, int], None],
+        confirm_now: Callable[[int, str, str, int], Awaitable[None]],
+        close_listener: Callable[[CmListener, bool], Awaitable[None]],
+        track: Callable[[CmListener], None],
+        queue_discarded: Callable[[Queue], None],
+    ) -> None:
+        self.transport = transport
+        self.confirm_later = confirm_later
+        self.confirm_now = confirm_now
+        self.close_listener = close_listener
+        self.track = track
+        self.queue_discarded = queue_discarded
 
 
 class CmListener:
@@ -58,9 +102,9 @@ class CmListener:
         "_callback",
         "_callback_is_async",
         "_closed",
-        "_cm",
         "_got",
         "_holding",
+        "_hooks",
         "_id",
         "_own_queue",
         "_queue",
@@ -73,22 +117,23 @@ class CmListener:
 
     def __init__(
         self,
-        cm: CmTransport,
+        hooks: ListenerHooks,
         listener_id: int,
         subject: str,
         *,
         explicit_confirm: bool,
-        queue: Queue | None,
+        queue: Queue,
+        own_queue: bool,
         closure: Any,
         callback: CmCallback | None,
     ) -> None:
-        self._cm = cm
+        self._hooks = hooks
         self._id = listener_id
         self.subject = subject
         self.closure = closure
         self.explicit_confirm = explicit_confirm
-        self._own_queue = queue is None
-        self._queue = Queue(name=f"cmlistener:{subject}") if queue is None else queue
+        self._own_queue = own_queue
+        self._queue = queue
         self._closed = False
         # Certified messages handed out by iteration or get, not yet taken (id -> message).
         self._holding: dict[int, Message] = {}
@@ -96,7 +141,7 @@ class CmListener:
         self._got: Message | None = None
         # Certified deliveries waiting in a program's queue (id -> message), so
         # that ones consumed straight from the queue can be found and confirmed.
-        self._tracked: dict[int, Message] | None = None if queue is None or explicit_confirm else {}
+        self._tracked: dict[int, Message] | None = None if own_queue or explicit_confirm else {}
         self._user_callback = callback
         # The transport's dispatcher calls ``_callback`` (see rvasync.transport.dispatch).
         self._callback: Callable[[Message], Any] | None = (
@@ -112,9 +157,9 @@ class CmListener:
         return self._queue
 
     @property
-    def transport(self) -> CmTransport:
-        """The CM transport this listener belongs to."""
-        return self._cm
+    def transport(self) -> Any:
+        """The CM transport (:class:`~rvasync.CmTransport`) this listener belongs to."""
+        return self._hooks.transport
 
     @property
     def callback(self) -> CmCallback | None:
@@ -123,6 +168,11 @@ class CmListener:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    @property
+    def own_queue(self) -> bool:
+        """True when the listener's queue was made for it (no ``queue=`` was given)."""
+        return self._own_queue
 
     def __aiter__(self) -> AsyncIterator[Message]:
         """Iterate the messages; each is taken when the loop moves past it.
@@ -141,19 +191,21 @@ class CmListener:
             while True:
                 if held is not None:
                     holding.pop(id(held), None)
-                    held.listener._taken(held)
+                    held.listener.taken(held)
                     held = None
                 try:
                     msg = await queue.__anext__()
                 except StopAsyncIteration:
                     return
-                if self._handed(msg):
+                listener = msg.listener
+                # (an ordinary listener's message in a shared queue is not ours to take)
+                if listener.__class__ is CmListener and listener.handed(msg):
                     held = msg
                     holding[id(msg)] = msg
                 yield msg
         finally:
             if held is not None and holding.pop(id(held), None) is not None:
-                held.listener._taken(held)
+                held.listener.taken(held)
 
     async def get(self, timeout: float | None = None) -> Message:
         """The next message (``TimeoutError`` after ``timeout`` seconds).
@@ -165,9 +217,10 @@ class CmListener:
         if held is not None:
             self._got = None
             if self._holding.pop(id(held), None) is not None:
-                held.listener._taken(held)
+                held.listener.taken(held)
         msg = await self._queue.get(timeout)
-        if self._handed(msg):
+        listener = msg.listener
+        if listener.__class__ is CmListener and listener.handed(msg):
             self._got = msg
             self._holding[id(msg)] = msg
         return msg
@@ -191,7 +244,7 @@ class CmListener:
         cm = msg.cm
         if self._closed or cm is None or cm.sequence is None:
             return
-        await self._cm._confirm_now(self._id, cm.sender, msg.subject or "", cm.sequence)
+        await self._hooks.confirm_now(self._id, cm.sender, msg.subject or "", cm.sequence)
 
     async def close(self, cancel_agreements: bool = False) -> None:
         """Stop listening.
@@ -206,7 +259,7 @@ class CmListener:
         """
         if self._closed:
             return
-        await self._cm._close_listener(self, bool(cancel_agreements))
+        await self._hooks.close_listener(self, bool(cancel_agreements))
 
     async def __aenter__(self) -> CmListener:
         return self
@@ -219,52 +272,68 @@ class CmListener:
         mode = " explicit" if self.explicit_confirm else ""
         return f"<CmListener {self.subject!r}{mode} {state}>"
 
-    # --- used by the CM transport ----------------------------------------------------------
+    # --- used by the CM transport (driver API, not for programs) -------------------------
 
-    def _put(self, msg: Message) -> None:
-        """Queue a delivery (made by the transport for this listener)."""
+    @property
+    def listener_id(self) -> int:
+        """The id the certified-delivery core knows this listener by."""
+        return self._id
+
+    @property
+    def tracking(self) -> bool:
+        """True while certified deliveries of this listener wait in a program's queue."""
+        return bool(self._tracked)
+
+    def mark_closed(self) -> None:
+        """The CM transport has closed this listener: take nothing more, confirm nothing more."""
+        self._closed = True
+
+    def deliver(self, msg: Message) -> None:
+        """Queue a delivery the transport made for this listener (``msg.listener is self``)."""
         queue = self._queue
         tracked = self._tracked
         if tracked is None:
-            queue._put(msg)
+            queue.deliver(msg)
             return
         cm = msg.cm
         if cm is not None and cm.sequence is not None:
             tracked[id(msg)] = msg
-            self._cm._track(self)
+            self._hooks.track(self)
         if queue.limit:
             before = queue.discarded
-            queue._put(msg)
+            queue.deliver(msg)
             if queue.discarded != before:
-                self._cm._queue_discarded(queue)
+                self._hooks.queue_discarded(queue)
         else:
-            queue._put(msg)
+            queue.deliver(msg)
 
-    def _handed(self, msg: Message) -> bool:
-        """``msg`` left the queue through this listener; True if it is to be taken later."""
-        listener = msg.listener
-        if listener.__class__ is not CmListener:
-            return False  # an ordinary listener's message in a shared queue
-        if listener._tracked:
-            listener._tracked.pop(id(msg), None)
+    def handed(self, msg: Message) -> bool:
+        """``msg``, delivered by this listener, left the queue: True if it is to be taken later.
+
+        Called on ``msg.listener`` by whichever CM listener's iteration or
+        ``get`` took it from a (possibly shared) queue.
+        """
+        tracked = self._tracked
+        if tracked:
+            tracked.pop(id(msg), None)
         cm = msg.cm
-        return cm is not None and cm.sequence is not None and not listener.explicit_confirm
+        return cm is not None and cm.sequence is not None and not self.explicit_confirm
 
-    def _settle(self) -> None:
+    def settle(self) -> None:
         """Everything handed over and not yet taken is taken now (the listener closes)."""
         self._got = None
         holding = list(self._holding.values())
         self._holding.clear()  # the same dict the iterations hold: they find nothing left
         for msg in holding:
-            msg.listener._taken(msg)
+            msg.listener.taken(msg)
 
-    def _taken(self, msg: Message) -> None:
+    def taken(self, msg: Message) -> None:
         """The consumer has finished with ``msg``: confirm it (unless confirming explicitly)."""
         if self.explicit_confirm or self._closed:
             return
         cm = msg.cm
         if cm is not None and cm.sequence is not None:
-            self._cm._confirm_later(self._id, cm.sender, msg.subject or "", cm.sequence)
+            self._hooks.confirm_later(self._id, cm.sender, msg.subject or "", cm.sequence)
 
     def _dispatch(self, msg: Message) -> Any:
         """The callback as the dispatcher runs it: the user's, then the message is taken."""
@@ -274,11 +343,11 @@ class CmListener:
         try:
             result = self._user_callback(msg)  # type: ignore[misc]
         except BaseException:
-            self._taken(msg)
+            self.taken(msg)
             raise
         if result is not None and inspect.isawaitable(result):
             return self._finish(result, msg)
-        self._taken(msg)
+        self.taken(msg)
         return None
 
     async def _finish(self, result: Awaitable[Any], msg: Message) -> None:
@@ -287,11 +356,11 @@ class CmListener:
         except asyncio.CancelledError:
             raise  # interrupted by a close: not taken, the sender keeps it
         except BaseException:
-            self._taken(msg)
+            self.taken(msg)
             raise
-        self._taken(msg)
+        self.taken(msg)
 
-    def _sweep(self, present: set[int]) -> None:
+    def sweep(self, present: set[int]) -> None:
         """Confirm tracked deliveries no longer in the queue (``present``: ids still there)."""
         tracked = self._tracked
         if not tracked:
@@ -299,4 +368,4 @@ class CmListener:
         gone = [msg for key, msg in tracked.items() if key not in present]
         for msg in gone:
             del tracked[id(msg)]
-            self._taken(msg)
+            self.taken(msg)

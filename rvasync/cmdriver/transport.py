@@ -21,7 +21,7 @@ from typing import Any
 
 from rvasync._logging import stderr_logger
 from rvasync.cmdriver.ledgerfile import LedgerFile, check_ledger_path
-from rvasync.cmdriver.listener import CmCallback, CmListener
+from rvasync.cmdriver.listener import CmCallback, CmListener, ListenerHooks
 from rvasync.cmdriver.wire import (
     internal_sender,
     make_label,
@@ -65,7 +65,6 @@ from rvasync.protocol.cm.records import DataRecord, Hello, parse_record
 from rvasync.queues import Queue
 from rvasync.subjects import validate_subject
 from rvasync.transport.base import BaseTransport
-from rvasync.transport.dispatch import Dispatcher
 
 __all__ = ["CmTransport"]
 
@@ -175,9 +174,16 @@ class CmTransport:
         self._tracking: set[CmListener] = set()
         self._sweep_handle: asyncio.TimerHandle | None = None
         self._pump_task: asyncio.Task[None] | None = None
-        self._last_fields: Any = None
-        self._last_cm: Any = None
+        self._last_data: Message | None = None
         self._seen: list[Any] = []
+        self._hooks = ListenerHooks(
+            self,
+            confirm_later=self._confirm_later,
+            confirm_now=self._confirm_now,
+            close_listener=self._close_listener,
+            track=self._track,
+            queue_discarded=self._queue_discarded,
+        )
         self.malformed = 0
         """Inbound records dropped as malformed."""
         if self._ledger_path is None:
@@ -264,12 +270,12 @@ class CmTransport:
                 )
         except BaseException:
             for listener in self._internal:
-                listener._close_now()
+                listener.close_now()
             self._internal.clear()
             raise
-        router = transport._router
+        interested = transport.interested
         core.set_info_filter(
-            lambda condition, tail: router.interested(f"_RV.INFO.RVCM.{condition}.{tail}")
+            lambda condition, tail: interested(f"_RV.INFO.RVCM.{condition}.{tail}")
         )
         self._core = core
         self._pump_task = self._loop.create_task(self._pump(), name=f"rvcm:{self._name}")
@@ -324,13 +330,13 @@ class CmTransport:
         if ledger is not None:
             await ledger.close()  # last writes release the transmissions they held
         for listener in self._internal:
-            listener._close_now()
+            listener.close_now()
         self._internal.clear()
         for listener in self._watched.values():
-            listener._close_now()
+            listener.close_now()
         self._watched.clear()
         for listener, _count in self._data_listeners.values():
-            listener._close_now()
+            listener.close_now()
         self._data_listeners.clear()
         self._inbound.destroy()
         if self._pump_task is not None:
@@ -366,7 +372,7 @@ class CmTransport:
         With ``sync_ledger`` this returns once the message is on disk.
         """
         core = self._core
-        if core is None or self._closed or self._transport._closed:
+        if core is None or self._closed or self._transport.closed:
             core = await self._ready()
         if msg.__class__ is not Message and not isinstance(msg, Message):
             raise InvalidArgument(f"send takes a Message, not {type(msg).__name__}")
@@ -383,7 +389,7 @@ class CmTransport:
         result = core.send(subject, payload, time.time(), time_limit)
         # The core has checked the time limit (it raises before sending otherwise).
         limit = self._default_time_limit if time_limit is None else float(time_limit)
-        wire = msg._delivery_copy(None, None)
+        wire = msg.delivery_copy(None, None)
         wire.cm = make_label(self._name, result.sequence, limit)
         outputs = core.drain()
         if (
@@ -435,7 +441,7 @@ class CmTransport:
         inbox = self._transport.create_inbox()
         listener = self._transport.listen(inbox)
         try:
-            request = msg._delivery_copy(None, None)
+            request = msg.delivery_copy(None, None)
             request.reply_subject = inbox
             await self.send(request, time_limit)
             try:
@@ -443,7 +449,7 @@ class CmTransport:
             except TimeoutError:
                 raise RequestTimeout(f"no reply to {msg.subject!r} within {timeout} s") from None
         finally:
-            listener._close_now()
+            listener.close_now()
 
     def create_inbox(self) -> str:
         """A unique inbox subject of the employed transport."""
@@ -546,27 +552,30 @@ class CmTransport:
         if callback is not None and not callable(callback):
             raise InvalidArgument(f"callback must be callable, got {type(callback).__name__}")
         transport = self._transport
-        if queue is not None:
-            transport._check_queue_mode(queue, dispatched=callback is not None)
-        self._acquire_data_listener(subject)
-        listener_id = core.listen(subject, now=time.time(), explicit_confirm=explicit_confirm)
+        own_queue = queue is None
+        if queue is None:
+            queue = Queue(name=f"cmlistener:{subject}")
+        dispatched = callback is not None
+        # The transport's queue rules (dispatched or iterated, never both) apply
+        # to CM listeners too; checked here, before anything is registered.
+        transport.attach_queue(queue, dispatched=dispatched, shared=not own_queue)
+        try:
+            self._acquire_data_listener(subject)
+            listener_id = core.listen(subject, now=time.time(), explicit_confirm=explicit_confirm)
+        except BaseException:
+            transport.detach_queue(queue, dispatched=dispatched, shared=not own_queue)
+            raise
         listener = CmListener(
-            self,
+            self._hooks,
             listener_id,
             subject,
             explicit_confirm=explicit_confirm,
             queue=queue,
+            own_queue=own_queue,
             closure=closure,
             callback=callback,
         )
         self._listeners[listener_id] = listener
-        if callback is not None:
-            dispatcher = transport._dispatchers.get(listener.queue)
-            if dispatcher is None:
-                dispatcher = transport._dispatchers[listener.queue] = Dispatcher(listener.queue)
-            dispatcher.attach()
-        elif queue is not None:
-            transport._iterated_queues[queue] = transport._iterated_queues.get(queue, 0) + 1
         self._process(core.drain())
         return listener
 
@@ -585,18 +594,18 @@ class CmTransport:
         entry[1] -= 1
         if entry[1] <= 0:
             del self._data_listeners[pattern]
-            entry[0]._close_now()
+            entry[0].close_now()
 
     def _settle_listener(self, listener: CmListener) -> None:
         """What the listener handed over counts as taken (it is closing)."""
-        listener._settle()
-        if listener._tracked:
-            listener._sweep(_present_in(listener.queue))
+        listener.settle()
+        if listener.tracking:
+            listener.sweep(_present_in(listener.queue))
 
     async def _close_listener(self, listener: CmListener, cancel_agreements: bool) -> None:
         core = self._core
         if core is None or self._closed:
-            listener._closed = True
+            listener.mark_closed()
             return
         self._settle_listener(listener)
         self._flush_confirms()
@@ -606,26 +615,20 @@ class CmTransport:
     def _drop_listener(self, listener: CmListener, *, cancel_agreements: bool) -> None:
         core = self._core
         assert core is not None
-        listener._closed = True
-        self._listeners.pop(listener._id, None)
+        listener.mark_closed()
+        listener_id = listener.listener_id
+        self._listeners.pop(listener_id, None)
         self._tracking.discard(listener)
         queue = listener.queue
-        transport = self._transport
-        if listener._callback is not None:
-            dispatcher = transport._dispatchers.get(queue)
-            if dispatcher is not None and dispatcher.detach():
-                del transport._dispatchers[queue]
-        elif not listener._own_queue and queue in transport._iterated_queues:
-            remaining = transport._iterated_queues[queue] - 1
-            if remaining:
-                transport._iterated_queues[queue] = remaining
-            else:
-                del transport._iterated_queues[queue]
-        if listener._own_queue:
+        own_queue = listener.own_queue
+        self._transport.detach_queue(
+            queue, dispatched=listener.callback is not None, shared=not own_queue
+        )
+        if own_queue:
             queue.destroy()
         else:
-            queue._discard_where(lambda item: getattr(item, "listener", None) is listener)
-        core.close_listener(listener._id, time.time(), cancel_agreements=cancel_agreements)
+            queue.discard_where(lambda item: getattr(item, "listener", None) is listener)
+        core.close_listener(listener_id, time.time(), cancel_agreements=cancel_agreements)
         self._release_data_listener(listener.subject)
 
     # --- confirmation --------------------------------------------------------------------------
@@ -669,14 +672,14 @@ class CmTransport:
         self._sweep_handle = None
         by_queue: dict[Queue, list[CmListener]] = {}
         for listener in list(self._tracking):
-            if not listener._tracked:
+            if not listener.tracking:
                 self._tracking.discard(listener)
             else:
                 by_queue.setdefault(listener.queue, []).append(listener)
         for queue, listeners in by_queue.items():
             present = _present_in(queue)
             for listener in listeners:
-                listener._sweep(present)
+                listener.sweep(present)
         if self._tracking and not self._closed:
             self._sweep_handle = self._loop.call_later(_SWEEP_INTERVAL, self._sweep)
 
@@ -685,7 +688,7 @@ class CmTransport:
         present = _present_in(queue)
         for listener in list(self._tracking):
             if listener.queue is queue:
-                listener._sweep(present)
+                listener.sweep(present)
 
     # --- inbound -------------------------------------------------------------------------------
 
@@ -727,15 +730,14 @@ class CmTransport:
         if role is _DATA:
             # A message matching two CM listener subjects arrives once per
             # internal listener; the copies share field storage and label.
-            fields = msg._fields
             cm = msg.cm
-            if fields is self._last_fields and cm is self._last_cm:
+            last = self._last_data
+            if last is not None and cm is last.cm and msg.shares_fields(last):
                 seen = self._seen
                 if msg.listener not in seen:
                     seen.append(msg.listener)
                     return
-            self._last_fields = fields
-            self._last_cm = cm
+            self._last_data = msg
             self._seen = [msg.listener]
             if cm is None or cm.sequence is None or msg.subject is None:
                 core.receive_plain(msg.subject or "", msg)  # type: ignore[arg-type]
@@ -840,7 +842,7 @@ class CmTransport:
 
     def _deliver(self, out: Deliver) -> None:
         listener = self._listeners.get(out.listener_id)
-        if listener is None or listener._closed:
+        if listener is None or listener.closed:
             return
         payload: Any = out.payload
         if payload.__class__ is Message:
@@ -855,7 +857,7 @@ class CmTransport:
                     self._confirm_later(out.listener_id, out.sender, out.subject, out.sequence)
                 return
             base.subject = out.subject
-        msg = base._delivery_copy(listener, listener.closure)
+        msg = base.delivery_copy(listener, listener.closure)
         sender = out.sender
         if sender is None:
             msg.cm = None
@@ -863,14 +865,14 @@ class CmTransport:
             label = base.cm
             if label is None or label.sequence != out.sequence or label.sender != sender:
                 msg.cm = make_label(sender, out.sequence, out.time_limit)
-        listener._put(msg)
+        listener.deliver(msg)
 
     def _present(self, advisory: Advisory) -> None:
         transport = self._transport
-        if advisory.adv_class == "INFO" and not transport._router.interested(advisory.subject):
+        if advisory.adv_class == "INFO" and not transport.interested(advisory.subject):
             return  # nobody listens, and INFO advisories nobody hears are dropped anyway
         try:
-            transport._present(advisory.to_message())
+            transport.present(advisory.to_message())
         except TransportClosed:
             pass
 
@@ -924,5 +926,5 @@ def _present_in(queue: Queue) -> set[int]:
         present.add(id(item))
         return False
 
-    queue._discard_where(note)
+    queue.discard_where(note)
     return present

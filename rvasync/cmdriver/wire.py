@@ -29,7 +29,6 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from rvasync.errors import TransportClosed
 from rvasync.message import CmLabel, Message
 from rvasync.protocol.cm.records import Record
 
@@ -62,35 +61,18 @@ def make_label(sender: str, sequence: int | None, time_limit: float) -> CmLabel:
 def internal_sender(transport: BaseTransport) -> Callable[[Message], Awaitable[None] | None]:
     """A function sending a message without the reserved-subject rule (driver-made subjects).
 
-    The function returns what the transport's publish returned: an awaitable
-    when its send backlog is full (the caller awaits it before sending
-    more), else None; it raises :class:`~rvasync.errors.TransportClosed` once
-    the transport is closed. It uses the transport's ``_send_internal`` hook
-    when it has one, else its publish or routing hook (the path a validated
-    user message takes).
+    The transport's :meth:`~rvasync.transport.base.BaseTransport.send_internal`,
+    bound once: it returns an awaitable when the transport's send backlog is
+    full (the caller awaits it before sending more), else None; it raises
+    :class:`~rvasync.errors.TransportClosed` once the transport is closed.
     """
-    internal = getattr(transport, "_send_internal", None)
-    if internal is not None:
-        return internal  # type: ignore[no-any-return]
-
-    def send(msg: Message) -> Awaitable[None] | None:
-        if transport._closed:
-            raise TransportClosed(f"{type(transport).__name__} is closed")
-        msg._share()
-        # A network transport's publish reports backpressure; its _route drops that.
-        publish = getattr(transport, "_publish", None)
-        if publish is not None:
-            return publish(msg)  # type: ignore[no-any-return]
-        transport._route(msg)
-        return None
-
-    return send
+    return transport.send_internal
 
 
 def record_message(destination: str, record: Record) -> Message:
     """The message that carries ``record`` to ``destination`` (a subject or an address)."""
     msg = Message(destination)
-    add = msg._add_reserved
+    add = msg.add_reserved
     for name, value in record.to_fields().items():
         add(name, value)
     return msg
@@ -99,7 +81,8 @@ def record_message(destination: str, record: Record) -> Message:
 def message_fields(msg: Message) -> dict[str, Any]:
     """A record message's fields as the flat mapping ``parse_record`` takes.
 
-    Reads the message's field storage directly: this runs for every record
-    received, and the public iteration builds a ``Field`` object per field.
+    Reads the message's field storage directly (``Message.field_values``): this
+    runs for every record received, and the public iteration builds a ``Field``
+    object per field.
     """
-    return {entry[0]: entry[3] for entry in msg._fields}
+    return msg.field_values()  # type: ignore[return-value]

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from rvasync._logging import stderr_logger
-from rvasync.errors import MalformedMessage, TransportClosed
+from rvasync.errors import MalformedMessage
 from rvasync.message import Message
 from rvasync.protocol.ft import FtAdvisory, FtRecord, RecordKind, control_subject
 from rvasync.subjects import validate_subject
@@ -40,7 +40,6 @@ ORIGIN_FIELD = "origin"
 """Driver-level record field: id of the transport that sent the record (when it has one)."""
 
 UNREACHABLE_PREFIX = "_RV.INFO.SYSTEM.UNREACHABLE.TRANSPORT."
-INBOX_PREFIX = "_INBOX."
 
 ORIGIN_MEMORY = 10.0
 """Senders are remembered this many activation (or lost) intervals after their last record."""
@@ -49,19 +48,14 @@ ORIGIN_MEMORY = 10.0
 def transport_id(transport: BaseTransport) -> str | None:
     """The id a daemon names this transport by in UNREACHABLE.TRANSPORT, if it has a daemon.
 
-    A transport attached to a daemon (it has a ``link``) gets inboxes named
-    ``_INBOX.<transport id>.<n>``, so its id is the middle of its inbox prefix.
-    Transports without a daemon (the process transport) have none: nobody
-    could ever report them unreachable.
+    The transport's ``transport_id`` (a network transport's id in its daemon,
+    the middle of its ``_INBOX.<transport id>.<n>`` inboxes). Transports
+    without a daemon (the process transport) have none: nobody could ever
+    report them unreachable.
     """
     value = getattr(transport, "transport_id", None)
     if isinstance(value, str) and value:
         return value
-    if getattr(transport, "link", None) is None:
-        return None
-    prefix = getattr(transport, "_inbox_prefix", "")
-    if isinstance(prefix, str) and prefix.startswith(INBOX_PREFIX) and prefix.endswith("."):
-        return prefix[len(INBOX_PREFIX) : -1] or None
     return None
 
 
@@ -71,14 +65,8 @@ def send_internal(transport: BaseTransport, msg: Message) -> None:
     Raises :class:`~rvasync.errors.TransportClosed` when the transport is closed;
     whatever else the transport raises (a failing socket) reaches the caller.
     """
-    internal = getattr(transport, "_send_internal", None)
-    if internal is not None:
-        internal(msg)
-        return
-    if transport.closed:
-        raise TransportClosed(f"{type(transport).__name__} is closed")
-    msg._share()
-    transport._route(msg)
+    # A full send backlog is not waited for: records are periodic, the next one follows.
+    transport.send_internal(msg)
 
 
 def _ended(origin: str, gone_id: str) -> bool:
@@ -150,7 +138,7 @@ class GroupChannel:
     def stop(self) -> None:
         for listener in (self._listener, self._gone_listener):
             if listener is not None:
-                listener._close_now()
+                listener.close_now()
         self._listener = self._gone_listener = None
         self._senders.clear()
 
@@ -164,7 +152,7 @@ class GroupChannel:
 
     def present(self, advisory: FtAdvisory) -> None:
         """Present ``advisory`` to this transport's own listeners (never on the network)."""
-        self._transport._present(Message(advisory.subject, advisory.fields()))
+        self._transport.present(Message(advisory.subject, advisory.fields()))
 
     # -- inbound --------------------------------------------------------------
 

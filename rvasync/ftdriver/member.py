@@ -207,7 +207,7 @@ class FtMember:
                 f"this FtMember of group {self.group!r} was already joined; "
                 "create a new FtMember to join again"
             )
-        self._transport._check_open()
+        self._transport.check_open()
         self._used = True
         self._loop = asyncio.get_running_loop()
         self._timer = DeadlineTimer(self._loop, self._on_timer)

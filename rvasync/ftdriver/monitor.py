@@ -100,7 +100,7 @@ class FtMonitor:
             raise NotPermitted(
                 f"this FtMonitor of group {self.group!r} was already started; create a new one"
             )
-        self._transport._check_open()
+        self._transport.check_open()
         self._loop = asyncio.get_running_loop()
         self._timer = DeadlineTimer(self._loop, self._on_timer)
         self._changed = asyncio.Event()

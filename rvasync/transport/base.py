@@ -4,6 +4,14 @@ A concrete transport supplies ``_route`` (where an outbound message goes) and
 ``_open_listener``/``_remove_listener`` hooks (how interest reaches its
 delivery mechanism); everything users call is here so the rules are the same
 on the process transport and on network transports.
+
+Drivers built on transports (certified delivery, fault tolerance, and the
+ones to come: distributed queues, relay, circuits, remote operations) use the
+*driver-facing* methods below (:meth:`BaseTransport.send_internal`,
+:meth:`~BaseTransport.present`, :meth:`~BaseTransport.interested`,
+:meth:`~BaseTransport.attach_queue`, :meth:`~BaseTransport.detach_queue`,
+:meth:`~BaseTransport.check_open`)
+and never a transport's private attributes (tests/test_layering.py).
 """
 
 from __future__ import annotations
@@ -11,6 +19,7 @@ from __future__ import annotations
 import abc
 import itertools
 import os
+from collections.abc import Awaitable
 from typing import Any
 
 from rvasync.advisories import log_unheard
@@ -58,7 +67,7 @@ class BaseTransport(abc.ABC):
     def _close_listeners(self) -> None:
         self._closed = True
         for listener in self._listeners():
-            listener._close_now()
+            listener.close_now()
         for dispatcher in self._dispatchers.values():
             dispatcher.stop()
         self._dispatchers.clear()
@@ -73,6 +82,23 @@ class BaseTransport(abc.ABC):
     def _check_open(self) -> None:
         if self._closed:
             raise TransportClosed(f"{type(self).__name__} is closed")
+
+    def check_open(self) -> None:
+        """Raise :class:`~rvasync.errors.TransportClosed` unless usable (driver API).
+
+        Closed, or (a network transport) not open yet. A driver checks before
+        it changes its own state, so that a refused start leaves it untouched.
+        """
+        self._check_open()
+
+    @property
+    def transport_id(self) -> str | None:
+        """The id a daemon names this transport by (``UNREACHABLE.TRANSPORT.<id>``), if any.
+
+        None here: a transport without a daemon can never be reported gone.
+        Network transports override it.
+        """
+        return None
 
     # -- sending -------------------------------------------------------------
 
@@ -118,7 +144,26 @@ class BaseTransport(abc.ABC):
             except TimeoutError:
                 raise RequestTimeout(f"no reply to {msg.subject!r} within {timeout} s") from None
         finally:
-            listener._close_now()
+            listener.close_now()
+
+    def send_internal(self, msg: Message) -> Awaitable[None] | None:
+        """Send a driver-made message on a reserved subject (driver API).
+
+        Drivers carry their records on ``_``-prefixed subjects (``_RVCM.``,
+        ``_RVFT.`` ...) that the user-facing :meth:`send` refuses; this is the
+        path a validated user message takes after its checks, without the
+        subject rules (the driver made the subject). ``msg`` is marked shared,
+        so changing it afterwards cannot alter what listeners receive.
+
+        Raises :class:`~rvasync.errors.TransportClosed` once the transport is
+        closed; whatever else routing raises (a daemon link that is down)
+        reaches the caller. Returns an awaitable when the transport's send
+        backlog is full (await it before sending more), else None.
+        """
+        if self._closed:
+            raise TransportClosed(f"{type(self).__name__} is closed")
+        msg._share()
+        return self._route(msg)
 
     def create_inbox(self) -> str:
         """A unique ``_INBOX.`` subject that only this transport receives."""
@@ -142,19 +187,53 @@ class BaseTransport(abc.ABC):
             raise InvalidArgument(f"queue must be an rvasync Queue, got {type(queue).__name__}")
         if callback is not None and not callable(callback):
             raise InvalidArgument(f"callback must be callable, got {type(callback).__name__}")
-        if queue is not None:
-            self._check_queue_mode(queue, dispatched=callback is not None)
         listener = Listener(self, subject, queue=queue, closure=closure, callback=callback)
-        if callback is not None:
-            dispatcher = self._dispatchers.get(listener.queue)
-            if dispatcher is None:
-                dispatcher = self._dispatchers[listener.queue] = Dispatcher(listener.queue)
-            dispatcher.attach()
-        elif queue is not None:
-            self._iterated_queues[queue] = self._iterated_queues.get(queue, 0) + 1
+        self.attach_queue(listener.queue, dispatched=callback is not None, shared=queue is not None)
         self._router.add(listener)
         self._open_listener(listener)
         return listener
+
+    def attach_queue(self, queue: Queue, *, dispatched: bool, shared: bool) -> None:
+        """Register one more listener consuming ``queue`` (driver API).
+
+        A driver whose listeners (a CM listener ...) put their deliveries in a
+        queue follows the same rules as this transport's own listeners:
+        ``dispatched`` (the listener has a callback) starts the queue's
+        dispatcher task, or shares the running one, which calls each
+        message's ``msg.listener._callback``; otherwise a ``shared`` queue
+        (the program's, not one the listener made for itself) is counted as
+        iterated by the program. A queue is either dispatched or iterated:
+        :class:`~rvasync.errors.InvalidArgument` if ``queue`` is already used
+        the other way, raised before anything is registered. Undo with
+        :meth:`detach_queue` (same arguments) when the listener closes.
+        """
+        if shared:
+            self._check_queue_mode(queue, dispatched=dispatched)
+        if dispatched:
+            dispatcher = self._dispatchers.get(queue)
+            if dispatcher is None:
+                dispatcher = self._dispatchers[queue] = Dispatcher(queue)
+            dispatcher.attach()
+        elif shared:
+            self._iterated_queues[queue] = self._iterated_queues.get(queue, 0) + 1
+
+    def detach_queue(self, queue: Queue, *, dispatched: bool, shared: bool) -> None:
+        """Undo :meth:`attach_queue` for a listener that closed (driver API).
+
+        The last dispatched listener of a queue stops its dispatcher task.
+        Detaching a queue this transport no longer tracks (it was closed
+        meanwhile) does nothing.
+        """
+        if dispatched:
+            dispatcher = self._dispatchers.get(queue)
+            if dispatcher is not None and dispatcher.detach():
+                del self._dispatchers[queue]
+        elif shared and queue in self._iterated_queues:
+            remaining = self._iterated_queues[queue] - 1
+            if remaining:
+                self._iterated_queues[queue] = remaining
+            else:
+                del self._iterated_queues[queue]
 
     def _check_queue_mode(self, queue: Queue, *, dispatched: bool) -> None:
         # A queue is either dispatched to callbacks or iterated by the program:
@@ -175,17 +254,9 @@ class BaseTransport(abc.ABC):
             self._router.remove(listener)
         except (KeyError, ValueError):
             return
-        queue = listener.queue
-        if listener.callback is not None:
-            dispatcher = self._dispatchers.get(queue)
-            if dispatcher is not None and dispatcher.detach():
-                del self._dispatchers[queue]
-        elif queue in self._iterated_queues:
-            remaining = self._iterated_queues[queue] - 1
-            if remaining:
-                self._iterated_queues[queue] = remaining
-            else:
-                del self._iterated_queues[queue]
+        self.detach_queue(
+            listener.queue, dispatched=listener.callback is not None, shared=not listener.own_queue
+        )
         self._close_listener(listener)
 
     def _listeners(self) -> list[Listener]:
@@ -193,18 +264,36 @@ class BaseTransport(abc.ABC):
 
     # -- advisories ----------------------------------------------------------
 
-    def _present(self, msg: Message) -> int:
-        """Deliver an advisory to this transport's listeners; log it if nobody took it."""
+    def present(self, msg: Message) -> int:
+        """Present an advisory to this transport's own listeners, never on the network (driver API).
+
+        Drivers present their advisories (``_RV.<class>.RVCM...``,
+        ``_RV.<class>.RVFT...``) on the transport they employ. Each matching
+        listener gets its own delivery; an ERROR or WARN advisory nobody took
+        is logged. Returns how many listeners took it (0 once closed).
+        """
         taken = self._router.deliver(msg) if not self._closed else 0
         if not taken:
             log_unheard(msg)
         return taken
 
+    _present = present  # the name links and subclasses call
+
+    def interested(self, subject: str) -> bool:
+        """True if at least one listener of this transport matches ``subject`` (driver API).
+
+        Lets a driver skip building an INFO advisory nobody would hear.
+        """
+        return self._router.interested(subject)
+
     # -- hooks for concrete transports ---------------------------------------------
 
     @abc.abstractmethod
-    def _route(self, msg: Message) -> None:
-        """Carry a validated outbound message towards its listeners."""
+    def _route(self, msg: Message) -> Awaitable[None] | None:
+        """Carry a validated outbound message towards its listeners.
+
+        Returns an awaitable when the send backlog is full (see :meth:`send_internal`).
+        """
 
     def _open_listener(self, listener: Listener) -> None:  # noqa: B027 (optional hook)
         """Called after a listener registers (network transports tell their daemon)."""

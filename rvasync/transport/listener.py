@@ -61,7 +61,7 @@ class Listener:
         self._callback_is_async = inspect.iscoroutinefunction(callback)
         self._own_queue = queue is None
         self._queue = Queue(name=f"listener:{subject}") if queue is None else queue
-        self._put = self._queue._put
+        self._put = self._queue.deliver
 
     # -- public --------------------------------------------------------------
 
@@ -82,6 +82,11 @@ class Listener:
     def closed(self) -> bool:
         return self._put is _dropped
 
+    @property
+    def own_queue(self) -> bool:
+        """True when the listener made its queue itself (no ``queue=`` was given)."""
+        return self._own_queue
+
     def __aiter__(self) -> AsyncIterator[Message]:
         # Iterating a listener is iterating its queue: no extra layer per message.
         return self._queue.__aiter__()
@@ -98,15 +103,19 @@ class Listener:
 
     async def close(self) -> None:
         """Stop listening; messages already queued for this listener are discarded."""
-        self._close_now()
+        self.close_now()
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else "open"
         return f"<Listener {self.subject!r} {state}>"
 
-    # -- internal -----------------------------------------------------------
+    def close_now(self) -> None:
+        """Stop listening at once, from plain (non-async) code (driver API).
 
-    def _close_now(self) -> None:
+        What :meth:`close` does, for drivers that close their internal
+        listeners from callbacks, cleanup paths and ``finally`` blocks.
+        Closing twice is harmless.
+        """
         if self._put is _dropped:
             return
         self._put = _dropped
@@ -114,4 +123,6 @@ class Listener:
         if self._own_queue:
             self._queue.destroy()
         else:
-            self._queue._discard_where(lambda item: getattr(item, "listener", None) is self)
+            self._queue.discard_where(lambda item: getattr(item, "listener", None) is self)
+
+    _close_now = close_now  # the name the transports call

@@ -332,8 +332,8 @@ class Transport(BaseTransport):
                 expiry.cancel()
             self._replies.pop(inbox, None)
 
-    def _route(self, msg: Message) -> None:
-        self._publish(msg)
+    def _route(self, msg: Message) -> Awaitable[None] | None:
+        return self._publish(msg)  # an awaitable when the send backlog is full
 
     # -- listeners -------------------------------------------------------------
 

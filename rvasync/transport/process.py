@@ -4,7 +4,10 @@ Messages sent on it never leave the process and never touch a daemon or the
 wire codec: each matching listener receives its own Message object sharing the
 sender's fields (copy-on-write), which is what makes it fast enough to serve as
 a user-event channel between tasks. It also presents the advisories that belong
-to no particular transport, such as QUEUE.LIMIT_EXCEEDED.
+to no particular transport, such as QUEUE.LIMIT_EXCEEDED: creating the first
+process transport installs the queues' limit-exceeded reporter that presents it
+(:func:`rvasync.queues.install_limit_exceeded_reporter`; a reporter the
+program installed stays). Importing this module changes nothing elsewhere.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from rvasync.message import Message
 from rvasync.subjects import check_send_subject
 from rvasync.transport.base import BaseTransport
 
-__all__ = ["ProcessTransport", "process_transport"]
+__all__ = ["ProcessTransport", "process_transport", "report_limit_exceeded"]
 
 _by_loop: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, ProcessTransport] = (
     weakref.WeakKeyDictionary()
@@ -31,6 +34,10 @@ class ProcessTransport(BaseTransport):
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         super().__init__(description="intra-process")
+        # The documented registration point (no import side effect): from now
+        # on queue discards are presented as QUEUE.LIMIT_EXCEEDED on the
+        # process transport of the loop they happen in.
+        queues.install_limit_exceeded_reporter(report_limit_exceeded)
         self._loop = loop
         self._presenting_limit_advisory = False
         self._match = self._router.match
@@ -95,7 +102,7 @@ def process_transport() -> ProcessTransport:
     return transport
 
 
-def _report_limit_exceeded(queue: queues.Queue) -> None:
+def report_limit_exceeded(queue: queues.Queue) -> None:
     """Queue discard reporter: present QUEUE.LIMIT_EXCEEDED on the process transport."""
     try:
         loop = asyncio.get_running_loop()
@@ -110,6 +117,3 @@ def _report_limit_exceeded(queue: queues.Queue) -> None:
     if transport is None:
         transport = _by_loop[loop] = ProcessTransport(loop)
     transport._present_limit_exceeded(queue)
-
-
-queues.set_limit_exceeded_reporter(_report_limit_exceeded)
