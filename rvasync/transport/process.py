@@ -16,8 +16,9 @@ import asyncio
 import weakref
 
 from rvasync import queues
-from rvasync.advisories import AdvisoryClass, build_advisory, log_unheard
+from rvasync.advisories import AdvisoryClass, build_advisory, count_field, log_unheard
 from rvasync.errors import NotPermitted
+from rvasync.fieldtypes import FieldType
 from rvasync.message import Message
 from rvasync.subjects import check_send_subject
 from rvasync.transport.base import BaseTransport
@@ -71,16 +72,15 @@ class ProcessTransport(BaseTransport):
         self._close_listeners()
         _by_loop.pop(self._loop, None)
 
-    def _present_limit_exceeded(self, queue: queues.Queue) -> None:
+    def present_limit_exceeded(self, queue: queues.Queue) -> None:
+        """Present QUEUE.LIMIT_EXCEEDED for ``queue`` (it just discarded) to this transport."""
         # A listener for this advisory whose queue itself overflows would make
         # every presentation cause another: present at most one level deep.
         if self._presenting_limit_advisory:
             return
         self._presenting_limit_advisory = True
         try:
-            self._present(
-                build_advisory(AdvisoryClass.WARN, "QUEUE.LIMIT_EXCEEDED", {"ADV_DESC": queue.name})
-            )
+            self._present(limit_exceeded_advisory(queue))
         finally:
             self._presenting_limit_advisory = False
 
@@ -102,6 +102,25 @@ def process_transport() -> ProcessTransport:
     return transport
 
 
+def limit_exceeded_advisory(queue: queues.Queue) -> Message:
+    """``_RV.WARN.SYSTEM.QUEUE.LIMIT_EXCEEDED`` for ``queue``, which has just discarded.
+
+    ``ADV_DESC`` is the queue's name (the specification's field). rvasync adds
+    ``discarded``, the queue's count of everything it has discarded so far, so a
+    program can tell exactly how much its limit cost it even when it reads only
+    the latest advisory, and ``limit``, the queue's limit.
+    """
+    return build_advisory(
+        AdvisoryClass.WARN,
+        "QUEUE.LIMIT_EXCEEDED",
+        [
+            ("ADV_DESC", queue.name, FieldType.STRING),
+            ("discarded", count_field(queue.discarded), FieldType.U32),
+            ("limit", count_field(queue.limit), FieldType.U32),
+        ],
+    )
+
+
 def report_limit_exceeded(queue: queues.Queue) -> None:
     """Queue discard reporter: present QUEUE.LIMIT_EXCEEDED on the process transport."""
     try:
@@ -109,11 +128,9 @@ def report_limit_exceeded(queue: queues.Queue) -> None:
     except RuntimeError:
         loop = None
     if loop is None:
-        log_unheard(
-            build_advisory(AdvisoryClass.WARN, "QUEUE.LIMIT_EXCEEDED", {"ADV_DESC": queue.name})
-        )
+        log_unheard(limit_exceeded_advisory(queue))
         return
     transport = _by_loop.get(loop)
     if transport is None:
         transport = _by_loop[loop] = ProcessTransport(loop)
-    transport._present_limit_exceeded(queue)
+    transport.present_limit_exceeded(queue)
