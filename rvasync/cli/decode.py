@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from rvasync.cli import _args
 from rvasync.errors import InvalidArgument
 from rvasync.jsonform import to_json
 from rvasync.message import Message
@@ -13,7 +14,9 @@ from rvasync.message import Message
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("decode", help="print a wire-format message file (or - for stdin) as JSON")
     p.add_argument("path", metavar="FILE", help="file holding one encoded message, or -")
-    p.add_argument("--indent", type=int, default=2, help="JSON indentation (default 2)")
+    p.add_argument(
+        "--indent", type=_args.indent, default=2, help="JSON indentation, 0..16 (default 2)"
+    )
     p.set_defaults(handler=run)
 
 
@@ -25,6 +28,6 @@ def run(args: argparse.Namespace) -> int:
             with open(args.path, "rb") as fh:
                 data = fh.read()
         except OSError as exc:
-            raise InvalidArgument(f"cannot read {args.path!r}: {exc.strerror}") from None
+            raise InvalidArgument(f"cannot read {args.path!r}: {exc.strerror or exc}") from None
     print(to_json(Message.from_bytes(data), indent=args.indent))
     return 0
