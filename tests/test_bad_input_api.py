@@ -951,3 +951,40 @@ def test_naive_datetime_is_taken_as_utc() -> None:
     table says what happens to every DATETIME input."""
     msg = M("A", {"t": dt.datetime(2020, 1, 1)})
     assert msg["t"] == rv.DateTime.from_datetime(dt.datetime(2020, 1, 1, tzinfo=dt.UTC))
+
+
+# -- the Spark recorder (rvasync.spark.Recorder) ----------------------------------------------
+
+RECORDER: list[Any] = [
+    ("transport-int", {"transport": 5}, "transport must be an rvasync transport"),
+    ("subjects-empty", {"subjects": []}, "at least one subject"),
+    ("subjects-int", {"subjects": 5}, "subjects must be"),
+    ("subjects-dots", {"subjects": ["A..B"]}, "'A..B'"),
+    ("subjects-inbox-wildcard", {"subjects": "_INBOX.>"}, "wildcards"),
+    ("directory-int", {"directory": 5}, "directory must be"),
+    ("directory-empty", {"directory": ""}, "directory must be"),
+    ("roll_bytes-zero", {"roll_bytes": 0}, "roll_bytes"),
+    ("roll_bytes-str", {"roll_bytes": "x"}, "roll_bytes"),
+    ("roll_bytes-float", {"roll_bytes": 1.5}, "roll_bytes"),
+    ("roll_interval-zero", {"roll_interval": 0}, "roll_interval"),
+    ("roll_interval-nan", {"roll_interval": NAN}, "roll_interval"),
+    ("roll_interval-inf", {"roll_interval": INF}, "roll_interval"),
+    ("roll_interval-str", {"roll_interval": "x"}, "roll_interval"),
+    ("batch_rows-zero", {"batch_rows": 0}, "batch_rows"),
+    ("batch_rows-str", {"batch_rows": "x"}, "batch_rows"),
+    ("row_group_rows-zero", {"row_group_rows": 0}, "row_group_rows"),
+    ("progress-str", {"progress": "yes"}, "progress"),
+]
+
+
+@pytest.mark.parametrize(("changes", "pattern"), _ids(RECORDER))
+async def test_recorder_arguments_are_named(tmp_path: Any, changes: Any, pattern: str) -> None:
+    spark = pytest.importorskip("rvasync.spark.recorder")
+    kwargs: dict[str, Any] = {
+        "transport": rv.process_transport(),
+        "subjects": ["A.>"],
+        "directory": str(tmp_path / "capture"),
+    }
+    kwargs.update(changes)
+    with pytest.raises(rv.RvError, match=pattern):
+        spark.Recorder(**kwargs)
