@@ -60,6 +60,7 @@ CASES: list[Case] = [
     ("decode-truncated", ["decode", "{truncated}"], ["rvasync decode:", "truncated"]),
     ("decode-stdin-empty", ["decode", "-"], ["rvasync decode:", "message"]),
     ("decode-stdin-garbage", ["decode", "-"], ["rvasync decode:", "message"], 2, b"\xff\xfejunk"),
+    ("decode-huge", ["decode", "{big}"], ["'{big}'", "more than one message can"]),
     ("decode-indent-text", ["decode", "--indent", "abc", "{file}"], ["--indent", "'abc'"]),
     ("decode-indent-negative", ["decode", "--indent", "-1", "{file}"], ["--indent", "0..16"]),
     ("decode-indent-huge", ["decode", "--indent", "1000000000", "{file}"], ["--indent", "0..16"]),
@@ -109,6 +110,8 @@ CASES: list[Case] = [
     ("send-subject-reserved", ["send", "_RV.X"], ["SUBJECT", "'_RV.X'", "reserved"]),
     ("send-subject-reserved-other", ["send", "_FOO.X"], ["SUBJECT", "'_FOO'", "reserved"]),
     ("send-unknown-option", ["send", "A", "x=1", "--bogus"], ["unrecognized arguments: --bogus"]),
+    ("send-subject-not-utf8", ["send", "A.\udcff"], ["SUBJECT", "not UTF-8"]),
+    ("send-field-not-utf8", ["send", "A", "x=\udcff"], ["field 'x'", "Unicode"]),
     ("send-field-no-equals", ["send", "A", "novalue"], ["field 'novalue'", "name=value"]),
     ("send-field-no-name", ["send", "A", "=3"], ["field '=3'", "name=value"]),
     ("send-field-typed-no-name", ["send", "A", ":I8=1"], ["field ':I8=1'", "name", "empty"]),
@@ -259,6 +262,7 @@ CASES: list[Case] = [
     ("listen-subject-gt", ["listen", "A.>.B", "--timeout", "1"], ["SUBJECT", "last element"]),
     ("listen-subject-star", ["listen", "A.B*", "--timeout", "1"], ["SUBJECT", "'A.B*'"]),
     ("listen-inbox-wildcard", ["listen", "_INBOX.>", "--timeout", "1"], ["SUBJECT", "wildcards"]),
+    ("listen-subject-not-utf8", ["listen", "A.\udcff", "--timeout", "1"], ["SUBJECT", "UTF-8"]),
     (
         "listen-count-text",
         ["listen", "A", "--count", "x"],
@@ -486,6 +490,9 @@ def places(tmp_path: Path) -> dict[str, str]:
     empty.write_bytes(b"")
     truncated = tmp_path / "truncated.bin"
     truncated.write_bytes(Message("A.B", {"n": 7, "s": "text" * 10}).to_bytes()[:-9])
+    big = tmp_path / "big.bin"
+    with big.open("wb") as fh:  # sparse: over the 64 MiB message limit, nothing on disk
+        fh.truncate(65 * 1024 * 1024)
     directory = tmp_path / "a-directory"
     directory.mkdir()
     return {
@@ -493,6 +500,7 @@ def places(tmp_path: Path) -> dict[str, str]:
         "file": str(garbage),
         "empty": str(empty),
         "truncated": str(truncated),
+        "big": str(big),
         "dir": str(directory),
         "missing": str(tmp_path / "no-such-thing"),
         "dead": f"127.0.0.1:{free_port(socket.SOCK_STREAM)}",

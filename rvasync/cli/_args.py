@@ -133,10 +133,20 @@ def daemon_param(text: str) -> str:
     return text
 
 
+def _utf8(text: str) -> None:
+    """Arguments that were not UTF-8 arrive with surrogate escapes; refuse those."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = text.encode("utf-8", "surrogateescape")
+        raise argparse.ArgumentTypeError(f"{shown!r} is not UTF-8 text") from None
+
+
 def subject(*, wildcards: bool) -> Callable[[str], str]:
     """A subject name (with ``*`` and ``>`` only when ``wildcards``)."""
 
     def parse(text: str) -> str:
+        _utf8(text)
         try:
             validate_subject(text, wildcards=wildcards)
         except InvalidSubject as exc:
@@ -149,6 +159,7 @@ def subject(*, wildcards: bool) -> Callable[[str], str]:
 
 def send_subject(text: str) -> str:
     """A subject one may send to: valid, and not reserved (``_RV.``, ``_FOO.``)."""
+    _utf8(text)
     try:
         check_send_subject(text)
     except (InvalidSubject, NotPermitted) as exc:
@@ -158,6 +169,7 @@ def send_subject(text: str) -> str:
 
 def listen_subject(text: str) -> str:
     """A subject pattern one may listen to (wildcards allowed, not in an inbox)."""
+    _utf8(text)
     try:
         check_listen_subject(text)
     except (InvalidSubject, NotPermitted) as exc:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from rvasync._wire import MAX_MESSAGE_SIZE
 from rvasync.cli import _args
 from rvasync.errors import InvalidArgument
 from rvasync.jsonform import to_json
@@ -21,13 +22,20 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    # One byte over the largest message is enough to refuse /dev/zero or a huge file.
+    limit = MAX_MESSAGE_SIZE + 1
     if args.path == "-":
-        data = sys.stdin.buffer.read()
+        data = sys.stdin.buffer.read(limit)
     else:
         try:
             with open(args.path, "rb") as fh:
-                data = fh.read()
+                data = fh.read(limit)
         except OSError as exc:
             raise InvalidArgument(f"cannot read {args.path!r}: {exc.strerror or exc}") from None
+    if len(data) > MAX_MESSAGE_SIZE:
+        where = "standard input" if args.path == "-" else repr(args.path)
+        raise InvalidArgument(
+            f"{where} holds more than one message can ({MAX_MESSAGE_SIZE // 1024**2} MiB)"
+        )
     print(to_json(Message.from_bytes(data), indent=args.indent))
     return 0
