@@ -10,17 +10,21 @@ point, argparse's exits and stderr are what is checked) and asserts:
 * no ``Traceback`` and no ``internal error`` (the CLI's last-resort line for a bug).
 
 ``{tmp}``, ``{file}`` (garbage bytes), ``{empty}``, ``{dir}``, ``{missing}``,
-``{dead}`` (a loopback ``host:port`` nobody listens on) are filled in per test.
+``{dead}`` (a loopback ``host:port`` nobody listens on), ``{junkd}`` (a loopback
+server that answers in HTTP) are filled in per test.
 Commands that could wait for messages get ``--timeout``/``--duration`` so a
 row that wrongly succeeds still ends.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -238,6 +242,7 @@ CASES: list[Case] = [
         ["send", "A", "x=1", "--daemon", "{dead}"],
         ["rvasync send:", "{dead}"],
     ),
+    ("send-daemon-not-a-daemon", ["send", "A", "--daemon", "{junkd}"], ["{junkd}", "bad frame"]),
     ("send-service-junk", ["send", "A", "--service", "junk"], ["rvasync send:", "service 'junk'"]),
     ("send-service-zero", ["send", "A", "--service", "0"], ["service '0'", "1..65535"]),
     ("send-service-huge", ["send", "A", "--service", "99999"], ["service '99999'", "1..65535"]),
@@ -278,6 +283,11 @@ CASES: list[Case] = [
         "listen-daemon-junk",
         ["listen", "A", "--timeout", "1", "--daemon", "x:y"],
         ["--daemon", "'x:y'"],
+    ),
+    (
+        "listen-daemon-not-a-daemon",
+        ["listen", "A", "--timeout", "1", "--daemon", "{junkd}"],
+        ["{junkd}", "bad frame"],
     ),
     (
         "listen-daemon-unreachable",
@@ -483,7 +493,35 @@ CASES: list[Case] = [
 
 
 @pytest.fixture
-def places(tmp_path: Path) -> dict[str, str]:
+def junk_daemon() -> Iterator[str]:
+    """A loopback TCP server that answers every connection with HTTP, not the daemon protocol."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    server.settimeout(0.2)
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                continue
+            with conn, contextlib.suppress(OSError):
+                conn.sendall(b"HTTP/1.0 200 OK\r\n\r\nnot a daemon\r\n" * 8)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"127.0.0.1:{server.getsockname()[1]}"
+    finally:
+        stop.set()
+        thread.join(5)
+        server.close()
+
+
+@pytest.fixture
+def places(tmp_path: Path, junk_daemon: str) -> dict[str, str]:
     garbage = tmp_path / "garbage.bin"
     garbage.write_bytes(b"\xc1\x00 this is not a message \x00\xff" * 4)
     empty = tmp_path / "empty.bin"
@@ -504,6 +542,7 @@ def places(tmp_path: Path) -> dict[str, str]:
         "dir": str(directory),
         "missing": str(tmp_path / "no-such-thing"),
         "dead": f"127.0.0.1:{free_port(socket.SOCK_STREAM)}",
+        "junkd": junk_daemon,
     }
 
 
