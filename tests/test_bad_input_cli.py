@@ -647,3 +647,30 @@ def test_an_os_error_is_one_line_naming_the_file(monkeypatch, capsys) -> None:
     assert main(["info"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == ["rvasync info: '/some/file': Permission denied"]
+
+
+def test_a_closed_output_pipe_ends_quietly(tmp_path: Path) -> None:
+    """``rvasync decode big.bin | head -c 10``: no traceback, no 'Exception ignored'."""
+    path = tmp_path / "big.bin"
+    path.write_bytes(Message("A", {"s": "x" * 300_000}).to_bytes())  # JSON over a pipe's buffer
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [ROOT, env.get("PYTHONPATH")]))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rvasync", "decode", str(path)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.read(10)
+    proc.stdout.close()
+    try:
+        err = proc.stderr.read().decode("utf-8", "replace")
+        status = proc.wait(TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert err == ""
+    assert status == 1

@@ -10,14 +10,16 @@ usage and ``rvasync CMD: error: argument --OPT: ...``, status 2); whatever the
 handler raises is turned into one line ``rvasync CMD: <reason>`` on stderr by
 :func:`main`: an :class:`~rvasync.errors.RvError` (a bad argument, a daemon
 that cannot be reached) or an ``OSError`` (a file that cannot be read or
-written) with status 2, anything else, which is a bug, with status 1 and
+written) with status 2; anything else, which is a bug, with status 1 and
 ``internal error`` in the line (``RVASYNC_TRACEBACK=1`` shows the traceback).
+A closed output pipe (``rvasync listen ... | head``) ends quietly, status 1.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import inspect
 import os
 import sys
@@ -60,6 +62,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except RvError as exc:
         print(f"rvasync {args.command}: {_one_line(str(exc))}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # Whoever read our output went away (``rvasync listen ... | head``): nothing to
+        # report. Point stdout at /dev/null so the interpreter's final flush is quiet too.
+        with contextlib.suppress(OSError, ValueError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except OSError as exc:
         print(f"rvasync {args.command}: {_os_error(exc)}", file=sys.stderr)
         return 2
