@@ -79,8 +79,12 @@ def _value_from_jsonable(ftype: FieldType, value: Any) -> Any:
     if ftype is FieldType.MSGARRAY:
         return [from_jsonable(m) for m in value]
     if ftype in _BYTES_TYPES:
+        if not isinstance(value, str):
+            raise TypeError(f"{ftype.name} values are base64 text")
         return base64.b64decode(value, validate=True)
     if ftype is FieldType.DATETIME:
+        if not isinstance(value, dict):
+            raise TypeError("a DATETIME value is an object with 'seconds' and 'microseconds'")
         return DateTime(value["seconds"], value.get("microseconds", 0))
     if ftype is FieldType.IPADDR32:
         return ipaddress.IPv4Address(value)
@@ -95,17 +99,50 @@ def from_jsonable(data: Any) -> Message:
     """Rebuild a message from :func:`to_jsonable`'s form; bad input raises InvalidArgument."""
     if not isinstance(data, dict) or not isinstance(data.get("fields", []), list):
         raise InvalidArgument("a message form is an object with a 'fields' list")
+    for key in ("subject", "reply_subject"):
+        if not isinstance(data.get(key), str | None):
+            raise InvalidArgument(
+                f"{key!r} of the message form must be a string or null, "
+                f"got {type(data[key]).__name__}"
+            )
     fields = []
     for position, entry in enumerate(data.get("fields", [])):
         try:
-            ftype = FieldType[entry["type"]]
-            value = _value_from_jsonable(ftype, entry["value"])
-            fields.append(Field(entry.get("name"), entry.get("id", 0), ftype, value))
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            fields.append(_field_from_jsonable(entry))
+        except (KeyError, TypeError, ValueError, AttributeError, RecursionError) as exc:
             raise InvalidArgument(
-                f"field {position} of the message form is invalid: {exc}"
+                f"field {position} of the message form is invalid: {_reason(exc)}"
             ) from None
     return Message(data.get("subject"), fields, reply_subject=data.get("reply_subject"))
+
+
+def _field_from_jsonable(entry: Any) -> Field:
+    if not isinstance(entry, dict):
+        raise TypeError(f"a field is an object with 'type' and 'value', got {type(entry).__name__}")
+    for key in ("type", "value"):
+        if key not in entry:
+            raise KeyError(key)
+    type_name = entry["type"]
+    if not isinstance(type_name, str) or type_name not in FieldType.__members__:
+        raise ValueError(f"type {type_name!r} is not a field type name (STRING, I32, MSG ...)")
+    ftype = FieldType[type_name]
+    try:
+        value = _value_from_jsonable(ftype, entry["value"])
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        if isinstance(exc, InvalidArgument | ConversionError):
+            raise
+        shown = repr(entry["value"])
+        shown = shown if len(shown) <= 60 else shown[:57] + "..."
+        raise ValueError(f"value {shown} is not valid for {ftype.name}: {_reason(exc)}") from None
+    return Field(entry.get("name"), entry.get("id", 0), ftype, value)
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, KeyError):
+        return f"missing key {exc.args[0]!r}" if exc.args else "missing key"
+    if isinstance(exc, RecursionError):
+        return "nested too deeply"
+    return str(exc) or type(exc).__name__
 
 
 def from_json(text: str) -> Message:
@@ -114,4 +151,9 @@ def from_json(text: str) -> Message:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise InvalidArgument(f"not JSON: {exc}") from None
-    return from_jsonable(data)
+    except RecursionError:
+        raise InvalidArgument("not usable JSON: nested too deeply") from None
+    try:
+        return from_jsonable(data)
+    except RecursionError:
+        raise InvalidArgument("the message form is nested too deeply") from None

@@ -115,8 +115,11 @@ def test_send_reports_bad_input_in_one_line(capsys):
     assert main(["send", "A.B", "n:U8=300", "--daemon", "127.0.0.1:1"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("rvasync send:") and "U8" in err[0]
-    assert main(["send", "_RV.X", "--daemon", "127.0.0.1:1"]) == 2
-    assert main(["send", "A", "--count", "0"]) == 2
+    # Checked while parsing (before any daemon is contacted): argparse's usage error.
+    for argv in (["send", "_RV.X", "--daemon", "127.0.0.1:1"], ["send", "A", "--count", "0"]):
+        with pytest.raises(SystemExit) as exit_info:
+            main(argv)
+        assert exit_info.value.code == 2
 
 
 def test_send_to_a_daemon_that_is_not_there_is_status_2(capsys):

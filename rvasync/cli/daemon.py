@@ -15,7 +15,7 @@ import os
 import signal
 import sys
 
-from rvasync.busypoll import check_window
+from rvasync.cli import _args
 from rvasync.errors import DaemonUnavailable, InvalidArgument
 from rvasync.protocol.clientproto.address import DEFAULT_DAEMON_PORT
 
@@ -29,33 +29,34 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--listen",
-        type=int,
+        type=_args.port,
         default=DEFAULT_DAEMON_PORT,
         metavar="PORT",
         help=f"TCP port for client transports (default {DEFAULT_DAEMON_PORT}; 0 = any free port)",
     )
     p.add_argument(
         "--host",
+        type=_args.nonempty,
         default="127.0.0.1",
         help="address to listen on (default 127.0.0.1: clients on this host only)",
     )
     p.add_argument(
         "--reliability",
-        type=float,
+        type=_args.seconds(zero=True),
         default=60.0,
         metavar="SECONDS",
         help="how long sent messages are kept for retransmission (default 60; 0 disables)",
     )
     p.add_argument(
         "--idle-exit",
-        type=float,
+        type=_args.seconds(),
         default=None,
         metavar="SECONDS",
         help="exit after this long with no client transport (default: never)",
     )
     p.add_argument(
         "--max-consumer-buffer",
-        type=int,
+        type=_args.byte_count,
         default=None,
         metavar="BYTES",
         help="undelivered bytes kept per client before its oldest messages are dropped "
@@ -63,7 +64,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--busy-poll",
-        type=float,
+        type=_args.busy_poll,
         default=0.0,
         metavar="SECONDS",
         help="keep polling without sleeping for this long after each datagram or frame "
@@ -91,17 +92,6 @@ def _loop_factory(choice: str):  # -> Callable[[], AbstractEventLoop] | None
 
 
 def run(args: argparse.Namespace) -> int:
-    if not 0 <= args.listen <= 65535:
-        raise InvalidArgument(f"--listen {args.listen}: a port is within 0..65535")
-    if args.reliability < 0:
-        raise InvalidArgument(f"--reliability {args.reliability}: must be 0 or more seconds")
-    if args.idle_exit is not None and args.idle_exit <= 0:
-        raise InvalidArgument(f"--idle-exit {args.idle_exit}: must be positive seconds")
-    if args.max_consumer_buffer is not None and args.max_consumer_buffer <= 0:
-        raise InvalidArgument(
-            f"--max-consumer-buffer {args.max_consumer_buffer}: must be a positive byte count"
-        )
-    check_window("--busy-poll", args.busy_poll)
     with asyncio.Runner(loop_factory=_loop_factory(args.loop)) as runner:
         return runner.run(serve(args))
 
@@ -120,7 +110,8 @@ async def serve(args: argparse.Namespace) -> int:
     try:
         await daemon.start()
     except OSError as exc:
-        raise DaemonUnavailable(str(exc)) from None
+        reason = exc.strerror or str(exc)
+        raise DaemonUnavailable(f"--host {args.host} --listen {args.listen}: {reason}") from None
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):

@@ -16,8 +16,8 @@ import json
 import sys
 from typing import Any
 
+from rvasync.cli import _args
 from rvasync.cli.send import add_transport_options, open_transport
-from rvasync.errors import InvalidArgument
 from rvasync.fieldtypes import FieldType
 from rvasync.jsonform import to_json
 from rvasync.message import Message
@@ -34,11 +34,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="print messages on SUBJECTs (wildcards allowed) as they arrive",
         description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
     )
-    p.add_argument("subjects", nargs="+", metavar="SUBJECT")
-    p.add_argument("--count", type=int, default=None, help="exit after this many messages")
+    p.add_argument("subjects", nargs="+", type=_args.listen_subject, metavar="SUBJECT")
+    p.add_argument("--count", type=_args.count, default=None, help="exit after this many messages")
     p.add_argument(
         "--timeout",
-        type=float,
+        type=_args.seconds(),
         default=None,
         metavar="S",
         help="stop after S seconds (exit 1 if --count was not reached)",
@@ -49,10 +49,6 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 async def run(args: argparse.Namespace) -> int:
-    if args.count is not None and args.count < 1:
-        raise InvalidArgument(f"--count {args.count}: must be at least 1")
-    if args.timeout is not None and args.timeout <= 0:
-        raise InvalidArgument(f"--timeout {args.timeout}: must be positive seconds")
     loop = asyncio.get_running_loop()
     deadline = None if args.timeout is None else loop.time() + args.timeout
     received = 0

@@ -20,8 +20,9 @@ import signal
 import sys
 from typing import Any
 
+from rvasync.cli import _args
 from rvasync.cli.send import add_transport_options, open_transport
-from rvasync.errors import InvalidArgument
+from rvasync.errors import InvalidArgument, InvalidSubject
 
 __all__ = ["parse_size", "register"]
 
@@ -58,10 +59,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="capture messages on SUBJECTs into Parquet files in DIR (for Spark)",
         description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
     )
-    p.add_argument("subjects", nargs="+", metavar="SUBJECT")
+    p.add_argument("subjects", nargs="+", type=_args.listen_subject, metavar="SUBJECT")
     p.add_argument(
         "--to",
         required=True,
+        type=_args.nonempty,
         metavar="DIR",
         dest="directory",
         help="capture directory (created if missing)",
@@ -75,15 +77,20 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument(
         "--roll-interval",
-        type=float,
+        type=_args.seconds(),
         default=10.0,
         metavar="S",
         help="commit the current file after S seconds (default 10)",
     )
     p.add_argument(
-        "--count", type=int, default=None, help="stop once this many messages were received"
+        "--count",
+        type=_args.count,
+        default=None,
+        help="stop once this many messages were received",
     )
-    p.add_argument("--duration", type=float, default=None, metavar="S", help="stop after S seconds")
+    p.add_argument(
+        "--duration", type=_args.seconds(), default=None, metavar="S", help="stop after S seconds"
+    )
     p.add_argument(
         "--progress",
         action=argparse.BooleanOptionalAction,
@@ -92,24 +99,23 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument(
         "--certified",
+        type=_args.nonempty,
         metavar="NAME",
         default=None,
         help="record as persistent certified listener NAME (needs --ledger)",
     )
     p.add_argument(
-        "--ledger", metavar="FILE", default=None, help="ledger file of the certified listener"
+        "--ledger",
+        type=_args.nonempty,
+        metavar="FILE",
+        default=None,
+        help="ledger file of the certified listener",
     )
     add_transport_options(p)
     p.set_defaults(handler=run)
 
 
 def _check(args: argparse.Namespace) -> None:
-    if args.count is not None and args.count < 1:
-        raise InvalidArgument(f"--count {args.count}: must be at least 1")
-    if args.duration is not None and args.duration <= 0:
-        raise InvalidArgument(f"--duration {args.duration}: must be positive seconds")
-    if args.roll_interval <= 0:
-        raise InvalidArgument(f"--roll-interval {args.roll_interval}: must be positive seconds")
     if (args.certified is None) != (args.ledger is None):
         raise InvalidArgument(
             "--certified NAME and --ledger FILE go together: a certified recorder keeps its "
@@ -137,7 +143,18 @@ async def _certified(transport: Any, args: argparse.Namespace) -> Any:
     except ImportError as exc:
         raise InvalidArgument(f"--certified needs certified delivery support ({exc})") from None
     # require_old: after a crash, senders redeliver what this name had not confirmed.
-    async with CmTransport(transport, args.certified, ledger=args.ledger, require_old=True) as cm:
+    try:
+        cm = CmTransport(transport, args.certified, ledger=args.ledger, require_old=True)
+    except InvalidSubject as exc:
+        raise InvalidArgument(f"--certified {args.certified!r}: {exc}") from None
+    try:
+        await cm.open()
+    except OSError as exc:
+        with contextlib.suppress(Exception):
+            await cm.close()
+        reason = exc.strerror or str(exc)
+        raise InvalidArgument(f"--ledger {args.ledger!r}: {reason}") from None
+    async with cm:
         yield cm
 
 

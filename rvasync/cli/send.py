@@ -16,11 +16,13 @@ import json
 import sys
 from typing import Any
 
-from rvasync.errors import InvalidArgument, RvError
+from rvasync.cli import _args
+from rvasync.errors import InvalidArgument, InvalidSubject, RvError
 from rvasync.fieldtypes import FieldType
 from rvasync.jsonform import from_json, from_jsonable
 from rvasync.message import Message
 from rvasync.rvdatetime import DateTime
+from rvasync.subjects import validate_subject
 
 __all__ = ["add_transport_options", "open_transport", "parse_field", "register"]
 
@@ -53,6 +55,7 @@ def add_transport_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--network", default=None, help="network 'interface;groups;send-address'")
     p.add_argument(
         "--daemon",
+        type=_args.daemon_param,
         default=None,
         help="standalone daemon: PORT (started if not running) or HOST:PORT; "
         "default: an in-process daemon",
@@ -72,12 +75,25 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="send a message (fields as name=value or name:TYPE=value)",
         description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
     )
-    p.add_argument("subject", metavar="SUBJECT")
+    p.add_argument("subject", type=_args.send_subject, metavar="SUBJECT")
     p.add_argument("fields", nargs="*", metavar="FIELD", help="name=value or name:TYPE=value")
     p.add_argument("--json", metavar="MESSAGE_JSON", help="the message as JSON (- for stdin)")
-    p.add_argument("--reply-subject", default=None, help="reply subject to set on the message")
-    p.add_argument("--count", type=int, default=1, help="how many times to send (default 1)")
-    p.add_argument("--interval", type=float, default=0.0, metavar="S", help="seconds between sends")
+    p.add_argument(
+        "--reply-subject",
+        type=_args.subject(wildcards=True),
+        default=None,
+        help="reply subject to set on the message",
+    )
+    p.add_argument(
+        "--count", type=_args.count, default=1, help="how many times to send (default 1)"
+    )
+    p.add_argument(
+        "--interval",
+        type=_args.seconds(zero=True),
+        default=0.0,
+        metavar="S",
+        help="seconds between sends (default 0)",
+    )
     add_transport_options(p)
     p.set_defaults(handler=run)
 
@@ -85,13 +101,26 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def build_message(args: argparse.Namespace) -> Message:
     """The message the command line describes."""
     if args.json is not None:
-        text = sys.stdin.read() if args.json == "-" else args.json
-        msg = from_json(text)
+        try:
+            text = sys.stdin.buffer.read().decode() if args.json == "-" else args.json
+        except UnicodeDecodeError as exc:
+            raise InvalidArgument(
+                f"--json -: standard input is not UTF-8 text ({exc.reason} at byte {exc.start})"
+            ) from None
+        try:
+            msg = from_json(text)
+        except InvalidArgument as exc:
+            raise InvalidArgument(f"--json: {exc}") from None
     else:
         msg = Message()
     msg.subject = args.subject
     if args.reply_subject is not None:
         msg.reply_subject = args.reply_subject
+    elif msg.reply_subject is not None:
+        try:
+            validate_subject(msg.reply_subject, wildcards=True)
+        except InvalidSubject as exc:
+            raise InvalidArgument(f"--json: reply_subject: {exc}") from None
     for spec in args.fields:
         name, value, ftype = parse_field(spec)
         msg.add(name, value, ftype)
@@ -99,10 +128,6 @@ def build_message(args: argparse.Namespace) -> Message:
 
 
 async def run(args: argparse.Namespace) -> int:
-    if args.count < 1:
-        raise InvalidArgument(f"--count {args.count}: must be at least 1")
-    if args.interval < 0:
-        raise InvalidArgument(f"--interval {args.interval}: must be 0 or more seconds")
     msg = build_message(args)
     async with open_transport(args, "rvasync send") as transport:
         for n in range(args.count):
@@ -120,7 +145,9 @@ def parse_field(spec: str) -> tuple[str, Any, FieldType | None]:
     if not sep or not name:
         raise InvalidArgument(f"field {spec!r}: expected name=value or name:TYPE=value")
     base, colon, type_name = name.rpartition(":")
-    if colon and base:
+    if colon and not base:
+        raise InvalidArgument(f"field {spec!r}: the name before ':{type_name}' is empty")
+    if colon:
         try:
             ftype = FieldType[type_name.upper()]
         except KeyError:

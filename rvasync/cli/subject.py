@@ -22,7 +22,10 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 def run(args: argparse.Namespace) -> int:
     status = 0
     if args.match is not None:
-        validate_subject(args.match, wildcards=True)
+        try:
+            validate_subject(args.match, wildcards=True)
+        except InvalidSubject as exc:
+            raise InvalidSubject(f"--match {args.match!r}: {exc}") from None
     for subject in args.subjects:
         try:
             validate_subject(subject, wildcards=args.wildcards)

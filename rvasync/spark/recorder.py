@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import os
 import time
 from collections import deque
@@ -58,6 +59,11 @@ class _Job:
         self.messages = messages
 
 
+def _whole(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidArgument(f"{name} must be a whole number, at least 1, got {value!r}")
+
+
 class Recorder:
     """Capture every message on ``subjects`` into ``directory``.
 
@@ -80,17 +86,40 @@ class Recorder:
         row_group_rows: int = 65536,
         progress: bool | None = False,
     ) -> None:
-        subjects = [subjects] if isinstance(subjects, str) else list(subjects)
+        if not callable(getattr(transport, "listen", None)):
+            raise InvalidArgument(
+                f"transport must be an rvasync transport (process, network or CmTransport), "
+                f"got {type(transport).__name__}"
+            )
+        if isinstance(subjects, str):
+            subjects = [subjects]
+        elif isinstance(subjects, Sequence):
+            subjects = list(subjects)
+        else:
+            raise InvalidArgument(
+                f"subjects must be a subject or a sequence of them, got {type(subjects).__name__}"
+            )
         if not subjects:
             raise InvalidArgument("a recorder needs at least one subject")
         for subject in subjects:
             check_listen_subject(subject)
-        if roll_bytes < 1:
-            raise InvalidArgument(f"roll_bytes must be at least 1, got {roll_bytes}")
-        if not roll_interval > 0:
-            raise InvalidArgument(f"roll_interval must be positive, got {roll_interval}")
-        if batch_rows < 1:
-            raise InvalidArgument(f"batch_rows must be at least 1, got {batch_rows}")
+        if not isinstance(directory, str | os.PathLike) or not os.fspath(directory):
+            raise InvalidArgument(
+                f"directory must be a non-empty path (str or os.PathLike), got {directory!r}"
+            )
+        _whole("roll_bytes", roll_bytes)
+        if (
+            isinstance(roll_interval, bool)
+            or not isinstance(roll_interval, int | float)
+            or not 0 < roll_interval < math.inf
+        ):
+            raise InvalidArgument(
+                f"roll_interval must be a positive finite number of seconds, got {roll_interval!r}"
+            )
+        _whole("batch_rows", batch_rows)
+        _whole("row_group_rows", row_group_rows)
+        if progress is not None and not isinstance(progress, bool):
+            raise InvalidArgument(f"progress must be True, False or None, got {progress!r}")
         self.transport = transport
         self.subjects = subjects
         self.directory = os.fspath(directory)

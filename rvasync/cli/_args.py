@@ -1,0 +1,177 @@
+"""Argument types for the ``rvasync`` subcommands.
+
+Each is an argparse ``type=`` that turns an option's text into its value or
+raises :class:`argparse.ArgumentTypeError` with a message saying what is
+wrong; argparse prefixes the option's name, prints the usage and exits with
+status 2 (``rvasync send: error: argument --count: 'abc' is not a whole
+number``). Checking at parse time means a bad value is refused before any
+transport, daemon or file is touched.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable
+
+from rvasync.errors import InvalidArgument, InvalidSubject, NotPermitted
+from rvasync.subjects import check_listen_subject, check_send_subject, validate_subject
+
+__all__ = [
+    "busy_poll",
+    "byte_count",
+    "count",
+    "daemon_param",
+    "indent",
+    "listen_subject",
+    "nonempty",
+    "port",
+    "seconds",
+    "send_subject",
+    "subject",
+]
+
+
+def count(text: str) -> int:
+    """A whole number, at least 1 (``--count``)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be at least 1")
+    return value
+
+
+def seconds(*, zero: bool = False) -> Callable[[str], float]:
+    """A finite number of seconds, positive (or 0 and more with ``zero=True``)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{text!r} is not a finite number of seconds")
+        if value < 0 or (value == 0 and not zero):
+            need = "0 or more" if zero else "more than 0"
+            raise argparse.ArgumentTypeError(f"{text!r}: must be {need} seconds")
+        return value
+
+    parse.__name__ = "seconds"
+    return parse
+
+
+def byte_count(text: str) -> int:
+    """A whole number of bytes, at least 1, at most 2**63 - 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of bytes") from None
+    if not 1 <= value < 2**63:
+        raise argparse.ArgumentTypeError(f"{value}: must be within 1..{2**63 - 1} bytes")
+    return value
+
+
+def busy_poll(text: str) -> float:
+    """A busy-poll window: 0 to :data:`rvasync.busypoll.MAX_WINDOW` seconds."""
+    from rvasync.busypoll import MAX_WINDOW
+
+    value = seconds(zero=True)(text)
+    if value > MAX_WINDOW:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be within 0..{MAX_WINDOW} seconds")
+    return value
+
+
+def port(text: str) -> int:
+    """A TCP port, 0 (any free port) to 65535."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a port number") from None
+    if not 0 <= value <= 0xFFFF:
+        raise argparse.ArgumentTypeError(f"{value}: a port is within 0..65535")
+    return value
+
+
+def indent(text: str) -> int:
+    """JSON indentation: 0 to 16 spaces."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not 0 <= value <= 16:
+        raise argparse.ArgumentTypeError(f"{value}: indentation is within 0..16 spaces")
+    return value
+
+
+def nonempty(text: str) -> str:
+    """Any text but the empty (or all-blank) one."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("must not be empty")
+    return text
+
+
+def daemon_param(text: str) -> str:
+    """A daemon parameter (``PORT``, ``HOST:PORT``, ``tcp:HOST:PORT``), checked now.
+
+    The empty string is refused: to a transport it means the local standalone
+    daemon on 7500, which is not what leaving ``--daemon`` out means here
+    (an in-process daemon).
+    """
+    from rvasync.protocol.clientproto.address import parse_daemon
+
+    if not text.strip():
+        raise argparse.ArgumentTypeError(
+            "must not be empty (give PORT or HOST:PORT; leave the option out for an "
+            "in-process daemon)"
+        )
+    try:
+        parse_daemon(text)
+    except InvalidArgument as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def _utf8(text: str) -> None:
+    """Arguments that were not UTF-8 arrive with surrogate escapes; refuse those."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        shown = text.encode("utf-8", "surrogateescape")
+        raise argparse.ArgumentTypeError(f"{shown!r} is not UTF-8 text") from None
+
+
+def subject(*, wildcards: bool) -> Callable[[str], str]:
+    """A subject name (with ``*`` and ``>`` only when ``wildcards``)."""
+
+    def parse(text: str) -> str:
+        _utf8(text)
+        try:
+            validate_subject(text, wildcards=wildcards)
+        except InvalidSubject as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+        return text
+
+    parse.__name__ = "subject"
+    return parse
+
+
+def send_subject(text: str) -> str:
+    """A subject one may send to: valid, and not reserved (``_RV.``, ``_FOO.``)."""
+    _utf8(text)
+    try:
+        check_send_subject(text)
+    except (InvalidSubject, NotPermitted) as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def listen_subject(text: str) -> str:
+    """A subject pattern one may listen to (wildcards allowed, not in an inbox)."""
+    _utf8(text)
+    try:
+        check_listen_subject(text)
+    except (InvalidSubject, NotPermitted) as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
