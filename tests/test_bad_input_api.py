@@ -227,16 +227,11 @@ SYNC: list[Any] = [
         rv.InvalidSubject,
         "last element",
     ),
-    pytest.param(
+    (
         "validate_subject-not-unicode",
         lambda: rv.validate_subject("A.\udcff"),
         rv.InvalidSubject,
         "Unicode|UTF-8",
-        marks=pytest.mark.xfail(
-            strict=True,
-            reason="validate_subject (rvasync_native/subjects.pyx and rvasync/fallback/"
-            "subjects.py) accepts lone surrogates; a network send then fails at encode time",
-        ),
     ),
     (
         "subject_matches-pattern-int",

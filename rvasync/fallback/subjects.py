@@ -16,9 +16,13 @@ match that text receive it.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Generic, TypeVar
 
 from rvasync.errors import InvalidSubject, NotPermitted
+
+#: A lone surrogate: a str that holds one cannot be encoded as UTF-8, so never sent.
+_SURROGATE = re.compile('[\ud800-\udfff]')
 
 __all__ = [
     "ADVISORY_ELEMENT",
@@ -130,6 +134,8 @@ def describe_invalid(subject: object, wildcards: bool, what: str = "subject") ->
                 f"{what} {shown}: element {position} is the wildcard '{element}', "
                 "and wildcards are not allowed here"
             )
+    if not subject.isascii() and _SURROGATE.search(subject):
+        return f"{what} {shown} is not valid Unicode (a lone surrogate has no UTF-8 form)"
     return None
 
 
@@ -154,7 +160,8 @@ def _quick_valid(subject: str, wildcards: bool) -> bool:
                 element == "*" or (element == ">" and position == last)
             ):
                 return False
-    return True
+    # A lone surrogate has no UTF-8 form, so such a subject could never be sent.
+    return subject.isascii() or _SURROGATE.search(subject) is None
 
 
 def _remember(cache: set[str], subject: str) -> None:
