@@ -54,12 +54,14 @@ class ProcessTransport(BaseTransport):
             await super().send(msg)  # raises the right error
             return
         check_send_subject(subject)
-        msg._shared = True  # what msg._share() does, without the call
+        # What msg._share() does, without the call: this per-message path cannot
+        # afford one (tests/test_layering.py keeps _shared allowed here for it).
+        msg._shared = True
         listeners = self._match(subject)
         if listeners:
-            copy = msg._delivery_copy
+            copy = msg.delivery_copy
             for listener in listeners:
-                listener._put(copy(listener, listener.closure))
+                listener.deliver(copy(listener, listener.closure))
 
     def _route(self, msg: Message) -> None:
         self._router.deliver(msg)
