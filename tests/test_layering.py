@@ -56,10 +56,8 @@ ALLOWLIST: dict[str, frozenset[str]] = {
     "protocol/cm/correspondent.py": frozenset({"_last_sent"}),
     "protocol/cm/records.py": frozenset({"_check"}),
     "pytest_plugin.py": frozenset({"_shutdown"}),
-    # Queues and groups wake each other; Queue's driver API aliases the core's functions.
-    "queues.py": frozenset(
-        {"_arrange", "_discard_where", "_forget", "_groups", "_notify", "_put", "_wake", "_watched"}
-    ),
+    # Queue and QueueGroup (one module) wake and rearrange each other.
+    "queues.py": frozenset({"_arrange", "_forget", "_groups", "_notify", "_wake", "_watched"}),
     "rvdatetime.py": frozenset({"_key", "_microseconds", "_seconds"}),
     "spark/capture.py": frozenset({"_fields"}),
     "timers.py": frozenset({"_on_deadline"}),
