@@ -53,14 +53,10 @@ ALLOWLIST: dict[str, frozenset[str]] = {
     "fallback/rmframe.py": frozenset({"_header"}),
     # Message and Field: copies and equality read the other instance's storage.
     "message.py": frozenset({"_fields", "_from_tuple", "_ids", "_shared", "_tuple"}),
-    "protocol/cm/correspondent.py": frozenset({"_last_sent"}),
-    "protocol/cm/records.py": frozenset({"_check"}),
-    "pytest_plugin.py": frozenset({"_shutdown"}),
     # Queue and QueueGroup (one module) wake and rearrange each other.
     "queues.py": frozenset({"_arrange", "_forget", "_groups", "_notify", "_wake", "_watched"}),
     "rvdatetime.py": frozenset({"_key", "_microseconds", "_seconds"}),
     "spark/capture.py": frozenset({"_fields"}),
-    "timers.py": frozenset({"_on_deadline"}),
     # Transports' per-message fast paths: Message has no public share() yet
     # (base.py, network.py); process.py sets msg._shared inline because a call
     # per message is what its send path cannot afford.
