@@ -52,7 +52,7 @@ async def rv_process_transport() -> AsyncIterator[object]:
     try:
         yield transport
     finally:
-        transport._shutdown()
+        transport.shutdown()
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ its items keep accumulating until it is added back.
 The storage and the per-item fast paths live in the ``queuecore`` hot path
 (compiled when built, see :mod:`rvasync._accel`); this module adds naming,
 validation, waiting, groups and reporting. Queues belong to the event loop
-thread: ``_put`` and every consumer call must run in it.
+thread: ``deliver`` and every consumer call must run in it.
 """
 
 from __future__ import annotations
@@ -217,22 +217,22 @@ class Queue(_core.QueueCore):
         self._reporting = False
 
     # -- driver API -------------------------------------------------------------
-
-    #: ``queue.deliver(item)``: place ``item`` at the tail, as a transport's
-    #: delivery does (driver API: a driver's listener queues its deliveries
-    #: with it). Never blocks, never raises because of the queue's state: a
-    #: full queue applies its limit policy (and reports the discard), a
-    #: destroyed one drops the item; wakes one waiting consumer. Event loop
-    #: thread only. It *is* the core's put (no extra call layer: hot path).
-    deliver = _core.QueueCore._put
-
-    #: ``queue.discard_where(predicate) -> int``: drop every queued item for
-    #: which ``predicate(item)`` is true, keeping the others in order, and
-    #: return how many went (driver API: a closing listener removes its
-    #: deliveries from a queue it shared; a predicate that returns False scans
-    #: the queue without changing it). O(n); ``predicate`` must not touch the
-    #: queue. Discarded items are not counted in :attr:`discarded`.
-    discard_where = _core.QueueCore._discard_where
+    #
+    # Inherited from the core, public there (no alias, no extra call layer: hot path):
+    #
+    # ``queue.deliver(item)``: place ``item`` at the tail, as a transport's
+    # delivery does (driver API: a driver's listener queues its deliveries
+    # with it). Never blocks, never raises because of the queue's state: a
+    # full queue applies its limit policy (and reports the discard), a
+    # destroyed one drops the item; wakes one waiting consumer. Event loop
+    # thread only.
+    #
+    # ``queue.discard_where(predicate) -> int``: drop every queued item for
+    # which ``predicate(item)`` is true, keeping the others in order, and
+    # return how many went (driver API: a closing listener removes its
+    # deliveries from a queue it shared; a predicate that returns False scans
+    # the queue without changing it). O(n); ``predicate`` must not touch the
+    # queue. Discarded items are not counted in :attr:`discarded`.
 
     # -- properties -------------------------------------------------------------
 

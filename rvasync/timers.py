@@ -45,12 +45,16 @@ def _check_interval(interval: object) -> float:
     return float(interval)
 
 
-def _tick(ref: weakref.ref[Timer], index: int) -> None:
-    # The loop holds the timer weakly: an iterator timer the program dropped
-    # stops scheduling itself once it is garbage.
-    timer = ref()
-    if timer is not None:
-        timer._on_deadline(index)
+_OnDeadline = weakref.WeakMethod[Callable[[int], None]]
+
+
+def _tick(ref: _OnDeadline, index: int) -> None:
+    # The loop holds the timer weakly (a weak reference to its bound
+    # _on_deadline): an iterator timer the program dropped stops scheduling
+    # itself once it is garbage.
+    on_deadline = ref()
+    if on_deadline is not None:
+        on_deadline(index)
 
 
 class Timer:
@@ -209,7 +213,8 @@ class Timer:
 
     def _schedule(self, index: int) -> None:
         when = self._origin + index * self._interval
-        self._handle = self._loop.call_at(when, _tick, weakref.ref(self), index)
+        on_deadline: _OnDeadline = weakref.WeakMethod(self._on_deadline)
+        self._handle = self._loop.call_at(when, _tick, on_deadline, index)
 
     def _cancel_deadline(self) -> None:
         if self._handle is not None:

@@ -224,8 +224,12 @@ cdef class QueueCore:
 
     # -- producer side --------------------------------------------------------------
 
-    def _put(self, item):
-        """Append ``item`` (O(1)); wake one waiting consumer if any might be waiting."""
+    def deliver(self, item):
+        """Append ``item`` (O(1)); wake one waiting consumer if any might be waiting.
+
+        Public: it is ``Queue.deliver`` (driver API) and what an open listener's
+        ``deliver`` is bound to, so transports and drivers call it directly.
+        """
         if self._count >= self._cap:
             self._overflow(item)
             return
@@ -304,8 +308,11 @@ cdef class QueueCore:
         """How many items the limit policy has discarded so far."""
         return self._discarded
 
-    def _discard_where(self, predicate):
-        """Drop every queued item for which ``predicate`` is true; return how many (O(n))."""
+    def discard_where(self, predicate):
+        """Drop every queued item for which ``predicate`` is true; return how many (O(n)).
+
+        Public: it is ``Queue.discard_where`` (driver API: a closing listener's cleanup).
+        """
         cdef Py_ssize_t i, size
         items = [self._buf[(self._head + i) & self._mask] for i in range(self._count)]
         kept = [item for item in items if not predicate(item)]
@@ -322,7 +329,7 @@ cdef class QueueCore:
         return removed
 
     def _close_core(self):
-        """Drop every item and every later ``_put``; return how many items were dropped."""
+        """Drop every item and every later ``deliver``; return how many items were dropped."""
         dropped = self._count
         self._buf = [None] * _INITIAL_SIZE
         self._mask = _INITIAL_SIZE - 1

@@ -25,7 +25,7 @@ def reports():
 def filled(*items, **kwargs) -> Queue:
     q = Queue(**kwargs)
     for item in items:
-        q._put(item)
+        q.deliver(item)
     return q
 
 
@@ -107,7 +107,7 @@ def test_large_volume_keeps_order():
     q = filled(*range(10_000))
     assert [q.poll() for _ in range(5000)] == list(range(5000))
     for n in range(10_000, 12_000):
-        q._put(n)
+        q.deliver(n)
     assert drain(q) == list(range(5000, 12_000))
 
 
@@ -135,8 +135,8 @@ async def test_tuple_and_exception_items_survive_delivery():
 
 async def test_discard_where_removes_matching_items_only():
     q = filled(*range(10))
-    assert q._discard_where(lambda n: n % 3 == 0) == 4
-    assert q._discard_where(lambda n: n > 100) == 0
+    assert q.discard_where(lambda n: n % 3 == 0) == 4
+    assert q.discard_where(lambda n: n > 100) == 0
     assert drain(q) == [1, 2, 4, 5, 7, 8]
 
 
@@ -168,7 +168,7 @@ def test_discard_amount_when_fewer_items_remain(reports):
     # size there; after emptying it, filling again discards again in blocks.
     q = Queue(limit=3, policy=LimitPolicy.DISCARD_FIRST, discard_amount=3)
     for n in range(7):
-        q._put(n)
+        q.deliver(n)
     # 0 1 2 | put 3 -> drop all three -> 3 | 4 5 | put 6 -> drop 3 4 5 -> 6
     assert drain(q) == [6]
     assert q.discarded == 6
@@ -177,15 +177,15 @@ def test_discard_amount_when_fewer_items_remain(reports):
 
 def test_reporter_once_per_discarding_put(reports):
     q = Queue(limit=2, policy=LimitPolicy.DISCARD_NEW, name="tiny")
-    q._put(1)
-    q._put(2)
+    q.deliver(1)
+    q.deliver(2)
     assert reports == []
-    q._put(3)
-    q._put(4)
+    q.deliver(3)
+    q.deliver(4)
     assert reports == [q, q]
     assert reports[0].name == "tiny"
     q.poll()
-    q._put(5)
+    q.deliver(5)
     assert len(reports) == 2
     assert drain(q) == [2, 5]
 
@@ -197,9 +197,9 @@ def test_reporter_exception_does_not_break_put(capsys):
     previous = queues.set_limit_exceeded_reporter(broken)
     try:
         q = Queue(limit=1, policy=LimitPolicy.DISCARD_FIRST, name="sturdy")
-        q._put("a")
-        q._put("b")
-        q._put("c")
+        q.deliver("a")
+        q.deliver("b")
+        q.deliver("c")
     finally:
         queues.set_limit_exceeded_reporter(previous)
     assert drain(q) == ["c"]
@@ -212,13 +212,13 @@ def test_reporter_that_overflows_the_same_queue_is_not_reentered():
 
     def echo(queue):
         calls.append(queue)
-        queue._put("advisory")  # overflows again: counted, not reported again
+        queue.deliver("advisory")  # overflows again: counted, not reported again
 
     previous = queues.set_limit_exceeded_reporter(echo)
     try:
         q = Queue(limit=1, policy=LimitPolicy.DISCARD_NEW)
-        q._put("x")
-        q._put("y")
+        q.deliver("x")
+        q.deliver("y")
     finally:
         queues.set_limit_exceeded_reporter(previous)
     assert calls == [q]
@@ -229,8 +229,8 @@ def test_default_reporter_logs_the_queue_name(capsys):
     previous = queues.set_limit_exceeded_reporter(None)
     try:
         q = Queue(limit=1, policy=LimitPolicy.DISCARD_NEW, name="overflowing")
-        q._put(1)
-        q._put(2)
+        q.deliver(1)
+        q.deliver(2)
     finally:
         queues.set_limit_exceeded_reporter(previous)
     err = capsys.readouterr().err
@@ -248,7 +248,7 @@ def test_reporter_must_be_callable():
 async def test_get_waits_for_a_put():
     q = Queue()
     loop = asyncio.get_running_loop()
-    loop.call_soon(q._put, "late")
+    loop.call_soon(q.deliver, "late")
     async with asyncio.timeout(WAIT):
         assert await q.get() == "late"
 
@@ -259,7 +259,7 @@ async def test_get_with_timeout():
         await q.get(timeout=0.01)
     with pytest.raises(TimeoutError):
         await q.get(timeout=0)
-    q._put(1)
+    q.deliver(1)
     assert await q.get(timeout=0) == 1
     assert q._waiters == type(q._waiters)()  # timed-out waiters do not linger
 
@@ -282,13 +282,13 @@ async def test_each_put_wakes_one_consumer():
     async with asyncio.timeout(WAIT):
         tasks = [asyncio.create_task(consume(n)) for n in range(3)]
         await asyncio.sleep(0)
-        q._put("first")
-        q._put("second")
+        q.deliver("first")
+        q.deliver("second")
         await asyncio.sleep(0)
         await asyncio.sleep(0)
         assert sorted(item for _, item in got) == ["first", "second"]
         assert len({tag for tag, _ in got}) == 2
-        q._put("third")
+        q.deliver("third")
         await asyncio.gather(*tasks)
     assert sorted(item for _, item in got) == ["first", "second", "third"]
 
@@ -299,7 +299,7 @@ async def test_woken_consumer_cancelled_passes_the_item_on():
         first = asyncio.create_task(q.get())
         second = asyncio.create_task(q.get())
         await asyncio.sleep(0)
-        q._put("only")  # wakes `first` ...
+        q.deliver("only")  # wakes `first` ...
         first.cancel()  # ... which is cancelled before it runs
         assert await second == "only"
     with pytest.raises(asyncio.CancelledError):
@@ -332,9 +332,9 @@ async def test_async_for_waits_then_ends_on_destroy():
     async with asyncio.timeout(WAIT):
         task = asyncio.create_task(consume())
         await asyncio.sleep(0)
-        q._put(1)
+        q.deliver(1)
         await asyncio.sleep(0)
-        q._put(2)
+        q.deliver(2)
         await asyncio.sleep(0)
         q.destroy()
         await task
@@ -359,7 +359,7 @@ async def test_destroyed_queue_drops_everything():
     q.destroy()
     q.destroy()  # harmless
     assert q.destroyed and len(q) == 0
-    q._put(4)
+    q.deliver(4)
     assert len(q) == 0 and q.poll() is None
     assert q.discarded == 0  # drops after destruction are not limit discards
     with pytest.raises(rv.QueueDestroyed):

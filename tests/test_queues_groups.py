@@ -12,7 +12,7 @@ WAIT = 5.0
 
 def put_all(q: Queue, *items) -> Queue:
     for item in items:
-        q._put(item)
+        q.deliver(item)
     return q
 
 
@@ -31,7 +31,7 @@ def test_highest_priority_first_figure_8():
     default = put_all(Queue(name="default"), "limit advisory")
     group = QueueGroup(default, regular, important, timers)
     assert group.poll() == "timer A"
-    timers._put("timer C")  # arrives while dispatching: still goes first
+    timers.deliver("timer C")  # arrives while dispatching: still goes first
     assert poll_all(group) == [
         "timer B",
         "timer C",
@@ -135,11 +135,11 @@ async def test_waiting_consumer_wakes_for_any_member_only():
     async with asyncio.timeout(WAIT):
         getter = asyncio.create_task(group.get())
         await asyncio.sleep(0)
-        outsider._put("not for the group")
+        outsider.deliver("not for the group")
         for _ in range(3):
             await asyncio.sleep(0)
         assert not getter.done()
-        member._put("for the group")
+        member.deliver("for the group")
         assert await getter == "for the group"
 
 
@@ -150,7 +150,7 @@ async def test_removed_queue_does_not_wake_the_group_until_added_back():
     async with asyncio.timeout(WAIT):
         getter = asyncio.create_task(group.get())
         await asyncio.sleep(0)
-        a._put("waiting")
+        a.deliver("waiting")
         for _ in range(3):
             await asyncio.sleep(0)
         assert not getter.done()
@@ -164,8 +164,8 @@ async def test_woken_group_prefers_higher_priority_that_arrived_meanwhile():
     async with asyncio.timeout(WAIT):
         getter = asyncio.create_task(group.get())
         await asyncio.sleep(0)
-        low._put("low")
-        high._put("high")
+        low.deliver("low")
+        high.deliver("high")
         assert await getter == "high"
         assert group.poll() == "low"
 
@@ -180,8 +180,8 @@ async def test_wake_is_passed_on_when_the_woken_group_takes_another_item():
         await asyncio.sleep(0)
         second = asyncio.create_task(g2.get())
         await asyncio.sleep(0)
-        q1._put("from q1")
-        q2._put("from q2")
+        q1.deliver("from q1")
+        q2.deliver("from q2")
         assert await first == "from q2"
         assert await second == "from q1"
 
@@ -193,8 +193,8 @@ async def test_direct_and_group_consumers_share_a_queue():
         direct = asyncio.create_task(q.get())
         grouped = asyncio.create_task(group.get())
         await asyncio.sleep(0)
-        q._put(1)
-        q._put(2)
+        q.deliver(1)
+        q.deliver(2)
         assert sorted(await asyncio.gather(direct, grouped)) == [1, 2]
 
 
@@ -205,7 +205,7 @@ async def test_cancelled_woken_group_consumer_passes_the_wake_on():
         first = asyncio.create_task(group.get())
         second = asyncio.create_task(group.get())
         await asyncio.sleep(0)
-        q._put("only")
+        q.deliver("only")
         first.cancel()
         assert await second == "only"
 

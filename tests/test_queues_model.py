@@ -101,7 +101,7 @@ def test_core_matches_model(impl, config, ops):
     core, model = probe(impl, *config), Model(*config)
     for op, value in ops:
         if op == "put":
-            core._put(value)
+            core.deliver(value)
             model.put(value)
         elif op == "poll":
             assert core.poll() == model.poll()
@@ -113,7 +113,7 @@ def test_core_matches_model(impl, config, ops):
                 core._push_front(taken)
                 model.items.insert(0, taken)
         else:
-            removed = core._discard_where(lambda n: n % 2 == 1)
+            removed = core.discard_where(lambda n: n % 2 == 1)
             kept = [n for n in model.items if n % 2 == 0]
             assert removed == len(model.items) - len(kept)
             model.items = kept
@@ -137,7 +137,7 @@ def test_ring_buffer_grows_and_shrinks_in_order(impl, ops):
         for _ in range(7 if is_put else 5):
             if is_put:
                 counter += 1
-                core._put(counter)
+                core.deliver(counter)
                 model.put(counter)
             else:
                 assert core.poll() == model.poll()
@@ -146,20 +146,20 @@ def test_ring_buffer_grows_and_shrinks_in_order(impl, ops):
 
 def test_notify_only_while_watched(impl):
     core = probe(impl, 0, 0, 1)
-    core._put(1)
+    core.deliver(1)
     assert core.notified == 0
     core._watched = True
-    core._put(2)
+    core.deliver(2)
     core._push_front(0)
     assert core.notified == 2
 
 
 def test_closed_core_drops_everything(impl):
     core = probe(impl, 2, int(LimitPolicy.DISCARD_NEW), 1)
-    core._put(1)
+    core.deliver(1)
     assert core._close_core() == 1
-    core._put(2)
-    core._put(3)
+    core.deliver(2)
+    core.deliver(3)
     core._push_front(4)
     assert len(core) == 0 and core.poll() is None
     assert (core.discarded, core.reports) == (0, 0)
@@ -168,7 +168,7 @@ def test_closed_core_drops_everything(impl):
 def test_async_iteration_drains_then_defers_to_the_subclass(impl):
     core = probe(impl, 0, 0, 1)
     for n in range(100):
-        core._put(n)
+        core.deliver(n)
 
     async def collect():
         # The core's own _wait_item ends iteration: the subclass would wait.
@@ -179,8 +179,8 @@ def test_async_iteration_drains_then_defers_to_the_subclass(impl):
 
 def test_unawaited_anext_gives_its_item_back(impl):
     core = probe(impl, 0, 0, 1)
-    core._put("head")
-    core._put("tail")
+    core.deliver("head")
+    core.deliver("tail")
     pending = core.__anext__()
     if hasattr(pending, "close"):
         pending.close()
@@ -195,7 +195,7 @@ def test_resizes_keep_order_with_a_wrapped_head(impl):
     for puts, polls in [(5, 3), (20_000, 19_990), (3, 0), (40_000, 39_000), (0, 1_000)]:
         for _ in range(puts):
             counter += 1
-            core._put(counter)
+            core.deliver(counter)
             expected.append(counter)
         for _ in range(polls):
             assert core.poll() == expected.popleft()

@@ -86,10 +86,10 @@ class Hooks:
         self.messages: asyncio.Queue[Message] = asyncio.Queue()
         self.advisories: asyncio.Queue[Message] = asyncio.Queue()
 
-    def _link_deliver(self, msg: Message) -> None:
+    def link_deliver(self, msg: Message) -> None:
         self.messages.put_nowait(msg)
 
-    def _link_present(self, advisory: Message) -> None:
+    def link_present(self, advisory: Message) -> None:
         self.advisories.put_nowait(advisory)
 
     async def next_message(self) -> Message:

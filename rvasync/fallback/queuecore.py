@@ -1,7 +1,7 @@
 """Pure-Python twin of ``rvasync_native.queuecore``: the storage and fast paths of a queue.
 
 A :class:`QueueCore` holds items in arrival order, applies the limit policy on
-the producer side (``_put``) and hands items to consumers without suspending
+the producer side (``deliver``) and hands items to consumers without suspending
 when some are waiting (``poll``, ``__anext__``, ``get``). Everything that
 involves waiting, naming, groups or reporting belongs to
 :class:`rvasync.queues.Queue`, which subclasses the core and supplies three
@@ -11,7 +11,7 @@ hooks the core calls:
     after an append while ``_watched`` is true (a consumer, or a group with a
     consumer, may be waiting);
 ``_limit_exceeded()``
-    once per ``_put`` that discarded anything;
+    once per ``deliver`` that discarded anything;
 ``_wait_item(iterating, timeout)``
     the coroutine that waits when the queue is empty;
 ``_wait_forever(iterating)``
@@ -43,7 +43,7 @@ class QueueCore:
     """Items in arrival order, bounded by an optional limit with a discard policy.
 
     ``limit`` 0 means unbounded. Arguments are trusted (``Queue`` validates
-    them). ``_put`` never blocks and never raises because of the queue's state:
+    them). ``deliver`` never blocks and never raises because of the queue's state:
     a full queue discards by its policy, a closed one drops the item.
     """
 
@@ -61,8 +61,12 @@ class QueueCore:
 
     # -- producer side ----------------------------------------------------------
 
-    def _put(self, item: Any) -> None:
-        """Append ``item`` (O(1)); wake one waiting consumer if any might be waiting."""
+    def deliver(self, item: Any) -> None:
+        """Append ``item`` (O(1)); wake one waiting consumer if any might be waiting.
+
+        Public: it is ``Queue.deliver`` (driver API) and what an open listener's
+        ``deliver`` is bound to, so transports and drivers call it directly.
+        """
         items = self._items
         if len(items) >= self._cap:
             self._overflow(item)
@@ -139,8 +143,11 @@ class QueueCore:
         """How many items the limit policy has discarded so far."""
         return self._discarded
 
-    def _discard_where(self, predicate: Callable[[Any], bool]) -> int:
-        """Drop every queued item for which ``predicate`` is true; return how many (O(n))."""
+    def discard_where(self, predicate: Callable[[Any], bool]) -> int:
+        """Drop every queued item for which ``predicate`` is true; return how many (O(n)).
+
+        Public: it is ``Queue.discard_where`` (driver API: a closing listener's cleanup).
+        """
         items = self._items
         kept = [item for item in items if not predicate(item)]
         removed = len(items) - len(kept)
@@ -150,7 +157,7 @@ class QueueCore:
         return removed
 
     def _close_core(self) -> int:
-        """Drop every item and every later ``_put``; return how many items were dropped."""
+        """Drop every item and every later ``deliver``; return how many items were dropped."""
         dropped = len(self._items)
         self._items.clear()
         self._cap = -1

@@ -1,7 +1,7 @@
 """Behaviour every transport shares: sending rules, request/reply, inboxes, listeners.
 
 A concrete transport supplies ``_route`` (where an outbound message goes) and
-``_open_listener``/``_remove_listener`` hooks (how interest reaches its
+``_open_listener``/``_close_listener`` hooks (how interest reaches its
 delivery mechanism); everything users call is here so the rules are the same
 on the process transport and on network transports.
 
@@ -136,7 +136,7 @@ class BaseTransport(abc.ABC):
         inbox = self.create_inbox()
         listener = self.listen(inbox)
         try:
-            request = msg._delivery_copy(None, None)
+            request = msg.delivery_copy(None, None)
             request.reply_subject = inbox
             await self.send(request)
             try:
@@ -249,7 +249,13 @@ class BaseTransport(abc.ABC):
                 "a listener without callback cannot share it"
             )
 
-    def _remove_listener(self, listener: Listener) -> None:
+    def remove_listener(self, listener: Listener) -> None:
+        """Forget ``listener`` (it is closing): called by :meth:`Listener.close_now`.
+
+        Public because the listener is another object; a program closes a
+        listener with ``listener.close()`` instead. Removing a listener this
+        transport does not hold (already removed) does nothing.
+        """
         try:
             self._router.remove(listener)
         except (KeyError, ValueError):

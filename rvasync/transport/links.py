@@ -13,7 +13,7 @@ and advisories through them.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Protocol
 
 from rvasync.daemon.engine import in_process_daemon
@@ -27,12 +27,24 @@ __all__ = ["DaemonLink", "InProcessLink", "LinkHooks"]
 
 
 class LinkHooks(Protocol):
-    """What a link calls on its transport (implemented by ``rv.Transport``)."""
+    """What a link calls on its transport (implemented by ``rv.Transport``).
 
-    def _link_deliver(self, msg: Message) -> None:
-        """Route an inbound message to this transport's listeners."""
+    Public names: the link is another object and calls them from its own
+    module. A transport may also offer these optional hooks, which a link
+    looks up once (``getattr(hooks, name, None)``) and uses when present:
 
-    def _link_present(self, advisory: Message) -> None:
+    * ``link_deliver_owned(msg)``: a freshly decoded message that nobody else
+      holds (the transport may deliver it without a copy-on-write copy);
+    * ``link_deliver_inbox(msg, owned)``: a message for one of the
+      transport's inboxes (the reply a request waits for);
+    * ``link_inbox_prefix(prefix)``: the link reconnected to a new daemon
+      session, whose inboxes start with ``prefix``.
+    """
+
+    def link_deliver(self, msg: Message) -> object:
+        """Route an inbound message to this transport's listeners (the result is ignored)."""
+
+    def link_present(self, advisory: Message) -> None:
         """Present an advisory on this transport."""
 
 
@@ -63,12 +75,29 @@ def _not_open(*_args: object) -> None:
     raise TransportClosed("the transport is not open: await transport.open() or use async with")
 
 
+def _nowhere(_msg: Message) -> None:
+    """Where a link's inbound traffic goes before the transport's hooks are bound: nowhere."""
+
+
 class InProcessLink:
     """Attaches a transport to the in-process daemon of the running event loop.
 
     The session's methods are bound straight onto this object when it opens,
     so ``transport.send`` reaches the engine with no intermediate call.
     """
+
+    # Bound on open to the session's methods and the transport's hooks (no def:
+    # they are replaced per instance, so they are attributes of these types).
+    add_interest: Callable[[str], None]
+    remove_interest: Callable[[str], None]
+    publish: Callable[[Message], Awaitable[None] | None]
+    publish_many: Callable[[list[Message]], Awaitable[None] | None]
+    #: Hands a decoded message to the transport's listeners (the SessionOwner sink).
+    deliver_message: Callable[[Message], object]
+    #: Optional SessionOwner fast paths, set on open only when the transport has them.
+    deliver_owned: Callable[[Message], None]
+    deliver_inbox: Callable[[Message, bool], None]
+    _present: Callable[[Message], None]
 
     def __init__(
         self,
@@ -90,6 +119,8 @@ class InProcessLink:
         self.remove_interest = _not_open
         self.publish = _not_open
         self.publish_many = _not_open
+        self.deliver_message = _nowhere
+        self._present = _nowhere
 
     @property
     def session(self) -> ClientSession | None:
@@ -101,14 +132,14 @@ class InProcessLink:
             return
         daemon = await in_process_daemon()
         # Set before attaching: the engine looks for deliver_message when it builds the session.
-        self.deliver_message = transport_hooks._link_deliver
-        owned = getattr(transport_hooks, "_link_deliver_owned", None)
+        self.deliver_message = transport_hooks.link_deliver
+        owned = getattr(transport_hooks, "link_deliver_owned", None)
         if owned is not None:
             self.deliver_owned = owned
-        inbox = getattr(transport_hooks, "_link_deliver_inbox", None)
+        inbox = getattr(transport_hooks, "link_deliver_inbox", None)
         if inbox is not None:
             self.deliver_inbox = inbox
-        self._present = transport_hooks._link_present
+        self._present = transport_hooks.link_present
         session = daemon.attach(
             self,
             service=self._service,
@@ -136,14 +167,8 @@ class InProcessLink:
         """Fallback of the SessionOwner protocol (the engine uses deliver_message)."""
         self.deliver_message(payload.message())
 
-    def deliver_message(self, msg: Message) -> None:  # replaced by the transport's on open
-        """Hand a decoded message to the transport's listeners."""
-
     def present(self, advisory: Message) -> None:
         self._present(advisory)
-
-    def _present(self, advisory: Message) -> None:  # replaced by the transport's on open
-        """Present an advisory on the transport."""
 
     def __repr__(self) -> str:
         return f"<InProcessLink {self._session!r}>"

@@ -25,22 +25,28 @@ __all__ = ["Callback", "Listener"]
 Callback = Callable[["Message"], Awaitable[None] | None]
 
 
-def _dropped(_msg: Any) -> None:
+def _dropped(_msg: Message) -> None:
     """What a closed listener does with a late delivery: nothing."""
 
 
 class Listener:
     """Interest in ``subject`` (wildcards allowed) on one transport."""
 
+    #: ``listener.deliver(msg)``: queue one delivery for this listener (driver and
+    #: transport API: the routers' per-message call). It *is* the queue's
+    #: ``deliver`` while the listener is open (no extra call layer: hot path),
+    #: and a function that drops the message once it is closed.
+    deliver: Callable[[Message], None]
+
     __slots__ = (
         "__weakref__",
         "_callback",
         "_callback_is_async",
         "_own_queue",
-        "_put",
         "_queue",
         "_transport",
         "closure",
+        "deliver",
         "subject",
     )
 
@@ -61,7 +67,7 @@ class Listener:
         self._callback_is_async = inspect.iscoroutinefunction(callback)
         self._own_queue = queue is None
         self._queue = Queue(name=f"listener:{subject}") if queue is None else queue
-        self._put = self._queue.deliver
+        self.deliver = self._queue.deliver
 
     # -- public --------------------------------------------------------------
 
@@ -80,7 +86,7 @@ class Listener:
 
     @property
     def closed(self) -> bool:
-        return self._put is _dropped
+        return self.deliver is _dropped
 
     @property
     def own_queue(self) -> bool:
@@ -93,7 +99,8 @@ class Listener:
 
     async def get(self, timeout: float | None = None) -> Message:
         """The next message (``TimeoutError`` after ``timeout`` seconds)."""
-        return await self._queue.get(timeout)
+        msg: Message = await self._queue.get(timeout)
+        return msg
 
     async def __aenter__(self) -> Listener:
         return self
@@ -116,10 +123,10 @@ class Listener:
         listeners from callbacks, cleanup paths and ``finally`` blocks.
         Closing twice is harmless.
         """
-        if self._put is _dropped:
+        if self.deliver is _dropped:
             return
-        self._put = _dropped
-        self._transport._remove_listener(self)
+        self.deliver = _dropped
+        self._transport.remove_listener(self)
         if self._own_queue:
             self._queue.destroy()
         else:

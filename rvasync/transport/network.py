@@ -26,7 +26,7 @@ from rvasync.transport.base import BaseTransport
 from rvasync.transport.links import DaemonLink, InProcessLink, _not_open
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable
+    from collections.abc import Awaitable, Callable
 
     from rvasync.message import Message
     from rvasync.transport.listener import Listener
@@ -94,6 +94,9 @@ class Transport(BaseTransport):
     ``await t.close()``.
     """
 
+    #: LinkHooks: the link hands inbound messages to this (the router's deliver itself).
+    link_deliver: Callable[[Message], object]
+
     def __init__(
         self,
         service: str | None = None,
@@ -134,10 +137,10 @@ class Transport(BaseTransport):
         self._link: DaemonLink | None = None
         self._loop: Any = None  # the running loop, from open on
         self._opening = False
-        self._publish: Any = _not_open
-        self._publish_many: Any = _not_open
+        self._publish: Callable[[Message], Awaitable[None] | None] = _not_open
+        self._publish_many: Callable[[list[Message]], Awaitable[None] | None] = _not_open
         # LinkHooks: inbound messages go straight to the router.
-        self._link_deliver = self._router.deliver
+        self.link_deliver = self._router.deliver
         self._match = self._router.match  # the owned-delivery fast path's lookup
         #: inbox -> future of a pending send_request
         self._replies: dict[str, asyncio.Future[Message]] = {}
@@ -308,9 +311,9 @@ class Transport(BaseTransport):
         self._check_open()
         inbox = f"{self._inbox_prefix}{next(self._inbox_counter)}"
         loop = self._loop
-        reply = loop.create_future()
+        reply: asyncio.Future[Message] = loop.create_future()
         self._replies[inbox] = reply
-        request = msg._delivery_copy(None, None)
+        request = msg.delivery_copy(None, None)
         request.reply_subject = inbox
         expiry = poller = None
         try:
@@ -323,6 +326,7 @@ class Transport(BaseTransport):
             if self.reply_poll:
                 # The reply is due soon: poll for it rather than sleep and be woken.
                 poller = self._poller
+                # _check_open passed above, so open() has set the poller.
                 poller.hold(self.reply_poll)  # type: ignore[union-attr]
             return await reply
         finally:
@@ -338,6 +342,7 @@ class Transport(BaseTransport):
     # -- listeners -------------------------------------------------------------
 
     def _open_listener(self, listener: Listener) -> None:
+        # listen() calls _check_open first: an open transport has its link.
         self._link.add_interest(listener.subject)  # type: ignore[union-attr]
 
     def _close_listener(self, listener: Listener) -> None:
@@ -348,40 +353,51 @@ class Transport(BaseTransport):
             except TransportClosed:
                 pass
 
-    # -- LinkHooks ---------------------------------------------------------------
+    # -- LinkHooks (called by the daemon link: see rvasync.transport.links) -------
 
-    def _link_present(self, advisory: Message) -> None:
+    def link_present(self, advisory: Message) -> None:
+        """Present an advisory from the link (daemon lost, back, fast producer ...)."""
         self._present(advisory)
 
-    def _link_deliver_inbox(self, msg: Message, owned: bool) -> None:
+    def link_inbox_prefix(self, prefix: str) -> None:
+        """The link reconnected to a new daemon session: new inboxes start with ``prefix``.
+
+        Inboxes made before named the old session, which is gone with its
+        daemon; replies to them are lost (a pending request times out).
+        """
+        self._inbox_prefix = prefix
+
+    def link_deliver_inbox(self, msg: Message, owned: bool) -> None:
         """A message for one of this transport's inboxes: the reply a request waits for,
         or else an ordinary delivery to whoever listens on that inbox."""
+        # An inbox message has a subject (the daemon routed it by it): never None here.
         reply = self._replies.pop(msg.subject, None)  # type: ignore[arg-type]
         if reply is not None:
             if not reply.done():
-                reply.set_result(msg if owned else msg._delivery_copy(None, None))
+                reply.set_result(msg if owned else msg.delivery_copy(None, None))
             return
         if owned:
-            self._link_deliver_owned(msg)
+            self.link_deliver_owned(msg)
         else:
             self._router.deliver(msg)
 
-    def _link_deliver_owned(self, msg: Message) -> None:
+    def link_deliver_owned(self, msg: Message) -> None:
         """Route a message that nobody else holds (freshly decoded for this transport only).
 
         With one matching listener the message itself is delivered, saving the
         copy-on-write copy the router makes for messages that others share.
         """
-        listeners = self._match(msg.subject)
+        # A decoded message has a subject (the wire format requires one).
+        listeners = self._match(msg.subject)  # type: ignore[arg-type]
         if len(listeners) == 1:
             listener = listeners[0]
             msg.listener = listener
             msg.closure = listener.closure
-            listener._put(msg)
+            listener.deliver(msg)
             return
-        copy = msg._delivery_copy
+        copy = msg.delivery_copy
         for listener in listeners:
-            listener._put(copy(listener, listener.closure))
+            listener.deliver(copy(listener, listener.closure))
 
     def __repr__(self) -> str:
         where = "in-process daemon" if self.daemon is None else f"daemon {self.daemon}"

@@ -54,12 +54,14 @@ class ProcessTransport(BaseTransport):
             await super().send(msg)  # raises the right error
             return
         check_send_subject(subject)
-        msg._shared = True  # what msg._share() does, without the call
+        # What msg._share() does, without the call: this per-message path cannot
+        # afford one (tests/test_layering.py keeps _shared allowed here for it).
+        msg._shared = True
         listeners = self._match(subject)
         if listeners:
-            copy = msg._delivery_copy
+            copy = msg.delivery_copy
             for listener in listeners:
-                listener._put(copy(listener, listener.closure))
+                listener.deliver(copy(listener, listener.closure))
 
     def _route(self, msg: Message) -> None:
         self._router.deliver(msg)
@@ -67,10 +69,18 @@ class ProcessTransport(BaseTransport):
     async def close(self) -> None:
         """The process transport lives as long as its event loop: closing it is a no-op."""
 
-    def _shutdown(self) -> None:
-        """Close for real (the loop is going away); used by tests and loop teardown."""
+    def shutdown(self) -> None:
+        """Close for real: the loop is going away (loop teardown, test fixtures).
+
+        :meth:`close` is a no-op because programs share this transport; this
+        is the call for whoever owns the loop's lifetime, such as the
+        ``rv_process_transport`` fixture of :mod:`rvasync.pytest_plugin`. The
+        next :func:`process_transport` in the loop makes a new one.
+        """
         self._close_listeners()
         _by_loop.pop(self._loop, None)
+
+    _shutdown = shutdown  # the name older tests call
 
     def present_limit_exceeded(self, queue: queues.Queue) -> None:
         """Present QUEUE.LIMIT_EXCEEDED for ``queue`` (it just discarded) to this transport."""

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING
 from rvasync.subjects import SubjectIndex
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from rvasync.message import Message
     from rvasync.transport.listener import Listener
 
@@ -24,7 +26,7 @@ class Router:
     __slots__ = ("_index", "_listeners")
 
     def __init__(self) -> None:
-        self._index = SubjectIndex()
+        self._index: SubjectIndex[Listener] = SubjectIndex()
         self._listeners: dict[Listener, None] = {}  # insertion-ordered set
 
     def add(self, listener: Listener) -> None:
@@ -37,7 +39,7 @@ class Router:
         self._index.remove(listener.subject, listener)
 
     @property
-    def match(self):  # -> Callable[[str], tuple[Listener, ...]]
+    def match(self) -> Callable[[str], tuple[Listener, ...]]:
         """The index's lookup itself, for transports' per-message fast paths."""
         return self._index.match
 
@@ -56,9 +58,10 @@ class Router:
 
     def deliver(self, msg: Message) -> int:
         """Queue a delivery of ``msg`` for every matching listener; return how many took it."""
-        listeners = self._index.match(msg.subject)
+        # A routed message has a subject (send checks it; the codec decodes one).
+        listeners = self._index.match(msg.subject)  # type: ignore[arg-type]
         # Inlined per-listener work: this loop is the hottest path of local delivery.
-        copy = msg._delivery_copy
+        copy = msg.delivery_copy
         for listener in listeners:
-            listener._put(copy(listener, listener.closure))
+            listener.deliver(copy(listener, listener.closure))
         return len(listeners)

@@ -31,7 +31,7 @@ import contextlib
 import itertools
 import socket
 from collections.abc import Awaitable
-from typing import Any
+from typing import Any, NoReturn
 
 from rvasync._logging import stderr_logger
 from rvasync._wire import LOOPBACK_DATAGRAM, MAX_MESSAGE_SIZE, NETWORK_DATAGRAM
@@ -110,7 +110,8 @@ class TcpLink:
         batch: Any = None,
     ) -> None:
         self.address = parse_daemon(daemon)
-        self._where = f"{self.address.host}:{self.address.port}"
+        #: ``host:port`` of the daemon, as messages and advisories name it.
+        self.where = f"{self.address.host}:{self.address.port}"
         self.daemon = daemon
         self.service = service
         self.network = network
@@ -157,13 +158,13 @@ class TcpLink:
     async def open(self, transport_hooks: LinkHooks) -> None:
         """Connect (starting a local daemon if allowed and needed); DaemonUnavailable if not."""
         if self._state != "new":
-            raise TransportClosed(f"link to daemon {self._where} was already opened")
+            raise TransportClosed(f"link to daemon {self.where} was already opened")
         self._hooks = transport_hooks
         self._loop = asyncio.get_running_loop()
         await self._establish(autostart=self.address.autostart)
         if self._state == "closed":  # closed while connecting
             self._drop_connection()
-            raise TransportClosed(f"link to daemon {self._where} closed while connecting")
+            raise TransportClosed(f"link to daemon {self.where} closed while connecting")
         self._state = "connected"
 
     async def close(self) -> None:
@@ -231,10 +232,10 @@ class TcpLink:
 
     async def ping(self, timeout: float = 5.0) -> float:
         """Round trip to the daemon in seconds; everything sent before it has been processed."""
-        if self._state != "connected" or self._conn is None:
+        conn = self._conn
+        if self._state != "connected" or conn is None:
             self._refuse_send()
         self._flush()
-        conn = self._conn
         loop = asyncio.get_running_loop()
         token = next(_ping_tokens)
         waiter = loop.create_future()
@@ -246,7 +247,7 @@ class TcpLink:
                 await waiter
         except TimeoutError:
             raise DaemonUnavailable(
-                f"daemon {self._where} did not answer a ping within {timeout} s"
+                f"daemon {self.where} did not answer a ping within {timeout} s"
             ) from None
         finally:
             conn.pings.pop(token, None)
@@ -254,13 +255,13 @@ class TcpLink:
 
     # -- sending -------------------------------------------------------------------------------
 
-    def _refuse_send(self) -> None:
+    def _refuse_send(self) -> NoReturn:
         if self._state == "closed":
-            raise TransportClosed(f"link to daemon {self._where} is closed")
+            raise TransportClosed(f"link to daemon {self.where} is closed")
         if self._state == "new":
-            raise TransportClosed(f"link to daemon {self._where} is not open yet")
+            raise TransportClosed(f"link to daemon {self.where} is not open yet")
         raise DaemonUnavailable(
-            f"not connected to daemon {self._where} (reconnecting); nothing was sent"
+            f"not connected to daemon {self.where} (reconnecting); nothing was sent"
         )
 
     def _after_queue(self) -> Awaitable[None] | None:
@@ -294,7 +295,7 @@ class TcpLink:
         try:
             buffers = conn.proto.send_messages(batch)
         except cp.ProtocolError as exc:  # a message over 64 MiB got past the codec
-            stderr_logger().error("message not sent", daemon=self._where, error=str(exc))
+            stderr_logger().error("message not sent", daemon=self.where, error=str(exc))
             return
         conn.writelines(buffers)
 
@@ -341,13 +342,13 @@ class TcpLink:
                 _, conn = await loop.create_connection(lambda: _Connection(self), host, port)
         except TimeoutError:
             raise DaemonUnavailable(
-                f"daemon {self._where}: no connection within {CONNECT_TIMEOUT} s"
+                f"daemon {self.where}: no connection within {CONNECT_TIMEOUT} s"
             ) from None
         except ConnectionRefusedError:
-            raise _Refused(f"no daemon listens on {self._where} (connection refused)") from None
+            raise _Refused(f"no daemon listens on {self.where} (connection refused)") from None
         except OSError as exc:
             raise DaemonUnavailable(
-                f"cannot connect to daemon {self._where}: {exc.strerror or exc}"
+                f"cannot connect to daemon {self.where}: {exc.strerror or exc}"
             ) from None
         return conn
 
@@ -356,7 +357,9 @@ class TcpLink:
 
     # -- losing and regaining the daemon ---------------------------------------------------------
 
-    def _connection_lost(self, conn: _Connection, reason: str) -> None:
+    def on_connection_lost(self, conn: _Connection, reason: str) -> None:
+        """``conn`` closed for ``reason``: if it was the live one, present
+        RVD.DISCONNECTED and start reconnecting (connection API)."""
         if conn is not self._conn:
             return
         self._conn = None
@@ -365,11 +368,11 @@ class TcpLink:
         self._state = "disconnected"
         self._batch.clear()
         self._batch_bytes = 0
-        stderr_logger().warning("lost the daemon", daemon=self._where, reason=reason)
+        stderr_logger().warning("lost the daemon", daemon=self.where, reason=reason)
         self._present(
             AdvisoryClass.WARN,
             "RVD.DISCONNECTED",
-            {"daemon": self._where, "reason": reason},
+            {"daemon": self.where, "reason": reason},
         )
         loop = self._loop
         if loop is not None and not loop.is_closed():
@@ -390,13 +393,13 @@ class TcpLink:
                 await self._establish(autostart=self.address.autostart)
             except Exception as exc:  # whatever went wrong, the loop must keep trying
                 if not isinstance(exc, RvError):
-                    stderr_logger().exception("reconnect attempt failed", daemon=self._where)
+                    stderr_logger().exception("reconnect attempt failed", daemon=self.where)
                 if not failure_reported and loop.time() - started >= RECONNECT_FAILED_AFTER:
                     failure_reported = True
                     self._present(
                         AdvisoryClass.ERROR,
                         "RVD.RECONNECT_FAILED",
-                        {"daemon": self._where, "attempts": attempts, "reason": str(exc)},
+                        {"daemon": self.where, "attempts": attempts, "reason": str(exc)},
                     )
                 delay = min(delay * 2, RECONNECT_MAX_DELAY)
                 continue
@@ -406,12 +409,14 @@ class TcpLink:
             self._state = "connected"
             self.reconnects += 1
             self._adopt_inbox_prefix()
+            conn = self._conn
+            assert conn is not None  # _establish succeeded: connected
             for subject in self._interests:
-                self._conn.send(cp.Listen(subject))
+                conn.send(cp.Listen(subject))
             self._present(
                 AdvisoryClass.INFO,
                 "RVD.CONNECTED",
-                {"daemon": self._where, "attempts": attempts},
+                {"daemon": self.where, "attempts": attempts},
             )
             return
 
@@ -420,10 +425,11 @@ class TcpLink:
 
         Inboxes made before the reconnect named the old session, which is gone
         with its daemon; replies to them are lost (a pending request times out).
+        The transport learns it through its optional ``link_inbox_prefix`` hook.
         """
-        hooks = self._hooks
-        if hooks is not None and hasattr(hooks, "_inbox_prefix"):
-            hooks._inbox_prefix = self.inbox_prefix
+        adopt = getattr(self._hooks, "link_inbox_prefix", None)
+        if adopt is not None:
+            adopt(self.inbox_prefix)
 
     def _drop_connection(self) -> None:
         conn, self._conn = self._conn, None
@@ -435,17 +441,20 @@ class TcpLink:
     def _present(self, adv_class: AdvisoryClass, name: str, fields: dict[str, Any]) -> None:
         hooks = self._hooks
         if hooks is not None:
-            hooks._link_present(build_advisory(adv_class, name, fields))
+            hooks.link_present(build_advisory(adv_class, name, fields))
 
-    def _deliver_wires(self, wires: list[bytes]) -> None:
+    # -- called by the link's connection (_Connection) -------------------------------------------
+
+    def on_deliver(self, wires: list[bytes]) -> None:
+        """Hand the encoded messages of a DELIVER frame to the transport (connection API)."""
         hooks = self._hooks
         if hooks is None or self._state == "closed":
             return
         # Each message is decoded for this transport alone: the transport may hand it
         # over without the copy-on-write copy it makes for shared messages. Messages to
         # its inboxes (replies a request waits for) have a way of their own.
-        deliver = getattr(hooks, "_link_deliver_owned", None) or hooks._link_deliver
-        deliver_inbox = getattr(hooks, "_link_deliver_inbox", None)
+        deliver = getattr(hooks, "link_deliver_owned", None) or hooks.link_deliver
+        deliver_inbox = getattr(hooks, "link_deliver_inbox", None)
         from_bytes = Message.from_bytes
         for wire in wires:
             try:
@@ -453,16 +462,18 @@ class TcpLink:
             except MalformedMessage as exc:
                 stderr_logger().warning(
                     "dropped a malformed message from the daemon",
-                    daemon=self._where,
+                    daemon=self.where,
                     error=str(exc),
                 )
                 continue
-            if deliver_inbox is not None and msg.subject.startswith("_INBOX."):
+            # A decoded message has a subject (the wire format requires one): no None check.
+            if deliver_inbox is not None and msg.subject.startswith("_INBOX."):  # type: ignore[union-attr]
                 deliver_inbox(msg, True)
             else:
                 deliver(msg)
 
-    def _advisory(self, wire: bytes) -> None:
+    def on_advisory(self, wire: bytes) -> None:
+        """Present the encoded advisory of an ADVISORY frame on the transport (connection API)."""
         hooks = self._hooks
         if hooks is None or self._state == "closed":
             return
@@ -470,7 +481,7 @@ class TcpLink:
             advisory = Message.from_bytes(wire)
         except MalformedMessage:
             return
-        hooks._link_present(advisory)
+        hooks.link_present(advisory)
 
     def _too_large(self) -> None:
         """Present DATALOSS.MSG_TOO_LARGE, as the daemon would have had the message reached it.
@@ -484,14 +495,16 @@ class TcpLink:
         datagram = LOOPBACK_DATAGRAM if self.network is None else NETWORK_DATAGRAM
         lost = -(-(MAX_MESSAGE_SIZE + 1) // (datagram - 64))
         if self._hooks is not None:
-            self._hooks._link_present(msg_too_large(host, lost, None))
+            self._hooks.link_present(msg_too_large(host, lost, None))
 
-    def _fast_producer(self, waiting: int) -> None:
+    def on_fast_producer(self, waiting: int) -> None:
+        """Outbound data has waited too long for the daemon: present CLIENT.FASTPRODUCER
+        (connection API; ``waiting`` messages were published meanwhile)."""
         if self._hooks is not None:
-            self._hooks._link_present(fast_producer(waiting))
+            self._hooks.link_present(fast_producer(waiting))
 
     def __repr__(self) -> str:
-        return f"<TcpLink {self._where} {self._state} interests={len(self._interests)}>"
+        return f"<TcpLink {self.where} {self._state} interests={len(self._interests)}>"
 
 
 class _Connection(asyncio.Protocol):
@@ -519,7 +532,8 @@ class _Connection(asyncio.Protocol):
     # -- asyncio.Protocol -------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        assert isinstance(transport, asyncio.Transport)  # a TCP connection: a stream transport
+        self.transport = transport
         transport.set_write_buffer_limits(_WRITE_HIGH_WATER, _WRITE_LOW_WATER)
         sock = transport.get_extra_info("socket")
         if sock is not None:
@@ -536,24 +550,25 @@ class _Connection(asyncio.Protocol):
             self._fail(f"daemon sent a bad frame: {exc}")
             return
         link = self.link
+        # frame.__class__ (exact types, as before), not type(frame) in a local: mypy
+        # narrows the frame union on the former only.
         for frame in frames:
-            kind = type(frame)
-            if kind is cp.Deliver:
-                link._deliver_wires(frame.messages)
-            elif kind is cp.Advisory:
-                link._advisory(frame.message)
-            elif kind is cp.Pong:
+            if frame.__class__ is cp.Deliver:
+                link.on_deliver(frame.messages)
+            elif frame.__class__ is cp.Advisory:
+                link.on_advisory(frame.message)
+            elif frame.__class__ is cp.Pong:
                 waiter = self.pings.pop(frame.token, None)
                 if waiter is not None and not waiter.done():
                     waiter.set_result(None)
-            elif kind is cp.Ping:
+            elif frame.__class__ is cp.Ping:
                 self.send(cp.Pong(frame.token))
-            elif kind is cp.Welcome:
+            elif frame.__class__ is cp.Welcome:
                 if not self.welcome.done():
                     self.welcome.set_result(frame)
-            elif kind is cp.Error:
+            elif frame.__class__ is cp.Error:
                 self._error(frame)
-            elif kind is cp.Bye:
+            elif frame.__class__ is cp.Bye:
                 self._reason = (
                     f"daemon said goodbye: {frame.reason}"
                     if frame.reason
@@ -569,19 +584,19 @@ class _Connection(asyncio.Protocol):
             self._reason = f"connection lost: {exc}"
         if not self.welcome.done():
             self.welcome.set_exception(
-                DaemonUnavailable(f"daemon {self.link._where}: {self._reason}")
+                DaemonUnavailable(f"daemon {self.link.where}: {self._reason}")
             )
             self.welcome.exception()  # retrieved: the handshake may not be waiting any more
         for waiter in self.pings.values():
             if not waiter.done():
-                waiter.set_exception(DaemonUnavailable(f"daemon {self.link._where} went away"))
+                waiter.set_exception(DaemonUnavailable(f"daemon {self.link.where} went away"))
                 waiter.exception()
         self.pings.clear()
         self._release_drain()
         if not self.gone.done():
             self.gone.set_result(None)
         self.transport = None
-        self.link._connection_lost(self, self._reason)
+        self.link.on_connection_lost(self, self._reason)
 
     def pause_writing(self) -> None:
         self.paused = True
@@ -604,7 +619,7 @@ class _Connection(asyncio.Protocol):
                 return await self.welcome
         except TimeoutError:
             raise DaemonUnavailable(
-                f"daemon {self.link._where} did not answer HELLO within {HANDSHAKE_TIMEOUT} s"
+                f"daemon {self.link.where} did not answer HELLO within {HANDSHAKE_TIMEOUT} s"
             ) from None
 
     def send(self, frame: cp.Frame) -> None:
@@ -651,7 +666,7 @@ class _Connection(asyncio.Protocol):
     def _still_paused(self) -> None:
         self._fast_timer = None
         if self.paused and self.transport is not None:
-            self.link._fast_producer(self.waiting)
+            self.link.on_fast_producer(self.waiting)
             self._fast_timer = self.loop.call_later(FAST_PRODUCER_AFTER, self._still_paused)
 
     def _release_drain(self) -> None:
@@ -665,12 +680,12 @@ class _Connection(asyncio.Protocol):
             exc_type = NotPermitted
         elif error.code == ErrorCode.INVALID_ARGUMENT:
             exc_type = InvalidArgument
-        text = f"daemon {self.link._where} refused: {error.text}"
+        text = f"daemon {self.link.where} refused: {error.text}"
         if not self.welcome.done():
             self.welcome.set_exception(exc_type(text))
             self.welcome.exception()
         else:
-            stderr_logger().error("daemon error", daemon=str(self.link._where), error=error.text)
+            stderr_logger().error("daemon error", daemon=str(self.link.where), error=error.text)
         self._reason = f"daemon error {error.code}: {error.text}"
 
     def _fail(self, reason: str) -> None:

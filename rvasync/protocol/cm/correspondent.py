@@ -107,6 +107,9 @@ class CmCorrespondent:
             )
         self._ctx = Context(name, address, ledger, bool(file_ledger), timing or CmTiming())
         self._sender = SenderHalf(self._ctx, now)
+        # Subjects whose name was checked (or that the ledger held, checked when
+        # first sent on): send checks a subject's name once.
+        self._checked_subjects: set[str] = set(ledger.subjects)
         self._listener = ListenerHalf(self._ctx, bool(require_old))
         self._collisions: set[str] = set()
         self.malformed = 0
@@ -200,8 +203,9 @@ class CmCorrespondent:
         ``time_limit`` None uses the default; 0 means the message never
         expires. A wildcard or reserved subject raises NotPermitted.
         """
-        if subject not in self._sender._last_sent:  # a subject sent on before was checked then
+        if subject not in self._checked_subjects:
             check_cm_send_subject(subject)
+            self._checked_subjects.add(subject)
         if payload.__class__ is not bytes:
             if isinstance(payload, (bytearray, memoryview)):
                 payload = bytes(payload)

@@ -81,8 +81,12 @@ class Record:
             )
         return record
 
-    def _check(self) -> str | None:
-        """Semantic checks beyond field types; the problem as a sentence, or None."""
+    def problem(self) -> str | None:
+        """Semantic checks beyond field types; the problem as a sentence, or None.
+
+        Public because :func:`parse_record` (outside the class) asks every
+        parsed record; subclasses override it with their own rules.
+        """
         return None
 
 
@@ -126,7 +130,7 @@ class DataRecord(Record):
     payload: bytes
     retransmit: bool = False
 
-    def _check(self) -> str | None:
+    def problem(self) -> str | None:
         if math.isnan(self.time_limit) or math.isinf(self.time_limit) or self.time_limit < 0:
             return f"field 'time_limit' must be finite and >= 0, got {self.time_limit}"
         return _positive(self, "sequence")
@@ -148,7 +152,7 @@ class RegisterRequest(Record):
     require_old: bool
     last_confirmed: int
 
-    def _check(self) -> str | None:
+    def problem(self) -> str | None:
         return _nonneg(self, "last_confirmed")
 
 
@@ -170,7 +174,7 @@ class RegisterReply(Record):
     last_sent: int
     resumed: bool
 
-    def _check(self) -> str | None:
+    def problem(self) -> str | None:
         return _positive(self, "begin") or _nonneg(self, "last_sent")
 
 
@@ -203,7 +207,7 @@ class Confirm(Record):
     subject: str
     sequence: int
 
-    def _check(self) -> str | None:
+    def problem(self) -> str | None:
         return _nonneg(self, "sequence")
 
 
@@ -217,7 +221,7 @@ class ConfirmRequest(Record):
     subject: str
     last_sent: int
 
-    def _check(self) -> str | None:
+    def problem(self) -> str | None:
         return _nonneg(self, "last_sent")
 
 
@@ -232,7 +236,7 @@ class RetransmitRequest(Record):
     first: int
     last: int
 
-    def _check(self) -> str | None:
+    def problem(self) -> str | None:
         return _range_problem(self)
 
 
@@ -247,7 +251,7 @@ class Unavailable(Record):
     first: int
     last: int
 
-    def _check(self) -> str | None:
+    def problem(self) -> str | None:
         return _range_problem(self)
 
 
@@ -321,7 +325,7 @@ def parse_record(fields: Mapping[str, Any]) -> Record:
     for name in ("origin", "address", "subject"):
         if getattr(record, name, None) == "":
             raise MalformedMessage(f"{kind} record field {name!r} is empty")
-    problem = record._check()
+    problem = record.problem()
     if problem is not None:
         raise MalformedMessage(f"{kind} record: {problem}")
     return record
