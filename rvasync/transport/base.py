@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import abc
 import itertools
+import math
 import os
 from collections.abc import Awaitable
 from typing import Any
@@ -26,13 +27,44 @@ from rvasync.advisories import log_unheard
 from rvasync.errors import InvalidArgument, RequestTimeout, TransportClosed
 from rvasync.message import Message
 from rvasync.queues import Queue
-from rvasync.subjects import check_listen_subject, check_send_subject
+from rvasync.subjects import check_listen_subject, check_send_subject, validate_subject
 from rvasync.transport.dispatch import Dispatcher
 from rvasync.transport.listener import Callback, Listener
 from rvasync.transport.router import Router
 
 __all__ = ["BaseTransport"]
 
+
+
+def not_a_message(what: str, value: object) -> InvalidArgument:
+    """The error for a send call given something other than a Message as ``what``.
+
+    Send paths read ``msg.subject`` inside ``try``: a Message costs nothing
+    extra, anything else gets this error instead of an AttributeError.
+    """
+    return InvalidArgument(f"{what} must be an rvasync Message, got {type(value).__name__}")
+
+
+def check_reply_subject(reply_subject: object) -> None:
+    """Check a message's reply subject before it is sent (it is a subject a reply goes to).
+
+    Only messages that carry one pay for it; the inboxes send_request makes
+    are rvasync's own and skip it.
+    """
+    if reply_subject.__class__ is not str:
+        raise InvalidArgument(
+            f"reply_subject must be a str or None, got {type(reply_subject).__name__}"
+        )
+    validate_subject(reply_subject, wildcards=True)
+
+
+def check_timeout(timeout: object) -> float:
+    """``send_request``'s timeout: a finite number of seconds above zero."""
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not (
+        0 < timeout < math.inf
+    ):
+        raise InvalidArgument(f"send_request timeout must be a positive number, got {timeout!r}")
+    return float(timeout)
 
 class BaseTransport(abc.ABC):
     """Common machinery of the process transport and network transports."""
@@ -104,20 +136,30 @@ class BaseTransport(abc.ABC):
 
     async def send(self, msg: Message) -> None:
         """Send ``msg`` to its subject (validated; reserved ``_`` subjects refused)."""
-        subject = msg.subject
+        try:
+            subject = msg.subject
+        except AttributeError:
+            raise not_a_message("msg", msg) from None
         if subject is None:
             raise InvalidArgument("cannot send a message without a subject")
         if self._closed:
             raise TransportClosed(f"{type(self).__name__} is closed")
         check_send_subject(subject)
+        if msg.reply_subject is not None:
+            check_reply_subject(msg.reply_subject)
         msg._share()
         self._route(msg)
 
     async def send_reply(self, reply: Message, request: Message) -> None:
         """Send ``reply`` to the reply subject of ``request``."""
-        reply_subject = request.reply_subject
+        try:
+            reply_subject = request.reply_subject
+        except AttributeError:
+            raise not_a_message("request", request) from None
         if not reply_subject:
             raise InvalidArgument("the request has no reply subject to answer")
+        if not isinstance(reply, Message):
+            raise not_a_message("reply", reply)
         reply.subject = reply_subject
         await self.send(reply)
 
@@ -126,11 +168,12 @@ class BaseTransport(abc.ABC):
 
         The caller's message is not changed: a copy carries the inbox.
         """
-        if timeout is None or timeout <= 0:
-            raise InvalidArgument(
-                f"send_request timeout must be a positive number, got {timeout!r}"
-            )
-        if msg.subject is None:
+        timeout = check_timeout(timeout)
+        try:
+            subject = msg.subject
+        except AttributeError:
+            raise not_a_message("msg", msg) from None
+        if subject is None:
             raise InvalidArgument("cannot send a request without a subject")
         self._check_open()
         inbox = self.create_inbox()

@@ -20,15 +20,15 @@ from typing import TYPE_CHECKING, Any
 
 from rvasync.busypoll import BusyPoller, check_window, poller_for
 from rvasync.errors import DaemonUnavailable, InvalidArgument, RequestTimeout, TransportClosed
+from rvasync.message import Message
 from rvasync.protocol.clientproto.address import parse_daemon
 from rvasync.subjects import check_send_subject
-from rvasync.transport.base import BaseTransport
+from rvasync.transport.base import BaseTransport, check_reply_subject, not_a_message
 from rvasync.transport.links import DaemonLink, InProcessLink, _not_open
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
-    from rvasync.message import Message
     from rvasync.transport.listener import Listener
 
 __all__ = ["Transport"]
@@ -240,11 +240,16 @@ class Transport(BaseTransport):
     async def send(self, msg: Message) -> None:
         """Send ``msg`` to its subject (see BaseTransport.send); waits only when the
         daemon's send backlog is full."""
-        subject = msg.subject
+        try:
+            subject = msg.subject
+        except AttributeError:
+            raise not_a_message("msg", msg) from None
         if subject is None or self._closed:
             await super().send(msg)  # raises the right error
             return
         check_send_subject(subject)
+        if msg.reply_subject is not None:
+            check_reply_subject(msg.reply_subject)
         msg._share()
         wait = self._publish(msg)
         if wait is not None:
@@ -263,9 +268,16 @@ class Transport(BaseTransport):
 
     async def send_reply(self, reply: Message, request: Message) -> None:
         """Send ``reply`` to the reply subject of ``request`` (see BaseTransport.send_reply)."""
-        reply_subject = request.reply_subject
+        try:
+            reply_subject = request.reply_subject
+        except AttributeError:
+            raise not_a_message("request", request) from None
         if not reply_subject:
             raise InvalidArgument("the request has no reply subject to answer")
+        if reply.__class__ is not Message and not isinstance(reply, Message):
+            raise not_a_message("reply", reply)
+        if reply.reply_subject is not None:
+            check_reply_subject(reply.reply_subject)
         reply.subject = reply_subject
         wait = self._publish_checked(reply)
         if wait is not None:
@@ -280,10 +292,15 @@ class Transport(BaseTransport):
             raise TransportClosed("the transport is closed")
         batch = list(msgs)
         for msg in batch:
-            subject = msg.subject
+            try:
+                subject = msg.subject
+            except AttributeError:
+                raise not_a_message("each message", msg) from None
             if subject is None:
                 raise InvalidArgument("cannot send a message without a subject")
             check_send_subject(subject)
+            if msg.reply_subject is not None:
+                check_reply_subject(msg.reply_subject)
         for msg in batch:
             msg._share()
         if not batch:
@@ -306,7 +323,11 @@ class Transport(BaseTransport):
             raise InvalidArgument(
                 f"send_request timeout must be a positive number, got {timeout!r}"
             )
-        if msg.subject is None:
+        try:
+            subject = msg.subject
+        except AttributeError:
+            raise not_a_message("msg", msg) from None
+        if subject is None:
             raise InvalidArgument("cannot send a request without a subject")
         self._check_open()
         inbox = f"{self._inbox_prefix}{next(self._inbox_counter)}"

@@ -21,7 +21,7 @@ from rvasync.errors import NotPermitted
 from rvasync.fieldtypes import FieldType
 from rvasync.message import Message
 from rvasync.subjects import check_send_subject
-from rvasync.transport.base import BaseTransport
+from rvasync.transport.base import BaseTransport, check_reply_subject, not_a_message
 
 __all__ = ["ProcessTransport", "process_transport", "report_limit_exceeded"]
 
@@ -49,11 +49,16 @@ class ProcessTransport(BaseTransport):
         The same rules as every transport, written out flat: this is the whole
         per-message cost of intra-process messaging.
         """
-        subject = msg.subject
+        try:
+            subject = msg.subject
+        except AttributeError:
+            raise not_a_message("msg", msg) from None
         if subject is None or self._closed:
             await super().send(msg)  # raises the right error
             return
         check_send_subject(subject)
+        if msg.reply_subject is not None:
+            check_reply_subject(msg.reply_subject)
         # What msg._share() does, without the call: this per-message path cannot
         # afford one (tests/test_layering.py keeps _shared allowed here for it).
         msg._shared = True
