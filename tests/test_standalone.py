@@ -289,3 +289,20 @@ async def test_stopped_client_is_a_slow_consumer_others_are_unaffected(rv_servic
         assert advisory is not None
         assert advisory["reason"] == "size limit" and advisory["dropped"] > 0
         assert numbers == sorted(numbers) and len(numbers) < total
+
+
+def test_a_client_on_uvloop_talks_to_a_standalone_daemon(rv_daemon, rv_service):
+    """The client link runs on uvloop too (its TCP transport is not an asyncio.Transport)."""
+    uvloop = pytest.importorskip("uvloop")
+    service, network = rv_service
+
+    async def exchange() -> int:
+        async with rv.Transport(service, network, rv_daemon) as transport:
+            listener = transport.listen("UVLOOP.CHECK")
+            await transport.link.ping()
+            await transport.send(rv.Message("UVLOOP.CHECK", {"n": 7}))
+            msg = await listener.get(10)
+            return int(msg["n"])
+
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        assert runner.run(exchange()) == 7

@@ -31,7 +31,7 @@ import contextlib
 import itertools
 import socket
 from collections.abc import Awaitable
-from typing import Any, NoReturn
+from typing import Any, NoReturn, cast
 
 from rvasync._logging import stderr_logger
 from rvasync._wire import LOOPBACK_DATAGRAM, MAX_MESSAGE_SIZE, NETWORK_DATAGRAM
@@ -532,7 +532,9 @@ class _Connection(asyncio.Protocol):
     # -- asyncio.Protocol -------------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)  # a TCP connection: a stream transport
+        # A TCP connection is a stream transport. A cast, not an isinstance check:
+        # uvloop's TCPTransport does not derive from asyncio.Transport.
+        transport = cast(asyncio.Transport, transport)
         self.transport = transport
         transport.set_write_buffer_limits(_WRITE_HIGH_WATER, _WRITE_LOW_WATER)
         sock = transport.get_extra_info("socket")
