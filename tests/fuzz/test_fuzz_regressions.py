@@ -52,3 +52,48 @@ def test_the_fuzzed_hello_frame_that_found_it():
     with pytest.raises(InvalidArgument):
         parse_service(hello.service)
     boundary("clientproto", "pure").consume(data)  # documented outcome: no exception
+
+
+# -- capture files ----------------------------------------------------------------------------
+
+
+pytest.importorskip("pyarrow")
+
+
+def test_a_parquet_footer_with_non_utf8_names_is_a_capture_error():
+    from rvasync.spark.capture import CaptureError
+
+    data = bytes.fromhex((REPRO / "capture-metadata-not-utf8.parquet.hex").read_text().strip())
+    with pytest.raises(CaptureError, match="unreadable"):
+        boundary("capture").consume(data)
+
+
+def test_capture_columns_of_the_wrong_types_are_a_capture_error(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from rvasync.spark.capture import CAPTURE_COLUMNS, CaptureError
+
+    columns = {name: pa.array([1, 2], pa.int64()) for name in CAPTURE_COLUMNS}
+    path = tmp_path / "foreign.parquet"
+    pq.write_table(pa.table(columns), path)
+    with pytest.raises(CaptureError, match="not an rvasync capture"):
+        boundary("capture").consume(path.read_bytes())
+
+
+@pytest.mark.parametrize(
+    "marker",
+    [
+        b'{"format": "rvasync-capture", "version": 1, "committed": 6, "rows": 1\x80}',
+        b"\xff\xfe{}",
+        b"[" * 100000 + b"]" * 100000,
+        b'{"format": "rvasync-capture", "version": 1, "committed": -1, "rows": 0}',
+        b"[]",
+    ],
+    ids=["not-utf8", "bom", "nested-100000", "negative", "a-list"],
+)
+def test_a_damaged_marker_is_a_capture_error(marker):
+    from rvasync.spark.capture import CaptureError
+
+    with pytest.raises(CaptureError, match="is corrupt"):
+        boundary("capture_marker").consume(marker)
