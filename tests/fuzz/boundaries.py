@@ -37,8 +37,9 @@ Boundaries (and their documented errors):
   InvalidSubject/NotPermitted (subjects: the daemon presents ILLEGAL_PUBLISH).
   Twins: codec pure, native.
 * ``reliable``: one datagram into a primed ReliableEndpoint (receive, a duplicate,
-  then the timers), never raises; Defect when ``stats.internal_errors`` moves or
-  the output/buffers exceed their bounds. Twins: rmframe pure, native.
+  then the timers), never raises; Defect when ``stats.internal_errors`` moves,
+  the output/buffers exceed their bounds or HOST.STATUS cannot report the counters.
+  Twins: rmframe pure, native.
 * ``cm_record``: a certified-delivery record message: decoded, then
   ``parse_record``; MalformedMessage. Twins: codec pure, native.
 * ``ledger``: a ledger file's bytes through ``decode_ledger``; LedgerCorrupt,
@@ -342,6 +343,27 @@ def _rm_exchange(frame: ModuleType) -> list[bytes]:
     return captured
 
 
+def host_status_of(ep) -> Message:
+    """The HOST.STATUS advisory a daemon publishes from this endpoint's counters, encoded."""
+    from rvasync.daemon import advisories as adv
+    from rvasync.daemon.stats import ServiceCounters, host_status_fields
+
+    fields = host_status_fields(
+        host="127.0.0.1",
+        core=ep.stats,
+        counters=ServiceCounters(),
+        uptime=1.0,
+        clients=1,
+        service="7500",
+        network="",
+        ipport=7500,
+        version="fuzz",
+    )
+    message = adv.host_status("127.0.0.1", fields)
+    message.to_bytes()
+    return message
+
+
 def _reliable_boundary(twin: str, frame: ModuleType) -> Boundary:
     from rvasync.protocol.reliable import ReliableEndpoint
 
@@ -386,6 +408,10 @@ def _reliable_boundary(twin: str, frame: ModuleType) -> Boundary:
             raise Defect(f"one datagram made the endpoint send {sent} datagrams")
         if ep.buffered_bytes() > _RM_OPTIONS["reorder_limit_bytes"] + 3 * 64 * 1024 * 1024:
             raise Defect(f"buffered {ep.buffered_bytes()} bytes")
+        try:
+            host_status_of(ep)  # the daemon reports these counters
+        except Exception as exc:
+            raise Defect(f"HOST.STATUS of the counters fails: {exc!r}") from exc
 
     def fixup(data: bytes, rng: random.Random) -> bytes:
         """Recompute the CRC (a forger's datagram), so mutations reach the core."""

@@ -6,10 +6,11 @@ import pathlib
 
 import pytest
 
+from rvasync import _accel
 from rvasync.daemon.params import parse_network, parse_service
 from rvasync.errors import InvalidArgument
 
-from .boundaries import boundaries, clientproto
+from .boundaries import boundaries, clientproto, host_status_of
 
 REPRO = pathlib.Path(__file__).parent / "repro"
 
@@ -52,6 +53,29 @@ def test_the_fuzzed_hello_frame_that_found_it():
     with pytest.raises(InvalidArgument):
         parse_service(hello.service)
     boundary("clientproto", "pure").consume(data)  # documented outcome: no exception
+
+
+# -- reliable datagrams -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("frame", _accel.implementations("rmframe"), ids=lambda m: m.__name__)
+def test_forged_heartbeats_claiming_huge_streams_leave_host_status_reportable(frame):
+    """Three heartbeats each claiming a stream of 2**64-2 datagrams made the loss counters
+    pass 2**64, and every HOST.STATUS after that failed (InvalidArgument, contained)."""
+    from rvasync.protocol.reliable import ReliableEndpoint
+
+    ep = ReliableEndpoint(now=0.0, session_id=77, frame=frame)
+    for session in (5, 6, 7):
+        liar = frame.build_heartbeat(session, 0, [(0, 0, 0, 1, 1, 2**64 - 2, 1)])
+        ep.receive_datagram(liar, ("liar", session), 0.5)
+    for now in (1.0, 2.0, 5.0, 12.0, 30.0):
+        ep.handle_timer(now)
+        ep.datagrams_to_send()
+        ep.events()
+    assert ep.stats.internal_errors == 0
+    assert ep.stats.datagrams_lost_inbound > 2**64  # the core counts what it was told
+    status = host_status_of(ep)
+    assert status["pm"] == status["idl"] == 2**64 - 1  # saturated, not an error
 
 
 # -- capture files ----------------------------------------------------------------------------
