@@ -40,6 +40,11 @@ Boundaries (and their documented errors):
   then the timers), never raises; Defect when ``stats.internal_errors`` moves,
   the output/buffers exceed their bounds or HOST.STATUS cannot report the counters.
   Twins: rmframe pure, native.
+* ``daemonpath``: one received message (a delivered datagram's payload, with
+  copies, a truncation and an extension of it) through ``deliver_multicast`` and
+  ``subject_key`` as a receiving daemon calls them; never raises (malformed
+  messages are counted); Defect when it contains an exception or the twin's results
+  differ from the pure twin's. Twins: daemonpath pure, native.
 * ``cm_record``: a certified-delivery record message: decoded, then
   ``parse_record``; MalformedMessage. Twins: codec pure, native.
 * ``ledger``: a ledger file's bytes through ``decode_ledger``; LedgerCorrupt,
@@ -425,6 +430,69 @@ def _reliable_boundary(twin: str, frame: ModuleType) -> Boundary:
     )
 
 
+# -- the daemon's receive path for the messages of delivered datagrams -------------------------
+
+
+def _daemonpath_boundary(twin: str, path: ModuleType) -> Boundary:
+    """One received message (the payload of a delivered datagram) through ``deliver_multicast``
+    and ``subject_key`` as the daemon calls them; the pure twin's results are the reference
+    (any difference is a parity defect)."""
+    from rvasync.codec import decode
+    from rvasync.daemon.session import peek_subject
+
+    pure = _accel.pure_module("daemonpath")
+
+    def corpus() -> list[bytes]:
+        return [m.to_bytes() for m in sample_messages()] + [
+            Message("_INBOX.7F000001.1.2", {"x": 1}).to_bytes(),
+            Message("S" * 31, {}).to_bytes(),
+            Message("T" * 32, {}).to_bytes(),
+        ]
+
+    def run(module: ModuleType, payloads: list[bytes]) -> tuple:
+        inbound: dict[bytes, tuple] = {b"CACHED": (None, ("s1", "s2")), b"NOBODY": (None, ())}
+        seen: list = []
+
+        def slow(data: bytes):
+            subject = peek_subject(data)
+            if subject is None:
+                try:
+                    subject = decode(data).subject
+                except MalformedMessage:
+                    return None
+            if not subject or subject.startswith("_"):
+                return None
+            entry = (seen.append, ("s1",)) if len(subject) % 2 else (None, ("s1", "s2"))
+            key = module.subject_key(data)
+            if key is not None:
+                inbound[key] = entry
+            return entry
+
+        def shared(msg, data, sessions) -> None:
+            seen.append((msg, len(sessions)))
+
+        def contain(exc, msg) -> None:
+            raise Defect(f"deliver_multicast contained {exc!r}")
+
+        counts = module.deliver_multicast(
+            payloads, inbound, decode, slow, shared, contain, MalformedMessage
+        )
+        keys = [module.subject_key(p) for p in payloads]
+        return counts, keys, len(seen), sorted(inbound)
+
+    def consume(data: bytes) -> None:
+        payloads = [data, data, data[:-1], data + b"\x00", data]
+        got = run(path, payloads)
+        if path is not pure:
+            want = run(pure, payloads)
+            if got != want:
+                raise Defect(f"daemonpath twins differ: {got!r} != {want!r}")
+
+    return Boundary(
+        "daemonpath", twin, corpus, consume, (), notes="deliver_multicast + subject_key"
+    )
+
+
 # -- certified-delivery records ---------------------------------------------------------------
 
 
@@ -660,6 +728,8 @@ def boundaries() -> list[Boundary]:
         out.append(_clientproto_boundary(twin, codec))
     for twin, frame in twins_of("rmframe"):
         out.append(_reliable_boundary(twin, frame))
+    for twin, path in twins_of("daemonpath"):
+        out.append(_daemonpath_boundary(twin, path))
     for twin, codec in codecs:
         out.append(_cm_record_boundary(twin, codec))
     out.append(_ledger_boundary())
