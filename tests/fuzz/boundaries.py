@@ -40,6 +40,8 @@ Boundaries (and their documented errors):
   then the timers), never raises; Defect when ``stats.internal_errors`` moves,
   the output/buffers exceed their bounds or HOST.STATUS cannot report the counters.
   Twins: rmframe pure, native.
+* ``reliable_seq``: a run of up to 64 datagrams (packed in one input, each after its
+  u16 length) into one endpoint, with timers between them; as ``reliable``.
 * ``daemonpath``: one received message (a delivered datagram's payload, with
   copies, a truncation and an extension of it) through ``deliver_multicast`` and
   ``subject_key`` as a receiving daemon calls them; never raises (malformed
@@ -430,6 +432,84 @@ def _reliable_boundary(twin: str, frame: ModuleType) -> Boundary:
     )
 
 
+def pack_datagrams(datagrams: list[bytes]) -> bytes:
+    """Several datagrams as one fuzz input: each prefixed by its length (u16, little-endian)."""
+    return b"".join(struct.pack("<H", len(d)) + d for d in datagrams)
+
+
+def unpack_datagrams(data: bytes) -> list[bytes]:
+    """The datagrams of a fuzz input (leniently: a length past the end takes what is left)."""
+    out = []
+    off = 0
+    while off + 2 <= len(data) and len(out) < 64:
+        (n,) = struct.unpack_from("<H", data, off)
+        out.append(data[off + 2 : off + 2 + n])
+        off += 2 + n
+    return out
+
+
+def _reliable_sequence_boundary(twin: str, frame: ModuleType) -> Boundary:
+    """Several datagrams in a row into one endpoint (the input packs them, see
+    pack_datagrams): fragments across datagrams, gaps, NAKs of retained data,
+    heartbeats moving the window, all from several sources and over time."""
+    from rvasync.protocol.reliable import ReliableEndpoint
+
+    def corpus() -> list[bytes]:
+        captured = _rm_exchange(frame)
+        out = []
+        for start in range(0, len(captured), 5):
+            out.append(pack_datagrams(captured[start : start + 3 + start % 9]))
+        return out
+
+    def consume(data: bytes) -> None:
+        datagrams = unpack_datagrams(data)
+        ep = ReliableEndpoint(now=0.0, session_id=_RM_VICTIM, frame=frame, **_RM_OPTIONS)
+        ep.send_multicast(b"v" * 1500)
+        ep.send_ptp("A", b"w" * 700)
+        ep.flush(0.0)
+        ep.datagrams_to_send()
+        now = 0.01
+        sent = 0
+        for i, d in enumerate(datagrams):
+            ep.receive_datagram(d, "A" if i % 3 else "C", now)
+            now += 0.004 * (i % 4)
+            if i % 3 == 2:
+                ep.handle_timer(now)
+                sent += len(ep.datagrams_to_send())
+                ep.events()
+        for t in (0.3, 2.0, 12.0, 75.0):
+            ep.handle_timer(now + t)
+            sent += len(ep.datagrams_to_send())
+            ep.events()
+        if ep.stats.internal_errors:
+            raise Defect(f"internal error in the core: {ep.last_internal_error!r}")
+        if sent > 2000 + 100 * len(datagrams):
+            raise Defect(f"{len(datagrams)} datagrams made the endpoint send {sent}")
+        try:
+            host_status_of(ep)
+        except Exception as exc:
+            raise Defect(f"HOST.STATUS of the counters fails: {exc!r}") from exc
+
+    def fixup(data: bytes, rng: random.Random) -> bytes:
+        """Recompute each datagram's CRC (most of the time)."""
+        out = []
+        for d in unpack_datagrams(data):
+            if len(d) >= 6 and rng.random() < 0.85:
+                d = d[:2] + struct.pack("<I", zlib.crc32(d[6:])) + d[6:]
+            out.append(d)
+        return pack_datagrams(out)
+
+    return Boundary(
+        "reliable_seq",
+        twin,
+        corpus,
+        consume,
+        (),
+        fixup=fixup,
+        notes="ReliableEndpoint.receive of a run of datagrams",
+    )
+
+
 # -- the daemon's receive path for the messages of delivered datagrams -------------------------
 
 
@@ -728,6 +808,8 @@ def boundaries() -> list[Boundary]:
         out.append(_clientproto_boundary(twin, codec))
     for twin, frame in twins_of("rmframe"):
         out.append(_reliable_boundary(twin, frame))
+    for twin, frame in twins_of("rmframe"):
+        out.append(_reliable_sequence_boundary(twin, frame))
     for twin, path in twins_of("daemonpath"):
         out.append(_daemonpath_boundary(twin, path))
     for twin, codec in codecs:
