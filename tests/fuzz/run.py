@@ -237,6 +237,12 @@ def _rss_kib() -> int:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
+def _max_rss_kib() -> int:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
 def fuzz(
     boundary: Boundary,
     inputs: int,
@@ -345,6 +351,7 @@ def fuzz(
         "slowest_input_seconds": round(slowest, 4),
         "rss_kib_start": rss_start,
         "rss_kib_peak": rss_peak,
+        "max_rss_kib_of_process": _max_rss_kib(),
         "memory_problem": memory_problem,
     }
 

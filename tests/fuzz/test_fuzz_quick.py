@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rvasync.errors import InvalidSubject
+from rvasync.errors import InvalidArgument, InvalidSubject
 
 from .boundaries import Boundary, Defect, boundaries
 from .run import Mutator, fuzz
@@ -139,3 +139,30 @@ def test_structured_mutations_of_the_corpus(key, pick, edits, cut, tail, seed, f
     if fix and boundary.fixup is not None:
         data = boundary.fixup(data, random.Random(seed))
     check(boundary, data)
+
+
+def test_mutated_ledger_files_through_the_file_reader(tmp_path):
+    """The CM driver's own opening of a ledger file (lock, read, replay, truncate a torn tail)."""
+    from rvasync.cmdriver.ledgerfile import _close_file, _open_file
+    from rvasync.protocol.cm.ledger_format import LedgerCorrupt
+
+    from .boundaries import LEDGER_NAME
+
+    ledger = BY_KEY["ledger[-]"]
+    mutator = Mutator(ledger.seeds(), 17)
+    rng = random.Random(17)
+    path = str(tmp_path / "cm.ledger")
+    outcomes: dict[str, int] = {}
+    for _ in range(150):
+        data = ledger.fixup(mutator.next(), rng)
+        with open(path, "wb") as f:
+            f.write(data)
+        try:
+            fd, replay, size = _open_file(path, LEDGER_NAME)
+        except (LedgerCorrupt, InvalidArgument) as exc:
+            outcomes[type(exc).__name__] = outcomes.get(type(exc).__name__, 0) + 1
+            continue
+        _close_file(fd)
+        assert size == replay.valid_length or replay.state is None
+        outcomes["ok"] = outcomes.get("ok", 0) + 1
+    assert outcomes.get("ok") and outcomes.get("LedgerCorrupt"), outcomes
