@@ -28,7 +28,8 @@ A :class:`Boundary` is one boundary as one implementation ("twin") runs it:
 Boundaries (and their documented errors):
 
 * ``codec``: ``decode`` of a wire message; MalformedMessage (MessageTooLarge only
-  over 64 MiB). Twins: pure, native.
+  over 64 MiB). Twins: pure, native (whose results are checked against the pure
+  twin's: Defect if they differ).
 * ``clientproto``: the TCP client protocol; bytes split at random points into
   ``FrameDecoder.feed``, then what the daemon does with each frame's contents
   (PUBLISH subject peeked and validated, HELLO service and reliability parsed,
@@ -194,15 +195,34 @@ def sample_messages() -> list[Message]:
 
 def _codec_boundary(twin: str, codec: ModuleType) -> Boundary:
     decode = codec.decode
+    pure = _accel.pure_module("codec")
 
     def corpus() -> list[bytes]:
         return [codec.encode(m) for m in sample_messages()]
+
+    def parity(data: bytes) -> Message:
+        """The native decode, checked against the pure one (same message, or both refuse)."""
+        try:
+            got = decode(data)
+        except MalformedMessage:
+            try:
+                pure.decode(data)
+            except MalformedMessage:
+                raise
+            raise Defect("the native codec refuses what the pure one decodes") from None
+        try:
+            want = pure.decode(data)
+        except MalformedMessage as exc:
+            raise Defect(f"the native codec decodes what the pure one refuses: {exc}") from None
+        if got != want or got.cm != want.cm or codec.encode(got) != pure.encode(want):
+            raise Defect("the codec twins decode to different messages")
+        return got
 
     return Boundary(
         "codec",
         twin,
         corpus,
-        decode,
+        decode if codec is pure else parity,
         (MalformedMessage,),
         notes="decode(bytes) -> Message",
     )
