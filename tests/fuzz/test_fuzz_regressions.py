@@ -121,3 +121,26 @@ def test_a_damaged_marker_is_a_capture_error(marker):
 
     with pytest.raises(CaptureError, match="is corrupt"):
         boundary("capture_marker").consume(marker)
+
+
+def test_schema_sampling_skips_rows_that_do_not_decode_as_a_read_does(tmp_path):
+    pytest.importorskip("pyspark")
+    from rvasync.message import Message
+    from rvasync.spark.capture import CaptureWriter, fields_json, rows_to_batch
+    from rvasync.spark.scan import _sample_types
+
+    good = Message("S", {"n": 1})
+    with CaptureWriter(tmp_path) as writer:
+        columns = [
+            ["S", "S"],
+            [None, None],
+            [None, None],
+            [None, None],
+            [1, 2],
+            [b"\xc1RV\x01junk", good.to_bytes()],
+            ["{}", fields_json(good)],
+        ]
+        writer.append(rows_to_batch(columns))
+        writer.commit()
+    seen = _sample_types(str(tmp_path), {"n"}, 10)
+    assert [t.name for t in seen["n"]] == ["I64"]
