@@ -84,7 +84,7 @@ def parse_service(service: str | None) -> ServiceSpec:
             f"service {service!r}: two-part services (direct communication, 'regular:direct') "
             "are not supported; give one port number or service name"
         )
-    if text.isdigit():
+    if text.isascii() and text.isdigit():  # not "²" or "١٢": str.isdigit takes any script
         port = int(text)
         if not 0 < port <= 0xFFFF:
             raise InvalidArgument(f"service {service!r}: port must be within 1..65535")
@@ -93,7 +93,7 @@ def parse_service(service: str | None) -> ServiceSpec:
         raise InvalidArgument(f"service {service!r} is neither a port number nor a service name")
     try:
         port = socket.getservbyname(text, "udp")
-    except OSError:
+    except (OSError, ValueError):  # ValueError: an embedded NUL, from a hostile client
         raise InvalidArgument(
             f"service {service!r}: no UDP service of that name in the services database "
             "(give a port number, or add the name to /etc/services)"
@@ -144,6 +144,8 @@ def parse_network(network: str | None) -> NetworkSpec:
         return NetworkSpec(LOOPBACK, (DEFAULT_GROUP,), DEFAULT_GROUP, 0, True, "")
     if not isinstance(network, str):
         raise InvalidArgument(f"network must be a str or None, got {type(network).__name__}")
+    if "\0" in network:  # the C library reads no further: say so rather than fail in it
+        raise InvalidArgument(f"network {network!r} contains a NUL character")
     parts = network.split(";")
     if len(parts) > 3:
         raise InvalidArgument(
@@ -212,7 +214,7 @@ def _resolve_interface(text: str, network: str) -> str:
         )
     try:
         return socket.gethostbyname(text)
-    except OSError:
+    except (OSError, ValueError):  # ValueError: a NUL; UnicodeError: an empty or long label
         raise InvalidArgument(
             f"network {network!r}: interface {text!r} is not an IPv4 address, an interface "
             "name of this host, a network number or a resolvable host name"
@@ -227,7 +229,7 @@ def _interface_address(name: str) -> str | None:
 
     try:
         socket.if_nametoindex(name)
-    except OSError:
+    except (OSError, ValueError):  # ValueError: an embedded NUL
         return None
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
         try:

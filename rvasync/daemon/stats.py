@@ -21,6 +21,7 @@ from rvasync.rvdatetime import DateTime
 __all__ = ["ServiceCounters", "host_status_fields"]
 
 _U32_MAX = 0xFFFFFFFF
+_U64_MAX = 0xFFFFFFFFFFFFFFFF
 
 
 @dataclass(slots=True)
@@ -69,6 +70,12 @@ def _u32(value: float) -> int:
     return max(0, min(int(value), _U32_MAX))
 
 
+def _u64(value: int) -> int:
+    # Counters are Python ints and never wrap, but forged heartbeats can claim streams of
+    # 2**64 datagrams, so loss counters may pass what a U64 field holds: saturate.
+    return max(0, min(value, _U64_MAX))
+
+
 def host_status_fields(
     *,
     host: str,
@@ -105,23 +112,23 @@ def host_status_fields(
         ("time", DateTime.now(), FieldType.DATETIME),
         ("up", _u32(uptime), FieldType.U32),
         ("cc", _u32(clients), FieldType.U32),
-        ("ms", counters.messages_out, U64),
-        ("bs", counters.bytes_out, U64),
-        ("mr", counters.messages_in, U64),
-        ("br", counters.bytes_in, U64),
-        ("ps", core.datagrams_sent, U64),
-        ("pr", core.datagrams_received, U64),
-        ("rx", core.datagrams_retransmitted, U64),
-        ("pm", core.datagrams_missed, U64),
-        ("idl", core.datagrams_lost_inbound, U64),
-        ("odl", core.datagrams_lost_outbound, U64),
+        ("ms", _u64(counters.messages_out), U64),
+        ("bs", _u64(counters.bytes_out), U64),
+        ("mr", _u64(counters.messages_in), U64),
+        ("br", _u64(counters.bytes_in), U64),
+        ("ps", _u64(core.datagrams_sent), U64),
+        ("pr", _u64(core.datagrams_received), U64),
+        ("rx", _u64(core.datagrams_retransmitted), U64),
+        ("pm", _u64(core.datagrams_missed), U64),
+        ("idl", _u64(core.datagrams_lost_inbound), U64),
+        ("odl", _u64(core.datagrams_lost_outbound), U64),
         ("irrs", 0, U64),
-        ("orrs", core.retransmissions_suppressed, U64),
+        ("orrs", _u64(core.retransmissions_suppressed), U64),
         ("ipport", ipport, FieldType.IPPORT16),
         ("service", service, FieldType.STRING),
         ("network", network, FieldType.STRING),
-        ("malformed", core.malformed + counters.messages_malformed, U64),
-        ("duplicates", core.duplicates, U64),
-        ("misrouted", counters.messages_misrouted, U64),
-        ("unwanted", counters.messages_unwanted, U64),
+        ("malformed", _u64(core.malformed + counters.messages_malformed), U64),
+        ("duplicates", _u64(core.duplicates), U64),
+        ("misrouted", _u64(counters.messages_misrouted), U64),
+        ("unwanted", _u64(counters.messages_unwanted), U64),
     ]

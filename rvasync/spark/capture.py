@@ -180,7 +180,7 @@ def read_marker(directory: str | os.PathLike[str]) -> Marker:
     path = check_directory(directory)
     marker = path / MARKER_NAME
     try:
-        text = marker.read_text(encoding="utf-8")
+        raw = marker.read_bytes()
     except FileNotFoundError:
         return Marker()
     except OSError as exc:
@@ -188,7 +188,9 @@ def read_marker(directory: str | os.PathLike[str]) -> Marker:
             f"cannot read capture marker {str(marker)!r}: {exc.strerror}"
         ) from None
     try:
-        data = json.loads(text)
+        # Bytes that are not UTF-8 are a UnicodeDecodeError (a ValueError); JSON nested
+        # thousands of levels deep is a RecursionError: damage, like any other.
+        data = json.loads(raw.decode("utf-8"))
         if data.get("format") != FORMAT:
             raise ValueError(f"format is {data.get('format')!r}, not {FORMAT!r}")
         if data.get("version") != VERSION:
@@ -196,7 +198,7 @@ def read_marker(directory: str | os.PathLike[str]) -> Marker:
         committed, rows = data["committed"], data["rows"]
         if not (isinstance(committed, int) and committed >= 0 and isinstance(rows, int)):
             raise ValueError("'committed' and 'rows' must be non-negative integers")
-    except (ValueError, KeyError, AttributeError, TypeError) as exc:
+    except (ValueError, KeyError, AttributeError, TypeError, RecursionError) as exc:
         raise CaptureError(f"capture marker {str(marker)!r} is corrupt: {exc}") from None
     return Marker(committed, rows)
 
@@ -315,13 +317,18 @@ def committed_files(
     return files
 
 
+#: What pyarrow raises for a damaged Parquet file: its own errors, OSError, and plain
+#: ValueError (a UnicodeDecodeError for metadata strings that are not UTF-8, for one).
+UNREADABLE = (OSError, ValueError, pa.ArrowException)
+
+
 def open_committed(path: str | os.PathLike[str]) -> pq.ParquetFile:
     """A committed capture file, checked: unreadable or foreign files are a CaptureError."""
     try:
         parquet = pq.ParquetFile(os.fspath(path))
-    except (OSError, pa.ArrowException) as exc:
+        names = parquet.schema_arrow.names
+    except UNREADABLE as exc:
         raise CaptureError(f"committed capture file {str(path)!r} is unreadable: {exc}") from None
-    names = parquet.schema_arrow.names
     missing = [name for name in CAPTURE_COLUMNS if name not in names]
     if missing:
         raise CaptureError(

@@ -54,11 +54,21 @@ def _sample_types(directory: str, names: set[str], limit: int) -> dict[str, set[
     for path in capture.committed_files(directory):
         parquet = capture.open_committed(path)
         for group in range(parquet.num_row_groups):
-            column = parquet.read_row_group(group, columns=["data"]).column(0)
-            # ``data`` is non-null binary (CAPTURE_SCHEMA); a null from a foreign
-            # file fails in from_bytes with MalformedMessage.
-            for data in cast("list[bytes]", column.to_pylist()[:remaining]):
-                for field in Message.from_bytes(data):
+            try:
+                column = parquet.read_row_group(group, columns=["data"]).column(0)
+                rows = column.to_pylist()[:remaining]
+            except capture.UNREADABLE as exc:
+                raise capture.CaptureError(
+                    f"committed capture file {str(path)!r} is unreadable: {exc}"
+                ) from None
+            # ``data`` is non-null binary (CAPTURE_SCHEMA); a foreign file's null fails
+            # in from_bytes and is skipped like any undecodable row.
+            for data in cast("list[bytes]", rows):
+                try:
+                    msg = Message.from_bytes(data)
+                except RvError:
+                    continue  # as a read does: an undecodable row has no fields
+                for field in msg:
                     if field.name in seen:
                         seen[field.name].add(field.type)
             remaining -= min(remaining, len(column))
@@ -166,9 +176,15 @@ def plan(files: Sequence[os.PathLike[str] | str], *, rows_per_part: int = 262144
         parquet = capture.open_committed(path)
         group: list[int] = []
         rows = 0
-        for index in range(parquet.num_row_groups):
+        try:
+            counts = [parquet.metadata.row_group(i).num_rows for i in range(parquet.num_row_groups)]
+        except capture.UNREADABLE as exc:
+            raise capture.CaptureError(
+                f"committed capture file {os.fspath(path)!r} is unreadable: {exc}"
+            ) from None
+        for index, count in enumerate(counts):
             group.append(index)
-            rows += parquet.metadata.row_group(index).num_rows
+            rows += count
             if rows >= rows_per_part:
                 parts.append(FilePart(os.fspath(path), tuple(group)))
                 group, rows = [], 0
@@ -211,11 +227,17 @@ def read_part(part: Any, schema: T.StructType) -> Iterator[pa.RecordBatch]:
     parquet = capture.open_committed(part.path)
     try:
         table = parquet.read_row_groups(list(part.groups), columns=list(capture.CAPTURE_COLUMNS))
-    except (OSError, pa.ArrowException) as exc:
+    except capture.UNREADABLE as exc:
         raise capture.CaptureError(
             f"committed capture file {part.path!r} is unreadable: {exc}"
         ) from None
-    table = table.cast(pa.schema([target.field(i) for i in range(len(BASE_SCHEMA.fields))]))
+    try:
+        table = table.cast(pa.schema([target.field(i) for i in range(len(BASE_SCHEMA.fields))]))
+    except (ValueError, TypeError, NotImplementedError, pa.ArrowException) as exc:
+        # Columns of the right names but other types: not a file the recorder wrote.
+        raise capture.CaptureError(
+            f"committed capture file {part.path!r} is not an rvasync capture: {exc}"
+        ) from None
     for batch in table.to_batches(max_chunksize=BATCH_ROWS):
         columns = list(batch.columns)
         if fields:
