@@ -47,7 +47,6 @@ ALLOWLIST: dict[str, frozenset[str]] = {
             "_sink_is_message",
         }
     ),
-    "daemon/session.py": frozenset({"_data", "_msg"}),
     # The pure codec twin builds and reads Message storage directly.
     "fallback/codec.py": frozenset({"_fields", "_from_wire", "_ids", "_shared", "_wire"}),
     "fallback/rmframe.py": frozenset({"_header"}),

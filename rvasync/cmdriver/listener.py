@@ -218,7 +218,7 @@ class CmListener:
             self._got = None
             if self._holding.pop(id(held), None) is not None:
                 held.listener.taken(held)
-        msg = await self._queue.get(timeout)
+        msg: Message = await self._queue.get(timeout)
         listener = msg.listener
         if listener.__class__ is CmListener and listener.handed(msg):
             self._got = msg
@@ -341,7 +341,7 @@ class CmListener:
         if tracked:
             tracked.pop(id(msg), None)
         try:
-            result = self._user_callback(msg)  # type: ignore[misc]
+            result = self._user_callback(msg)  # type: ignore[misc]  # not None: see __init__
         except BaseException:
             self.taken(msg)
             raise
