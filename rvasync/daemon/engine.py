@@ -213,6 +213,20 @@ class Daemon:
                 raise
         self._check_idle()
 
+    def start_in_process(self) -> None:
+        """Start now, synchronously, as the running loop's in-process daemon until the loop ends.
+
+        What :func:`in_process_daemon` does with the daemon it makes on first
+        use: synchronous, so no other task of the loop sees it half started;
+        it replaces a stopped in-process daemon of the loop, and stops itself
+        when the loop's main coroutine ends (``asyncio.run`` cancels its keeper
+        task) or on ``await daemon.stop()``. Programs configure a daemon and
+        ``await daemon.start()`` instead.
+        """
+        self._start_in_loop()
+        _in_process[self.loop] = self
+        self._keep_until_loop_ends()
+
     def _start_in_loop(self) -> None:
         if self._state != "new":
             raise NotPermitted(f"a daemon starts once; this one is {self._state}")
@@ -400,9 +414,7 @@ async def in_process_daemon() -> Daemon:
     daemon = _in_process.get(loop)
     if daemon is None or not daemon.running:
         daemon = Daemon(reliability=IN_PROCESS_RELIABILITY)
-        daemon._start_in_loop()  # synchronous: no other task can see it half started
-        _in_process[loop] = daemon
-        daemon._keep_until_loop_ends()
+        daemon.start_in_process()  # synchronous: no other task can see it half started
     return daemon
 
 

@@ -132,7 +132,12 @@ class ClientServer:
         self._closed: asyncio.Future[None] | None = None
         self._finisher: asyncio.Task[None] | None = None
 
-    async def _listen(self, host: str, port: int) -> None:
+    async def listen(self, host: str, port: int) -> None:
+        """Open the listening socket on ``host:port`` (0: any free port; see ``port``).
+
+        :func:`start_server` calls it once, after making the server; OSError
+        (naming the address) when the port cannot be had.
+        """
         loop = asyncio.get_running_loop()
         try:
             self._server = await loop.create_server(
@@ -144,6 +149,15 @@ class ClientServer:
             ) from None
         sockname = self._server.sockets[0].getsockname()
         self.host, self.port = sockname[0], sockname[1]
+
+    @property
+    def closing(self) -> bool:
+        """True once :meth:`close` has been called.
+
+        A connection accepted after that (it was already on its way) asks
+        this in ``connection_made`` and is shut at once.
+        """
+        return self._closed is not None
 
     def info(self) -> dict[str, Any]:
         """What a client learns about the daemon in WELCOME."""
@@ -212,7 +226,7 @@ async def start_server(
             DEFAULT_CONSUMER_TIME_LIMIT if consumer_time_limit is None else consumer_time_limit
         ),
     )
-    await server._listen(host, port)
+    await server.listen(host, port)
     return server
 
 
@@ -274,7 +288,7 @@ class ClientConnection(asyncio.Protocol):
         self.server.sessions.add(self)
         self.server.stats.connections += 1
         self._hello_timer = self._loop.call_later(HELLO_TIMEOUT, self._hello_overdue)
-        if self.server._closed is not None:
+        if self.server.closing:
             self.shut(ErrorCode.SHUTDOWN, "the daemon is stopping")
 
     def data_received(self, data: bytes) -> None:
