@@ -561,6 +561,11 @@ class Message(MessageBase):
         """
         self._shared = True
 
+    #: ``msg.share()``: :meth:`_share` for transports and drivers, which keep a
+    #: reference to a message they were given to send (once per message sent:
+    #: the same function, no extra call layer).
+    share = _share
+
     # -- driver API (certified delivery, fault tolerance and the drivers to come) --
 
     #: ``msg.delivery_copy(listener, closure)``: a new Message for one delivery,
