@@ -20,7 +20,7 @@ import math
 import numbers
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from rvasync import fieldtypes as _ft
 from rvasync._msgbase import MessageBase
@@ -39,35 +39,41 @@ def _check_name(name: Any) -> str | None:
     """``name`` as an exact str (or None) after checking it is a usable field name."""
     if name is None:
         return None
-    if name.__class__ is not str:
+    text: str
+    if name.__class__ is str:
+        text = name
+    else:
         if not isinstance(name, str):
             raise ConversionError(f"field name must be a str or None, got {type(name).__name__}")
-        name = str.__str__(name)
-    if not name:
+        text = str.__str__(name)
+    if not text:
         raise InvalidArgument("field name must not be empty (use None for an unnamed field)")
-    if not name.isascii():
+    if not text.isascii():
         try:
-            name.encode("utf-8")
+            text.encode("utf-8")
         except UnicodeEncodeError:
-            raise InvalidArgument(f"field name {name!r} is not valid Unicode") from None
-    return name
+            raise InvalidArgument(f"field name {text!r} is not valid Unicode") from None
+    return text
 
 
 def _check_id(field_id: Any, name: str | None) -> int:
-    if field_id.__class__ is not int:
+    number: int
+    if field_id.__class__ is int:
+        number = field_id
+    else:
         if isinstance(field_id, bool) or not isinstance(field_id, numbers.Integral):
             raise ConversionError(f"field id must be an int, got {type(field_id).__name__}")
-        field_id = int(field_id)
-    if field_id:
-        if not 0 < field_id <= FIELD_ID_MAX:
+        number = int(field_id)
+    if number:
+        if not 0 < number <= FIELD_ID_MAX:
             raise InvalidArgument(
-                f"{field_label(name)}: field id {field_id} out of range (0 = none, else 1..65535)"
+                f"{field_label(name)}: field id {number} out of range (0 = none, else 1..65535)"
             )
         if name is None:
             raise InvalidArgument(
-                f"field id {field_id} needs a field name (an unnamed field has id 0)"
+                f"field id {number} needs a field name (an unnamed field has id 0)"
             )
-    return field_id
+    return number
 
 
 def _check_user_name(name: Any) -> None:
@@ -75,6 +81,10 @@ def _check_user_name(name: Any) -> None:
         raise InvalidArgument(
             f"field name {name!r} is reserved: names starting with '_' belong to the library"
         )
+
+
+#: One field in a message's storage: (name, id, type, value).
+_Entry = tuple[str | None, int, FieldType, Any]
 
 
 def _typed_value(name: str | None, value: Any, ftype: Any) -> tuple[FieldType, Any]:
@@ -112,18 +122,6 @@ class Field:
         _set_type(self, ftype)
         _set_value(self, stored)
 
-    @classmethod
-    def _from_tuple(cls, entry: tuple) -> Field:
-        field = _new(cls)
-        _set_name(field, entry[0])
-        _set_id(field, entry[1])
-        _set_type(field, entry[2])
-        _set_value(field, entry[3])
-        return field
-
-    def _tuple(self) -> tuple:
-        return (self.name, self.id, self.type, self.value)
-
     @property
     def count(self) -> int:
         """Elements in an array value; 1 for every other type."""
@@ -150,15 +148,27 @@ class Field:
     def __repr__(self) -> str:
         return f"Field({self.name!r}, {self.id}, FieldType.{self.type.name}, {self.value!r})"
 
-    def __reduce__(self) -> tuple:
+    def __reduce__(self) -> tuple[Callable[..., Field], _Entry]:
         return (Field, (self.name, self.id, self.type, self.value))
 
 
-_set_name = Field.name.__set__  # type: ignore[attr-defined]
-_set_id = Field.id.__set__  # type: ignore[attr-defined]
-_set_type = Field.type.__set__  # type: ignore[attr-defined]
-_set_value = Field.value.__set__  # type: ignore[attr-defined]
-_from_tuple = Field._from_tuple
+# Field.__setattr__ refuses every change, so its slots are filled through the
+# slot descriptors' own setters (bound once here). mypy sees the annotated
+# instance attributes, not the descriptors: hence cast(Any, ...).
+_set_name: Callable[[Field, str | None], None] = cast(Any, Field).name.__set__
+_set_id: Callable[[Field, int], None] = cast(Any, Field).id.__set__
+_set_type: Callable[[Field, FieldType], None] = cast(Any, Field).type.__set__
+_set_value: Callable[[Field, Any], None] = cast(Any, Field).value.__set__
+
+
+def _from_tuple(entry: _Entry) -> Field:
+    """The Field of one storage entry ``(name, id, type, value)``, already checked."""
+    field: Field = _new(Field)
+    _set_name(field, entry[0])
+    _set_id(field, entry[1])
+    _set_type(field, entry[2])
+    _set_value(field, entry[3])
+    return field
 
 
 # -- CmLabel --------------------------------------------------------------------
@@ -278,8 +288,8 @@ class Message(MessageBase):
         self.listener = None
         self.closure = None
         self.cm = None
-        self._fields: list[tuple] = []
-        self._ids: dict[int, tuple] | None = None
+        self._fields: list[_Entry] = []
+        self._ids: dict[int, _Entry] | None = None
         self._shared = False
         if fields is not None:
             self._extend(fields)
@@ -301,7 +311,7 @@ class Message(MessageBase):
                     f"fields must be a mapping or an iterable of Field; got a {type(item).__name__}"
                 )
             _check_user_name(item.name)
-            self._append(item._tuple())
+            self._append((item.name, item.id, item.type, item.value))
 
     # -- internal storage helpers --------------------------------------------
 
@@ -312,7 +322,7 @@ class Message(MessageBase):
             self._ids = self._ids.copy()
         self._shared = False
 
-    def _append(self, entry: tuple) -> None:
+    def _append(self, entry: _Entry) -> None:
         field_id = entry[1]
         if field_id and self._ids is not None and field_id in self._ids:
             raise InvalidArgument(
@@ -333,12 +343,12 @@ class Message(MessageBase):
                 return index
         return -1
 
-    def _pop(self, index: int) -> tuple:
+    def _pop(self, index: int) -> _Entry:
         if self._shared:
             self._own()
         entry = self._fields.pop(index)
         if entry[1]:
-            del self._ids[entry[1]]  # type: ignore[union-attr]
+            del self._ids[entry[1]]  # type: ignore[union-attr]  # an entry with an id is in _ids
         return entry
 
     # -- adding and changing -------------------------------------------------
@@ -403,7 +413,7 @@ class Message(MessageBase):
             self._own()
         self._fields[index] = entry
         if field_id:
-            self._ids[field_id] = entry  # type: ignore[index]
+            self._ids[field_id] = entry  # type: ignore[index]  # an entry with an id is in _ids
 
     def __delitem__(self, name: str) -> None:
         index = self._index(name)
@@ -506,7 +516,7 @@ class Message(MessageBase):
 
     __copy__ = copy
 
-    def __deepcopy__(self, memo: dict) -> Message:
+    def __deepcopy__(self, memo: dict[int, Any]) -> Message:
         clone = _new(Message)
         clone.subject = self.subject
         clone.reply_subject = self.reply_subject
@@ -550,6 +560,11 @@ class Message(MessageBase):
         the subject attributes are the caller's business.
         """
         self._shared = True
+
+    #: ``msg.share()``: :meth:`_share` for transports and drivers, which keep a
+    #: reference to a message they were given to send (once per message sent:
+    #: the same function, no extra call layer).
+    share = _share
 
     # -- driver API (certified delivery, fault tolerance and the drivers to come) --
 
@@ -609,9 +624,10 @@ class Message(MessageBase):
     @classmethod
     def from_bytes(cls, data: bytes | bytearray | memoryview) -> Message:
         """Decode a wire form made by :meth:`to_bytes`; any bad input raises MalformedMessage."""
-        return _decode(data)
+        msg: Message = _decode(data)
+        return msg
 
-    def __reduce__(self) -> tuple:
+    def __reduce__(self) -> tuple[Callable[[bytes], Message], tuple[bytes]]:
         return (_message_from_bytes, (self.to_bytes(),))
 
 

@@ -14,13 +14,14 @@ import contextlib
 import os
 import signal
 import sys
+from collections.abc import Callable
 
 from rvasync.cli import _args
 from rvasync.errors import DaemonUnavailable, InvalidArgument
 from rvasync.protocol.clientproto.address import DEFAULT_DAEMON_PORT
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "daemon",
         help="run a standalone daemon serving client transports over TCP",
@@ -79,7 +80,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=run)
 
 
-def _loop_factory(choice: str):  # -> Callable[[], AbstractEventLoop] | None
+def _loop_factory(choice: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
     if choice == "asyncio":
         return None
     try:

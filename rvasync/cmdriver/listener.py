@@ -99,8 +99,6 @@ class CmListener:
 
     __slots__ = (
         "__weakref__",
-        "_callback",
-        "_callback_is_async",
         "_closed",
         "_got",
         "_holding",
@@ -111,6 +109,8 @@ class CmListener:
         "_tracked",
         "_user_callback",
         "closure",
+        "dispatch_callback",
+        "dispatch_is_async",
         "explicit_confirm",
         "subject",
     )
@@ -143,11 +143,11 @@ class CmListener:
         # that ones consumed straight from the queue can be found and confirmed.
         self._tracked: dict[int, Message] | None = None if own_queue or explicit_confirm else {}
         self._user_callback = callback
-        # The transport's dispatcher calls ``_callback`` (see rvasync.transport.dispatch).
-        self._callback: Callable[[Message], Any] | None = (
+        # The transport's dispatcher calls ``dispatch_callback`` (rvasync.transport.dispatch).
+        self.dispatch_callback: Callable[[Message], Any] | None = (
             None if callback is None else self._dispatch
         )
-        self._callback_is_async = False
+        self.dispatch_is_async = False
 
     # --- public ---------------------------------------------------------------------
 
@@ -218,7 +218,7 @@ class CmListener:
             self._got = None
             if self._holding.pop(id(held), None) is not None:
                 held.listener.taken(held)
-        msg = await self._queue.get(timeout)
+        msg: Message = await self._queue.get(timeout)
         listener = msg.listener
         if listener.__class__ is CmListener and listener.handed(msg):
             self._got = msg
@@ -341,7 +341,7 @@ class CmListener:
         if tracked:
             tracked.pop(id(msg), None)
         try:
-            result = self._user_callback(msg)  # type: ignore[misc]
+            result = self._user_callback(msg)  # type: ignore[misc]  # not None: see __init__
         except BaseException:
             self.taken(msg)
             raise

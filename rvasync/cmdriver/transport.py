@@ -395,7 +395,8 @@ class CmTransport:
         if (
             len(outputs) == 1
             and outputs[0].__class__ is Transmit
-            and outputs[0].record.payload is payload
+            # (the Transmit core.send adds last carries the message's DataRecord)
+            and outputs[0].record.payload is payload  # type: ignore[attr-defined]  # see above
         ):
             # The usual case: this message goes out now, nothing else to do.
             self._transmit(wire)
@@ -740,7 +741,8 @@ class CmTransport:
             self._last_data = msg
             self._seen = [msg.listener]
             if cm is None or cm.sequence is None or msg.subject is None:
-                core.receive_plain(msg.subject or "", msg)  # type: ignore[arg-type]
+                # The payload is the decoded message itself (see _deliver): opaque to the core.
+                core.receive_plain(msg.subject or "", msg)  # type: ignore[arg-type]  # see above
                 return
             sender = cm.sender
             if sender == self._name:
@@ -754,7 +756,7 @@ class CmTransport:
                 msg.subject,
                 cm.sequence,
                 cm.time_limit,
-                msg,  # type: ignore[arg-type]
+                msg,  # type: ignore[arg-type]  # opaque payload: the message itself
                 now,
             )
             return

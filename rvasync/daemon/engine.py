@@ -43,17 +43,20 @@ STANDALONE_RELIABILITY = 60.0
 IN_PROCESS_RELIABILITY = 5.0
 
 
-def _seconds(name: str, value: Any, *, zero_ok: bool, none_ok: bool = False) -> float | None:
-    if value is None and none_ok:
-        return None
+def _seconds(name: str, value: Any, *, zero_ok: bool) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise InvalidArgument(f"{name} must be a number of seconds, got {value!r}")
-    value = float(value)
-    if not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok):
+    seconds = float(value)
+    if not math.isfinite(seconds) or seconds < 0 or (seconds == 0 and not zero_ok):
         raise InvalidArgument(
-            f"{name} must be finite and {'>= 0' if zero_ok else '> 0'} seconds, got {value!r}"
+            f"{name} must be finite and {'>= 0' if zero_ok else '> 0'} seconds, got {seconds!r}"
         )
-    return value
+    return seconds
+
+
+def _optional_seconds(name: str, value: Any, *, zero_ok: bool) -> float | None:
+    """:func:`_seconds`, or None for None."""
+    return None if value is None else _seconds(name, value, zero_ok=zero_ok)
 
 
 class Daemon:
@@ -100,7 +103,7 @@ class Daemon:
         if not isinstance(host, str) or not host:
             raise InvalidArgument(f"host must be a non-empty str, got {host!r}")
         self._reliability = _seconds("reliability", reliability, zero_ok=True)
-        self._idle_exit = _seconds("idle_exit", idle_exit, zero_ok=True, none_ok=True)
+        self._idle_exit = _optional_seconds("idle_exit", idle_exit, zero_ok=True)
         if max_datagram is not None and (
             isinstance(max_datagram, bool)
             or not isinstance(max_datagram, int)
@@ -111,7 +114,7 @@ class Daemon:
             raise InvalidArgument(f"loss must be a fraction within [0, 1), got {loss!r}")
         self._heartbeat = _seconds("heartbeat_interval", heartbeat_interval, zero_ok=False)
         self._peer_timeout = _seconds("peer_timeout", peer_timeout, zero_ok=False)
-        if self._peer_timeout <= self._heartbeat:  # type: ignore[operator]
+        if self._peer_timeout <= self._heartbeat:
             raise InvalidArgument(
                 f"peer_timeout ({peer_timeout}) must exceed heartbeat_interval "
                 f"({heartbeat_interval})"
@@ -169,7 +172,7 @@ class Daemon:
     @property
     def reliability(self) -> float:
         """Default reliability interval (seconds) of this daemon's services."""
-        return self._reliability  # type: ignore[return-value]
+        return self._reliability
 
     @property
     def listen_port(self) -> int | None:
@@ -190,11 +193,11 @@ class Daemon:
     async def start(self) -> None:
         """Start serving in the running loop (and the TCP server when ``listen`` is set)."""
         self._start_in_loop()
-        loop = self._loop
+        loop = self.loop
         if running_in_process_daemon(loop) is None:
             # One engine per loop: the first daemon started in a loop also serves its
             # in-process transports (so a configured Daemon can replace the default one).
-            _in_process[loop] = self  # type: ignore[index]
+            _in_process[loop] = self
         if self._listen is not None:
             from rvasync.daemon.server import start_server
 
@@ -209,6 +212,20 @@ class Daemon:
                 self._shutdown_now()
                 raise
         self._check_idle()
+
+    def start_in_process(self) -> None:
+        """Start now, synchronously, as the running loop's in-process daemon until the loop ends.
+
+        What :func:`in_process_daemon` does with the daemon it makes on first
+        use: synchronous, so no other task of the loop sees it half started;
+        it replaces a stopped in-process daemon of the loop, and stops itself
+        when the loop's main coroutine ends (``asyncio.run`` cancels its keeper
+        task) or on ``await daemon.stop()``. Programs configure a daemon and
+        ``await daemon.start()`` instead.
+        """
+        self._start_in_loop()
+        _in_process[self.loop] = self
+        self._keep_until_loop_ends()
 
     def _start_in_loop(self) -> None:
         if self._state != "new":
@@ -265,10 +282,12 @@ class Daemon:
 
     def _keep_until_loop_ends(self) -> None:
         """Run a task whose cancellation (asyncio.run ending) stops the daemon cleanly."""
+        stopped = self._stopped_event
+        assert stopped is not None  # made by _start_in_loop
 
         async def keeper() -> None:
             try:
-                await self._stopped_event.wait()  # type: ignore[union-attr]
+                await stopped.wait()
             finally:
                 self._shutdown_now()
 
@@ -295,7 +314,7 @@ class Daemon:
             raise DaemonUnavailable("the daemon is not running")
         spec = parse_service(service)
         net = parse_network(network)
-        wanted = _seconds("reliability", reliability, zero_ok=True, none_ok=True)
+        wanted = _optional_seconds("reliability", reliability, zero_ok=True)
         endpoint = self._services.get(spec.port)
         if endpoint is not None and endpoint.network.key != net.key:
             raise NotPermitted(
@@ -314,13 +333,13 @@ class Daemon:
                 on_closed=self._service_closed,
                 listen_port=lambda: self.listen_port,
                 version=self.version,
-                reliability=self._reliability if wanted is None else wanted,  # type: ignore[arg-type]
+                reliability=self._reliability if wanted is None else wanted,
                 max_datagram=self._max_datagram
                 or (LOOPBACK_DATAGRAM if net.loopback else NETWORK_DATAGRAM),
-                heartbeat_interval=self._heartbeat,  # type: ignore[arg-type]
-                peer_timeout=self._peer_timeout,  # type: ignore[arg-type]
+                heartbeat_interval=self._heartbeat,
+                peer_timeout=self._peer_timeout,
                 loss=self._loss,
-                host_status_interval=self._status_interval,  # type: ignore[arg-type]
+                host_status_interval=self._status_interval,
             )
             self._services[spec.port] = endpoint
         token = f"{self._instance}{next(self._tokens):x}"
@@ -360,6 +379,7 @@ class Daemon:
         the daemon's only open service (InvalidArgument if there are several,
         or none).
         """
+        endpoint: ServiceEndpoint | None
         if service is None:
             if len(self._services) != 1:
                 raise InvalidArgument(
@@ -368,7 +388,7 @@ class Daemon:
                 )
             endpoint = next(iter(self._services.values()))
         else:
-            endpoint = self._services.get(parse_service(service).port)  # type: ignore[assignment]
+            endpoint = self._services.get(parse_service(service).port)
             if endpoint is None:
                 raise InvalidArgument(f"service {service!r} is not open in this daemon")
         return {name: value for name, value, _ in endpoint.host_status()}
@@ -394,9 +414,7 @@ async def in_process_daemon() -> Daemon:
     daemon = _in_process.get(loop)
     if daemon is None or not daemon.running:
         daemon = Daemon(reliability=IN_PROCESS_RELIABILITY)
-        daemon._start_in_loop()  # synchronous: no other task can see it half started
-        _in_process[loop] = daemon
-        daemon._keep_until_loop_ends()
+        daemon.start_in_process()  # synchronous: no other task can see it half started
     return daemon
 
 

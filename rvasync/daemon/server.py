@@ -29,7 +29,7 @@ import os
 import socket
 from collections import deque
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, cast
 
 from rvasync._logging import stderr_logger
 from rvasync._version import __version__
@@ -132,7 +132,12 @@ class ClientServer:
         self._closed: asyncio.Future[None] | None = None
         self._finisher: asyncio.Task[None] | None = None
 
-    async def _listen(self, host: str, port: int) -> None:
+    async def listen(self, host: str, port: int) -> None:
+        """Open the listening socket on ``host:port`` (0: any free port; see ``port``).
+
+        :func:`start_server` calls it once, after making the server; OSError
+        (naming the address) when the port cannot be had.
+        """
         loop = asyncio.get_running_loop()
         try:
             self._server = await loop.create_server(
@@ -144,6 +149,15 @@ class ClientServer:
             ) from None
         sockname = self._server.sockets[0].getsockname()
         self.host, self.port = sockname[0], sockname[1]
+
+    @property
+    def closing(self) -> bool:
+        """True once :meth:`close` has been called.
+
+        A connection accepted after that (it was already on its way) asks
+        this in ``connection_made`` and is shut at once.
+        """
+        return self._closed is not None
 
     def info(self) -> dict[str, Any]:
         """What a client learns about the daemon in WELCOME."""
@@ -212,7 +226,7 @@ async def start_server(
             DEFAULT_CONSUMER_TIME_LIMIT if consumer_time_limit is None else consumer_time_limit
         ),
     )
-    await server._listen(host, port)
+    await server.listen(host, port)
     return server
 
 
@@ -258,8 +272,11 @@ class ClientConnection(asyncio.Protocol):
     # -- asyncio.Protocol --------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self._transport = transport  # type: ignore[assignment]
-        transport.set_write_buffer_limits(_WRITE_HIGH_WATER, _WRITE_LOW_WATER)
+        # A stream server's transport. cast, not an isinstance check: uvloop's
+        # TCPTransport (the daemon's loop when installed) is not an asyncio.Transport.
+        stream = cast(asyncio.Transport, transport)
+        self._transport = stream
+        stream.set_write_buffer_limits(_WRITE_HIGH_WATER, _WRITE_LOW_WATER)
         sock = transport.get_extra_info("socket")
         if sock is not None:
             with contextlib.suppress(OSError):
@@ -271,7 +288,7 @@ class ClientConnection(asyncio.Protocol):
         self.server.sessions.add(self)
         self.server.stats.connections += 1
         self._hello_timer = self._loop.call_later(HELLO_TIMEOUT, self._hello_overdue)
-        if self.server._closed is not None:
+        if self.server.closing:
             self.shut(ErrorCode.SHUTDOWN, "the daemon is stopping")
 
     def data_received(self, data: bytes) -> None:
@@ -352,12 +369,12 @@ class ClientConnection(asyncio.Protocol):
         # The connection let through only what a client may send at this point: a
         # LISTEN/UNLISTEN/PUBLISH comes after a HELLO this daemon has accepted (a
         # refused one closed the transport, which stops the caller's loop).
-        kind = type(frame)
-        if kind is cp.Publish:
+        # frame.__class__, not type(frame) in a local: mypy narrows the union on it.
+        if frame.__class__ is cp.Publish:
             self._publish(frame.messages)
-        elif kind is cp.Listen:
+        elif frame.__class__ is cp.Listen:
             self._listen(frame.subject)
-        elif kind is cp.Unlisten:
+        elif frame.__class__ is cp.Unlisten:
             count = self._interests.get(frame.subject, 0)
             if count:
                 if count == 1:
@@ -365,12 +382,12 @@ class ClientConnection(asyncio.Protocol):
                 else:
                     self._interests[frame.subject] = count - 1
                 self.session.remove_interest(frame.subject)
-        elif kind is cp.Ping:
+        elif frame.__class__ is cp.Ping:
             self._write_pending()  # deliveries made before the PING go first
             self._write(self._conn.send(cp.Pong(frame.token)))
-        elif kind is cp.Hello:
+        elif frame.__class__ is cp.Hello:
             self._hello(frame)
-        elif kind is cp.Bye:
+        elif frame.__class__ is cp.Bye:
             self._close_session()
             self._close_transport()
         # PONG: nothing to do.

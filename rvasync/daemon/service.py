@@ -238,7 +238,7 @@ class ServiceEndpoint:
         """Route one message from ``session`` (None: the daemon itself). See ClientSession."""
         if self.closed:
             raise TransportClosed(f"service {self.spec.text} of this daemon is closed")
-        subject = msg.subject if msg is not None else subject_of(data)  # type: ignore[arg-type]
+        subject = msg.subject if msg is not None else subject_of(data)  # type: ignore[arg-type]  # data if no msg
         if subject is None:
             raise InvalidArgument("cannot publish a message without a subject")
         if subject[:1] == "_":
@@ -283,7 +283,7 @@ class ServiceEndpoint:
             raise TransportClosed(f"service {self.spec.text} of this daemon is closed")
         plan: list[tuple[str, Message | None, bytes]] = []
         for msg, data in items:
-            subject = msg.subject if msg is not None else subject_of(data)  # type: ignore[arg-type]
+            subject = msg.subject if msg is not None else subject_of(data)  # type: ignore[arg-type]  # data if no msg
             if subject is None:
                 raise InvalidArgument("cannot publish a message without a subject")
             if session is not None and subject[:1] == "_":
@@ -365,7 +365,7 @@ class ServiceEndpoint:
                 counters.messages_misrouted += 1
             elif where.inbox_sink is not None:
                 if msg is None:
-                    msg = _decode(data)  # type: ignore[arg-type]
+                    msg = _decode(data)
                 where.inbox_sink(msg, False)
                 counters.deliveries += 1
             else:

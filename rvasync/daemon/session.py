@@ -34,37 +34,47 @@ _decode = codec.decode
 
 
 class Payload:
-    """One message in whichever forms are known; each form is computed at most once."""
+    """One message in whichever forms are known; each form is computed at most once.
 
-    __slots__ = ("_data", "_msg")
+    ``msg`` and ``data`` are the forms known so far (None for one not computed
+    yet; at least one is known): read-only outside this class. A session
+    forwards them to its service as they are (``service.publish(session, msg,
+    data)``), so the service decodes or encodes only what a receiver needs;
+    :meth:`message` and :meth:`wire` compute a missing form.
+    """
+
+    __slots__ = ("data", "msg")
+
+    msg: Message | None
+    data: bytes | None
 
     def __init__(self, msg: Message | None = None, data: bytes | None = None) -> None:
         if msg is None and data is None:
             raise ValueError("a Payload needs a message, its wire bytes, or both")
-        self._msg = msg
-        self._data = data
+        self.msg = msg
+        self.data = data
 
     def message(self) -> Message:
         """The decoded message (decoded on first use; MalformedMessage for bad bytes)."""
-        msg = self._msg
+        msg = self.msg
         if msg is None:
-            msg = self._msg = _decode(self._data)  # type: ignore[arg-type]
+            msg = self.msg = _decode(self.data)
         return msg
 
     def wire(self) -> bytes:
         """The wire bytes (encoded on first use; MessageTooLarge over 64 MiB)."""
-        data = self._data
+        data = self.data
         if data is None:
-            data = self._data = _encode(self._msg)
+            data = self.data = _encode(self.msg)
         return data
 
     @property
     def subject(self) -> str | None:
         """The message's subject, without decoding the whole message when only bytes are known."""
-        msg = self._msg
+        msg = self.msg
         if msg is not None:
             return msg.subject
-        subject = peek_subject(self._data)  # type: ignore[arg-type]
+        subject = peek_subject(self.data)  # type: ignore[arg-type]  # msg None: data is known
         if subject is None:
             try:
                 return self.message().subject
@@ -78,7 +88,7 @@ class Payload:
         return len(self.wire())
 
     def __repr__(self) -> str:
-        forms = [f for f, v in (("msg", self._msg), ("data", self._data)) if v is not None]
+        forms = [f for f, v in (("msg", self.msg), ("data", self.data)) if v is not None]
         return f"<Payload {'+'.join(forms)} subject={self.subject!r}>"
 
 
@@ -224,14 +234,14 @@ class ClientSession:
         """
         if self.closed:
             raise TransportClosed("the daemon session is closed")
-        return self._service.publish(self, payload._msg, payload._data)
+        return self._service.publish(self, payload.msg, payload.data)
 
     def publish_many(self, payloads: list[Payload]) -> Awaitable[None] | None:
         """Send several messages in order (see :meth:`publish`); all are checked before any
         is sent."""
         if self.closed:
             raise TransportClosed("the daemon session is closed")
-        return self._service.publish_many(self, [(p._msg, p._data) for p in payloads])
+        return self._service.publish_many(self, [(p.msg, p.data) for p in payloads])
 
     def publish_message(self, msg: Message) -> Awaitable[None] | None:
         """:meth:`publish` for a Message (the in-process path: no Payload object)."""

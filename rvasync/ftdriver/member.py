@@ -23,6 +23,7 @@ take over, and the ranking settles when the link returns.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import socket
 import uuid
@@ -259,7 +260,7 @@ class FtMember:
     def _on_gone(self, members: list[str]) -> None:
         for member in members:
             if self._running:
-                self._step(lambda now, m=member: self._core.peer_gone(m, now))
+                self._step(functools.partial(self._core.peer_gone, member))
 
     def _on_timer(self, now: float) -> None:
         if self._running:

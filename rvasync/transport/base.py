@@ -147,7 +147,7 @@ class BaseTransport(abc.ABC):
         check_send_subject(subject)
         if msg.reply_subject is not None:
             check_reply_subject(msg.reply_subject)
-        msg._share()
+        msg.share()
         self._route(msg)
 
     async def send_reply(self, reply: Message, request: Message) -> None:
@@ -205,7 +205,7 @@ class BaseTransport(abc.ABC):
         """
         if self._closed:
             raise TransportClosed(f"{type(self).__name__} is closed")
-        msg._share()
+        msg.share()
         return self._route(msg)
 
     def create_inbox(self) -> str:
@@ -243,7 +243,7 @@ class BaseTransport(abc.ABC):
         queue follows the same rules as this transport's own listeners:
         ``dispatched`` (the listener has a callback) starts the queue's
         dispatcher task, or shares the running one, which calls each
-        message's ``msg.listener._callback``; otherwise a ``shared`` queue
+        message's ``msg.listener.dispatch_callback``; otherwise a ``shared`` queue
         (the program's, not one the listener made for itself) is counted as
         iterated by the program. A queue is either dispatched or iterated:
         :class:`~rvasync.errors.InvalidArgument` if ``queue`` is already used

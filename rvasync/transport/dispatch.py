@@ -56,13 +56,13 @@ class Dispatcher:
         try:
             async for msg in queue:
                 listener = msg.listener
-                if listener is None or listener._callback is None:
+                if listener is None or listener.dispatch_callback is None:
                     continue
                 try:
-                    if listener._callback_is_async:
-                        await listener._callback(msg)
+                    if listener.dispatch_is_async:
+                        await listener.dispatch_callback(msg)
                     else:
-                        result = listener._callback(msg)
+                        result = listener.dispatch_callback(msg)
                         if result is not None and inspect.isawaitable(result):
                             await result
                 except asyncio.CancelledError:

@@ -40,13 +40,13 @@ class Listener:
 
     __slots__ = (
         "__weakref__",
-        "_callback",
-        "_callback_is_async",
         "_own_queue",
         "_queue",
         "_transport",
         "closure",
         "deliver",
+        "dispatch_callback",
+        "dispatch_is_async",
         "subject",
     )
 
@@ -62,9 +62,12 @@ class Listener:
         self._transport = transport
         self.subject = subject
         self.closure = closure
-        self._callback = callback
-        # Decided once here, not per message: the dispatcher's hot loop reads it.
-        self._callback_is_async = inspect.iscoroutinefunction(callback)
+        #: What the transport's dispatcher calls for each message of a dispatched
+        #: queue (rvasync.transport.dispatch), and whether to await it. Public so
+        #: that every listener kind (CmListener too) offers the dispatcher the
+        #: same two names; decided once here, not per message.
+        self.dispatch_callback = callback
+        self.dispatch_is_async = inspect.iscoroutinefunction(callback)
         self._own_queue = queue is None
         self._queue = Queue(name=f"listener:{subject}") if queue is None else queue
         self.deliver = self._queue.deliver
@@ -82,7 +85,7 @@ class Listener:
 
     @property
     def callback(self) -> Callback | None:
-        return self._callback
+        return self.dispatch_callback
 
     @property
     def closed(self) -> bool:

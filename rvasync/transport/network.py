@@ -250,7 +250,7 @@ class Transport(BaseTransport):
         check_send_subject(subject)
         if msg.reply_subject is not None:
             check_reply_subject(msg.reply_subject)
-        msg._share()
+        msg.share()
         wait = self._publish(msg)
         if wait is not None:
             await wait
@@ -263,7 +263,7 @@ class Transport(BaseTransport):
             raise InvalidArgument("cannot send a message without a subject")
         self._check_open()
         check_send_subject(subject)
-        msg._share()
+        msg.share()
         return self._publish(msg)
 
     async def send_reply(self, reply: Message, request: Message) -> None:
@@ -302,7 +302,7 @@ class Transport(BaseTransport):
             if msg.reply_subject is not None:
                 check_reply_subject(msg.reply_subject)
         for msg in batch:
-            msg._share()
+            msg.share()
         if not batch:
             return
         wait = self._publish_many(batch)
