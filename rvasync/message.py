@@ -250,6 +250,17 @@ def _value_repr(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+def _check_subject_type(name: str, value: object) -> None:
+    """A message's subject or reply subject is a str (a subclass will do) or None.
+
+    Only the type is checked when a message is built; the syntax is checked by
+    the transport that sends it (one cached check per subject). Assigning
+    ``msg.subject`` later is a plain attribute write, checked at send time.
+    """
+    if not isinstance(value, str):
+        raise InvalidArgument(f"{name} must be a str or None, got {type(value).__name__}")
+
+
 class Message(MessageBase):
     """A Rendezvous message: subject, optional reply subject and an ordered list of fields.
 
@@ -283,6 +294,11 @@ class Message(MessageBase):
         *,
         reply_subject: str | None = None,
     ) -> None:
+        # Exact-type checks first: a str costs one comparison each, nothing more.
+        if subject is not None and subject.__class__ is not str:
+            _check_subject_type("subject", subject)
+        if reply_subject is not None and reply_subject.__class__ is not str:
+            _check_subject_type("reply_subject", reply_subject)
         self.subject = subject
         self.reply_subject = reply_subject
         self.listener = None
@@ -467,6 +483,8 @@ class Message(MessageBase):
         """The field with identifier ``field_id``, in constant time (KeyError if none)."""
         entry = self._ids.get(field_id) if self._ids else None
         if entry is None:
+            if isinstance(field_id, bool) or not isinstance(field_id, int):
+                raise ConversionError(f"field id must be an int, got {type(field_id).__name__}")
             raise KeyError(field_id)
         return _from_tuple(entry)
 
