@@ -30,7 +30,9 @@ def test_windows_are_checked_and_named(bad):
 
 
 def test_the_daemon_command_refuses_a_bad_window(capsys):
-    assert main(["daemon", "--listen", "0", "--busy-poll", "5"]) == 2
+    with pytest.raises(SystemExit) as exited:  # the argument parser refuses it
+        main(["daemon", "--listen", "0", "--busy-poll", "5"])
+    assert exited.value.code == 2
     assert "--busy-poll" in capsys.readouterr().err
 
 

@@ -233,7 +233,7 @@ def _codec_boundary(twin: str, codec: ModuleType) -> Boundary:
 
 def _clientproto_boundary(twin: str, codec: ModuleType) -> Boundary:
     cp = clientproto()
-    from rvasync.daemon.engine import _seconds
+    from rvasync.daemon.engine import _optional_seconds
     from rvasync.daemon.params import parse_service
     from rvasync.daemon.service import check_client_subject
     from rvasync.daemon.session import Payload
@@ -297,7 +297,7 @@ def _clientproto_boundary(twin: str, codec: ModuleType) -> Boundary:
         elif kind is cp.Hello:
             try:
                 parse_service(frame.service)
-                _seconds("reliability", frame.reliability, zero_ok=True, none_ok=True)
+                _optional_seconds("reliability", frame.reliability, zero_ok=True)
             except InvalidArgument:
                 pass
 
