@@ -8,16 +8,22 @@ and ``fieldtypes`` tests ``isinstance(value, MessageBase)``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 __all__ = ["MessageBase"]
 
 
 class MessageBase:
-    """What a module below ``message.py`` may rely on: the class, and :meth:`copy`."""
+    """What a module below ``message.py`` may rely on: the class, and ``copy()``.
+
+    A marker class with no behaviour of its own: ``Message`` is its only
+    subclass and defines ``copy``. The declaration below exists for the type
+    checker only, so no placeholder method can ever be called at run time.
+    """
 
     __slots__ = ()
 
-    def copy(self) -> Any:
-        """A copy-on-write copy (:meth:`rvasync.message.Message.copy`)."""
-        raise NotImplementedError
+    if TYPE_CHECKING:
+
+        def copy(self) -> Any:
+            """A copy-on-write copy (:meth:`rvasync.message.Message.copy`)."""
