@@ -35,7 +35,6 @@ from rvasync.transport.router import Router
 __all__ = ["BaseTransport"]
 
 
-
 def not_a_message(what: str, value: object) -> InvalidArgument:
     """The error for a send call given something other than a Message as ``what``.
 
@@ -60,11 +59,14 @@ def check_reply_subject(reply_subject: object) -> None:
 
 def check_timeout(timeout: object) -> float:
     """``send_request``'s timeout: a finite number of seconds above zero."""
-    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not (
-        0 < timeout < math.inf
+    if (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, int | float)
+        or not (0 < timeout < math.inf)
     ):
         raise InvalidArgument(f"send_request timeout must be a positive number, got {timeout!r}")
     return float(timeout)
+
 
 class BaseTransport(abc.ABC):
     """Common machinery of the process transport and network transports."""
