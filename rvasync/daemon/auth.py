@@ -244,6 +244,7 @@ class DaemonSecurity:
             if tls_cert is None
             else server_context(certfile=tls_cert, keyfile=tls_key, client_ca=client_ca)
         )
+        self._cert = (tls_cert, tls_key)
         self.users_file = users_file
         self.allow_plain_passwords = allow_plain_passwords
         self.limiter = limiter or FailureLimiter()
@@ -257,6 +258,13 @@ class DaemonSecurity:
         self.logins = 0
         self.failed_logins = 0
         self.reloads = 0
+
+    def http_ssl_context(self) -> ssl.SSLContext | None:
+        """A TLS context with the daemon's certificate for the status page (no client certs)."""
+        certfile, keyfile = self._cert
+        if certfile is None:
+            return None
+        return server_context(certfile=certfile, keyfile=keyfile)
 
     @property
     def requires_login(self) -> bool:
