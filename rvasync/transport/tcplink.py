@@ -656,6 +656,15 @@ class _Connection(asyncio.Protocol):
                 failure: Exception = NotPermitted(
                     f"daemon {self.link.where} refused the TLS link: {exc.reason or exc}"
                 )
+            elif not self._heard and self.link.security and self.link.security.user_cert:
+                # TLS 1.3: the daemon checks a client certificate after the client's
+                # side of the handshake is over; asyncio does not pass its alert on,
+                # so a link closed before any answer is how a refusal shows.
+                failure = NotPermitted(
+                    f"daemon {self.link.where} closed the TLS link without a word: it "
+                    "refused the client certificate (signed by a CA it does not trust, "
+                    "expired, or not for client authentication)"
+                )
             else:
                 hint = ""
                 if not self._heard and self.link.security is None:
