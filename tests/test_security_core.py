@@ -167,12 +167,13 @@ def test_hello_with_a_non_text_credential_is_a_protocol_error(field):
 
 
 def test_password_hashes_verify_and_are_salted():
-    first, second = hash_password("pw"), hash_password("pw")
-    assert first != second and "pw" not in first
-    assert verify_password("pw", first) and verify_password("pw", second)
-    assert not verify_password("pW", first)
+    secret = "correct horse battery staple"
+    first, second = hash_password(secret), hash_password(secret)
+    assert first != second and "horse" not in first
+    assert verify_password(secret, first) and verify_password(secret, second)
+    assert not verify_password(secret.upper(), first)
     with pytest.raises(InvalidArgument):
-        verify_password("pw", "md5$abc")
+        verify_password(secret, "md5$abc")
     with pytest.raises(InvalidArgument):
         hash_password("")
 
