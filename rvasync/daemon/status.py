@@ -91,6 +91,10 @@ class HostWatcher:
         fields = {field.name: _plain(field.value) for field in msg if field.name}
         self.hosts[host] = (time.time(), fields)
 
+    def watching(self, port: int) -> bool:
+        """True while the page holds a session of its own on service ``port``."""
+        return port in self._watches
+
     def seen(self) -> list[dict[str, Any]]:
         """The hosts heard recently, newest report first."""
         now = time.time()
@@ -144,13 +148,13 @@ class HostWatcher:
                     session.close()
 
 
-def _service_row(port: int, endpoint: Any) -> dict[str, Any]:
+def _service_row(port: int, endpoint: Any, watched: bool) -> dict[str, Any]:
     core = endpoint.core.stats
     counters = endpoint.counters
     return {
         "service": port,
         "network": endpoint.network.text or "(loopback)",
-        "clients": len(endpoint.sessions),
+        "clients": len(endpoint.sessions) - (1 if watched else 0),  # not the page's own
         "messages_out": counters.messages_out,
         "bytes_out": counters.bytes_out,
         "messages_in": counters.messages_in,
@@ -163,7 +167,7 @@ def _service_row(port: int, endpoint: Any) -> dict[str, Any]:
         "data_loss_inbound": core.datagrams_lost_inbound,
         "messages_lost_inbound": core.messages_lost_inbound,
         "data_loss_outbound": core.datagrams_lost_outbound,
-        "peers": len(endpoint.core.peers),
+        "peers": len(endpoint.core.peers()),
     }
 
 
@@ -191,7 +195,10 @@ def snapshot(daemon: Daemon, watcher: HostWatcher | None = None) -> dict[str, An
             "refused_by_rate_limit": security.limiter.refused,
             "users_file_reloads": security.reloads,
         }
-    services = [_service_row(port, ep) for port, ep in sorted(daemon.services.items())]
+    services = [
+        _service_row(port, ep, watcher is not None and watcher.watching(port))
+        for port, ep in sorted(daemon.services.items())
+    ]
     return {
         "version": __version__,
         "pid": os.getpid(),
