@@ -177,7 +177,7 @@ async def test_a_secure_daemons_page_asks_for_a_password_over_https(pki, users_f
         assert security.failed_logins == 1
 
 
-# -- the browser ------------------------------------------------------------------------------------
+# -- the browser -----------------------------------------------------------------------------
 
 
 def _browser():
