@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -45,7 +46,7 @@ def test_passwd_writes_hashes_the_daemon_accepts_and_refuses_bad_input(tmp_path)
     users = str(tmp_path / "users.toml")
     passwd(users, "alice", "pw-a", "--publish", "ORDERS.>", "--subscribe", "ORDERS.>")
     passwd(users, "alice", "pw-a2")  # a new password keeps the permissions
-    text = open(users).read()
+    text = Path(users).read_text()
     assert "pw-a" not in text and "scrypt$" in text and '"ORDERS.>"' in text
     from rvasync.daemon.auth import load_users, verify_password
 
@@ -56,7 +57,7 @@ def test_passwd_writes_hashes_the_daemon_accepts_and_refuses_bad_input(tmp_path)
     assert done.returncode == 2 and "no password" in done.stderr
     done = run("passwd", users, "bob", "--subscribe", "a..b", stdin="x\n")
     assert done.returncode == 2 and "empty element" in done.stderr
-    assert "bob" not in open(users).read()  # nothing written for a refused change
+    assert "bob" not in Path(users).read_text()  # nothing written for a refused change
 
 
 def test_daemon_send_listen_and_status_page_as_processes(tmp_path):
