@@ -78,6 +78,9 @@ class Daemon:
     ``max_consumer_buffer``: bytes of undelivered messages kept for each
     standalone client that does not read before its oldest are dropped
     (CLIENT.SLOWCONSUMER; None: 128 MiB, ``rvasync.daemon.server``).
+    ``security``: a :class:`~rvasync.daemon.auth.DaemonSecurity` for a secure
+    client port (TLS, users, subject permissions; needs ``listen``; see
+    docs/security.md).
     """
 
     version = "rvasync-0.1"
