@@ -133,8 +133,15 @@ async def test_api_status_and_metrics_show_clients_subjects_counters_and_hosts()
                 ), line
             status, _, html = await get(page, "/")
             assert status == 200 and "STATUS.TEST" in html and 'http-equiv="refresh"' in html
+            assert data["services"][0]["clients"] == 1  # the page's own session is not shown
         finally:
             await t.close()
+
+        # The page's HOST.STATUS session does not keep the service open once clients leave.
+        async def released():
+            return daemon.session_count == 0
+
+        await wait_for(released, "the page to let go of the service")
 
 
 def test_metrics_text_escapes_labels():

@@ -61,6 +61,12 @@ class _Watch:
     def present(self, advisory: Message) -> None:
         return  # transport-scoped advisories (slow consumer ...) concern no page
 
+    def close(self) -> None:
+        session, self.session = self.session, None
+        if session is not None and not session.closed:
+            with contextlib.suppress(Exception):  # the daemon may be stopping
+                session.close()
+
 
 class HostWatcher:
     """Keeps the last HOST.STATUS of every host the daemon hears (see the module docstring)."""
@@ -116,12 +122,17 @@ class HostWatcher:
     def _tick(self) -> None:
         daemon = self.daemon
         if not daemon.running:
+            self._release()
             return
-        if daemon.session_count <= len(self._watches):
-            self._release()  # only our watchers are left: let the services go
-            return
-        for port, endpoint in daemon.services.items():
-            if port in self._watches:
+        services = daemon.services
+        # Let go of services where only our own session is left (or that closed).
+        for port, watch in list(self._watches.items()):
+            endpoint = services.get(port)
+            if endpoint is None or len(endpoint.sessions) <= 1:
+                del self._watches[port]
+                watch.close()
+        for port, endpoint in services.items():
+            if port in self._watches or not endpoint.sessions:
                 continue
             watch = _Watch(self)
             try:
@@ -136,16 +147,11 @@ class HostWatcher:
                 continue
             watch.session.add_interest(HOST_STATUS_SUBJECT)
             self._watches[port] = watch
-        for port in [p for p in self._watches if p not in daemon.services]:
-            del self._watches[port]
 
     def _release(self) -> None:
         watches, self._watches = self._watches, {}
         for watch in watches.values():
-            session = watch.session
-            if session is not None and not session.closed:
-                with contextlib.suppress(Exception):
-                    session.close()
+            watch.close()
 
 
 def _service_row(port: int, endpoint: Any, watched: bool) -> dict[str, Any]:
