@@ -416,11 +416,13 @@ async def test_a_flood_of_failed_logins_is_rate_limited_and_good_clients_go_on(p
         assert refused, "no login was refused"
         assert any("too many" in str(r) for r in refused)
         security = daemon.security
-        # The limiter stopped most attempts before any password was checked.
-        assert (
-            security.limiter.refused + sum("too many logins under way" in str(r) for r in refused)
-            > 400
-        )
+        # Few passwords were checked: the limiter (and the cap on checks under way)
+        # refused the rest at once. Blocking doubles from 1 s, so a longer flood
+        # (a slow machine) lets only a few more checks through.
+        busy = sum("too many logins under way" in str(r) for r in refused)
+        checked = security.failed_logins - security.limiter.refused - busy
+        assert 0 < checked <= 20, (security.failed_logins, security.limiter.refused, busy)
+        assert any("too many failed logins" in str(r) for r in refused)
         assert before_end > 0  # the good client was served during the flood
         # Another user logs in at once: the brake holds for alice from this host only.
         async with rv.Transport(daemon=addr, security=by_password(pki, "admin")) as t:
