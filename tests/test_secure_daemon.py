@@ -472,3 +472,40 @@ def test_security_arguments_are_checked(pki, tmp_path):
     with pytest.raises(rv.InvalidArgument, match="listen=PORT"):
         rv.Daemon(security=DaemonSecurity(tls_cert=pki.daemon_cert, tls_key=pki.daemon_key))
     assert "alice-pw" not in repr(by_password(pki, "alice"))
+
+
+async def test_a_reload_applies_to_users_already_logged_in(pki, users_file):
+    async with secure_daemon(pki, users_file) as (daemon, addr):
+        admin = rv.Transport(daemon=addr, security=by_password(pki, "admin"))
+        alice = rv.Transport(daemon=addr, security=by_password(pki, "alice"))
+        carol = rv.Transport(daemon=addr, security=by_password(pki, "carol"))
+        for t in (admin, alice, carol):
+            await t.open()
+        try:
+            orders = alice.listen("ORDERS.EU")
+            await alice.link.ping(WAIT)
+            await admin.send(rv.Message("ORDERS.EU", {"n": 1}))
+            assert (await orders.get(WAIT))["n"] == 1
+            # Alice loses ORDERS.>, carol leaves the file; admin stays as she was.
+            users_file.write_text(
+                users_file.read_text()
+                .replace('subscribe = ["ORDERS.>"]', 'subscribe = ["PRICES.*"]')
+                .replace("[users.carol]", "[users.carol_gone]")
+            )
+            assert daemon.security.reload()
+            await alice.link.ping(WAIT)
+            await admin.send(rv.Message("ORDERS.EU", {"n": 2}))
+            await admin.link.ping(WAIT)
+            await alice.link.ping(WAIT)
+            with pytest.raises(TimeoutError):
+                await orders.get(0.5)  # the daemon dropped alice's interest
+            assert daemon.client_server.stats.not_permitted == 1
+
+            async def carol_logged_out() -> None:
+                while carol.link.connected:
+                    await asyncio.sleep(0.05)
+
+            await asyncio.wait_for(carol_logged_out(), WAIT)
+        finally:
+            for t in (admin, alice, carol):
+                await t.close()

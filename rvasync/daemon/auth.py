@@ -29,6 +29,7 @@ import os
 import secrets
 import ssl
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -258,6 +259,12 @@ class DaemonSecurity:
         self.logins = 0
         self.failed_logins = 0
         self.reloads = 0
+        self._reload_callbacks: list[Callable[[Users], None]] = []
+
+    def on_reload(self, callback: Callable[[Users], None]) -> None:
+        """Call ``callback(users)`` after each successful reload (the client port
+        applies the new permissions to the users already logged in)."""
+        self._reload_callbacks.append(callback)
 
     def http_ssl_context(self) -> ssl.SSLContext | None:
         """A TLS context with the daemon's certificate for the status page (no client certs)."""
@@ -296,6 +303,11 @@ class DaemonSecurity:
         self._mtime = self._stat()
         self.reloads += 1
         stderr_logger().info("users file reloaded", path=self.users_file, users=len(users.by_name))
+        for callback in list(self._reload_callbacks):
+            try:
+                callback(users)
+            except Exception:
+                stderr_logger().exception("applying the reloaded users failed")
         return True
 
     def reload_if_changed(self) -> None:

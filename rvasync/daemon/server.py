@@ -36,7 +36,7 @@ from rvasync._version import __version__
 from rvasync.advisories import AdvisoryClass, build_advisory
 from rvasync.busypoll import poller_for
 from rvasync.daemon.advisories import slow_consumer
-from rvasync.daemon.auth import DaemonSecurity, LoginRefused, User, cert_subject
+from rvasync.daemon.auth import DaemonSecurity, LoginRefused, User, Users, cert_subject
 from rvasync.daemon.service import check_client_subject
 from rvasync.daemon.session import Payload
 from rvasync.errors import (
@@ -85,6 +85,8 @@ _ADVISORY = 1
 
 #: Secure daemon: password checks running at once (more are refused: "retry later").
 MAX_LOGINS_IN_FLIGHT = 32
+#: Secure daemon: seconds between checks of the users file for changes.
+USERS_FILE_CHECK = 2.0
 
 _connection_ids = itertools.count(1)
 
@@ -138,6 +140,9 @@ class ClientServer:
         self.sessions: set[ClientConnection] = set()
         #: Password checks under way (bounded by MAX_LOGINS_IN_FLIGHT).
         self.logins_in_flight = 0
+        self._users_timer: asyncio.TimerHandle | None = None
+        if security is not None and security.requires_login:
+            security.on_reload(self._users_reloaded)
         self.host = ""
         self.port = 0
         self._server: asyncio.base_events.Server | None = None
@@ -167,6 +172,24 @@ class ClientServer:
             ) from None
         sockname = self._server.sockets[0].getsockname()
         self.host, self.port = sockname[0], sockname[1]
+        if self.security is not None and self.security.requires_login:
+            self._users_timer = loop.call_later(USERS_FILE_CHECK, self._check_users_file)
+
+    def _check_users_file(self) -> None:
+        """Re-read the users file when it changed, even while nobody logs in."""
+        self._users_timer = None
+        security = self.security
+        if security is None or self.closing:
+            return
+        security.reload_if_changed()
+        self._users_timer = asyncio.get_running_loop().call_later(
+            USERS_FILE_CHECK, self._check_users_file
+        )
+
+    def _users_reloaded(self, users: Users) -> None:
+        """Apply a reloaded users file to the users already logged in."""
+        for conn in list(self.sessions):
+            conn.apply_users(users)
 
     @property
     def closing(self) -> bool:
@@ -199,6 +222,9 @@ class ClientServer:
         self._closed = loop.create_future()
         if self._server is not None:
             self._server.close()
+        if self._users_timer is not None:
+            self._users_timer.cancel()
+            self._users_timer = None
         waits = [conn.shut(ErrorCode.SHUTDOWN, "the daemon is stopping") for conn in self.sessions]
         if self.security is not None:
             self.security.close()
@@ -632,6 +658,34 @@ class ClientConnection(asyncio.Protocol):
                 self._transport.resume_reading()
 
         future.add_done_callback(resume)
+
+    def apply_users(self, users: Users) -> None:
+        """The users file was reloaded: apply this user's new permissions now.
+
+        A user no longer in the file is logged out (ERROR NOT_PERMITTED); the
+        subjects they may no longer listen to are dropped, each with an ERROR.
+        """
+        name = self.user
+        if name is None or self.session is None:
+            return
+        entry = users.by_name.get(name)
+        if entry is None:
+            stderr_logger().warning("user removed: logging out", client=self.peer, user=name)
+            self.shut(ErrorCode.NOT_PERMITTED, f"user {name!r} is no longer a user of this daemon")
+            return
+        perms = entry.permissions
+        self._permissions = None if perms.unrestricted else perms
+        if self._permissions is None:
+            return
+        for subject, count in list(self._interests.items()):
+            if perms.may_listen(subject):
+                continue
+            del self._interests[subject]
+            for _ in range(count):
+                self.session.remove_interest(subject)
+            why = f"user {name!r} may no longer listen to {subject!r}"
+            self._not_permitted(why)
+            self._write(self._conn.send(cp.Error(str(ErrorCode.NOT_PERMITTED), why)))
 
     def _not_permitted(self, why: str) -> None:
         self.server.stats.not_permitted += 1
