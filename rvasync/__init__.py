@@ -29,6 +29,7 @@ from rvasync.message import CmLabel, Field, Message
 from rvasync.protocol.ft import FtAction
 from rvasync.queues import LimitPolicy, Queue, QueueGroup, default_queue
 from rvasync.rvdatetime import DateTime
+from rvasync.security import Security
 from rvasync.subjects import SubjectIndex, subject_matches, validate_subject
 from rvasync.timers import Timer
 from rvasync.transport.listener import Listener
@@ -63,6 +64,7 @@ __all__ = [
     "QueueGroup",
     "RequestTimeout",
     "RvError",
+    "Security",
     "SubjectIndex",
     "Timer",
     "Transport",

@@ -125,6 +125,9 @@ class Hello:
     network: str | None = None
     description: str | None = None
     reliability: float | None = None
+    #: Secure daemon: the user's name and password (sent only over TLS; never in repr).
+    user: str | None = None
+    password: str | None = field(default=None, repr=False)
 
     frame_type = FrameType.HELLO
 
@@ -247,15 +250,19 @@ def encode(frame: Frame) -> bytes:
     if frame.__class__ is Publish or frame.__class__ is Deliver:
         return b"".join(_message_frame(frame.frame_type, frame.messages))
     if frame.__class__ is Hello:
-        body = _pack(
-            {
-                "version": frame.version,
-                "service": frame.service,
-                "network": frame.network,
-                "description": frame.description,
-                "reliability": frame.reliability,
-            }
-        )
+        fields = {
+            "version": frame.version,
+            "service": frame.service,
+            "network": frame.network,
+            "description": frame.description,
+            "reliability": frame.reliability,
+        }
+        # Credentials are optional keys: a HELLO without them is byte for byte the old one.
+        if frame.user is not None:
+            fields["user"] = frame.user
+        if frame.password is not None:
+            fields["password"] = frame.password
+        body = _pack(fields)
     elif frame.__class__ is Welcome:
         body = _pack({"inbox_prefix": frame.inbox_prefix, "daemon": frame.daemon})
     elif frame.__class__ is Error:
@@ -407,6 +414,8 @@ def _decode_hello(body: memoryview) -> Hello:
         network=_text(data.get("network"), "HELLO network", optional=True),
         description=_text(data.get("description"), "HELLO description", optional=True),
         reliability=None if reliability is None else float(reliability),
+        user=_text(data.get("user"), "HELLO user", optional=True),
+        password=_text(data.get("password"), "HELLO password", optional=True),
     )
 
 
