@@ -24,6 +24,7 @@ from collections.abc import Awaitable
 from typing import Any
 
 from rvasync.advisories import log_unheard
+from rvasync.correlation import CorrelationId
 from rvasync.errors import InvalidArgument, RequestTimeout, TransportClosed
 from rvasync.message import Message
 from rvasync.queues import Queue
@@ -224,15 +225,27 @@ class BaseTransport(abc.ABC):
         queue: Queue | None = None,
         closure: Any = None,
         callback: Callback | None = None,
+        correlation_id: CorrelationId | None = None,
     ) -> Listener:
-        """Listen to ``subject`` (wildcards allowed); see :class:`Listener`."""
+        """Listen to ``subject`` (wildcards allowed); see :class:`Listener`.
+
+        ``correlation_id`` names this subscription in what it delivers
+        (``msg.correlation_id``); rvasync picks a unique one when None.
+        """
         self._check_open()
         check_listen_subject(subject)
         if queue is not None and not isinstance(queue, Queue):
             raise InvalidArgument(f"queue must be an rvasync Queue, got {type(queue).__name__}")
         if callback is not None and not callable(callback):
             raise InvalidArgument(f"callback must be callable, got {type(callback).__name__}")
-        listener = Listener(self, subject, queue=queue, closure=closure, callback=callback)
+        listener = Listener(
+            self,
+            subject,
+            queue=queue,
+            closure=closure,
+            callback=callback,
+            correlation_id=correlation_id,
+        )
         self.attach_queue(listener.queue, dispatched=callback is not None, shared=queue is not None)
         self._router.add(listener)
         self._open_listener(listener)
