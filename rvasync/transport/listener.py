@@ -155,4 +155,17 @@ class Listener:
         else:
             self._queue.discard_where(lambda item: getattr(item, "listener", None) is self)
 
+    def intercept(self, deliver: Callable[[Message], None] | None) -> None:
+        """Take this listener's deliveries through ``deliver`` instead of its queue (driver API).
+
+        For drivers that must see each delivery before the program does (the
+        retained hand-over of ``listen(retained=True)``, a cache's ingest):
+        ``deliver`` is called where the queue's would be, and puts in the
+        queue what it decides to. ``None`` gives the queue back. A closed
+        listener stays closed (the call does nothing).
+        """
+        if self.deliver is _dropped:
+            return
+        self.deliver = self._queue.deliver if deliver is None else deliver
+
     _close_now = close_now  # the name the transports call
