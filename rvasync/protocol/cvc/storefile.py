@@ -2,10 +2,12 @@
 
 Layout: the 8-byte magic ``RVCVC01\\n``, then records
 
-``<u32 length><u32 crc32><u8 op><f64 stamp><u16 subject length><subject utf-8><wire>``
+``<u32 length><u32 ~length><u32 crc32><u8 op><f64 stamp><u16 subject length><subject utf-8><wire>``
 
-where ``length`` counts everything after the crc and the crc covers the same
-bytes. ``op`` is 1 (put: ``wire`` is the message) or 2 (delete: no wire).
+where ``length`` counts everything after the crc, ``~length`` is its bitwise
+complement (a damaged length is recognised, never taken for a short record)
+and the crc covers the same bytes as ``length``. ``op`` is 1 (put: ``wire``
+is the message) or 2 (delete: no wire).
 Replaying the records in order rebuilds the store.
 
 Crash safety: the cache writes each record whole with one ``write``, and
@@ -13,7 +15,8 @@ rewrites the file (compaction) into a new file that replaces the old one by
 rename, so a crash leaves either file complete. A ``kill -9`` in the middle of
 an append can leave only the *last* record short or damaged: that torn tail
 is dropped (the update it held was not yet answered for). Damage anywhere
-else (a bad magic, a bad record followed by more records) is corruption and
+else (a bad magic, a damaged record header, a bad record followed by more
+records) is corruption and
 :func:`parse_log` reports it with its offset: the cache refuses to start
 rather than serve wrong values.
 """
@@ -28,7 +31,7 @@ from dataclasses import dataclass
 __all__ = ["MAGIC", "LogRecord", "Op", "ParsedLog", "encode_record", "parse_log"]
 
 MAGIC = b"RVCVC01\n"
-_FRAME = struct.Struct("<II")  # length, crc
+_FRAME = struct.Struct("<III")  # length, ~length, crc
 _BODY = struct.Struct("<BdH")  # op, stamp, subject length
 
 
@@ -64,7 +67,7 @@ def encode_record(op: Op, subject: str, stamp: float, wire: bytes = b"") -> byte
     """One record, ready to append."""
     name = subject.encode()
     body = _BODY.pack(op, stamp, len(name)) + name + wire
-    return _FRAME.pack(len(body), zlib.crc32(body)) + body
+    return _FRAME.pack(len(body), len(body) ^ 0xFFFFFFFF, zlib.crc32(body)) + body
 
 
 def _decode_body(body: bytes) -> LogRecord | str:
@@ -96,7 +99,9 @@ def parse_log(data: bytes) -> ParsedLog:
     while offset < end:
         if end - offset < _FRAME.size:
             return ParsedLog(records, offset, end - offset, None)
-        length, crc = _FRAME.unpack_from(data, offset)
+        length, check, crc = _FRAME.unpack_from(data, offset)
+        if length ^ check != 0xFFFFFFFF:
+            return ParsedLog(records, offset, 0, f"damaged record header at byte {offset}")
         body_start = offset + _FRAME.size
         body_end = body_start + length
         if body_end > end:
