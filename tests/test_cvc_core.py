@@ -113,7 +113,14 @@ def test_store_limits_must_be_positive_ints() -> None:
 
 @settings(max_examples=100, deadline=None)
 @given(
-    st.lists(st.tuples(st.floats(allow_nan=False), st.binary(max_size=300)), max_size=40),
+    st.lists(
+        st.tuples(
+            st.text(st.characters(blacklist_categories=["Cs"]), max_size=20),
+            st.floats(allow_nan=False),
+            st.binary(max_size=300),
+        ),
+        max_size=40,
+    ),
     st.integers(1, 2000),
 )
 def test_parts_carry_every_entry_in_order(entries, max_bytes) -> None:
@@ -126,7 +133,7 @@ def test_parts_carry_every_entry_in_order(entries, max_bytes) -> None:
 
 
 def test_truncated_parts_are_malformed() -> None:
-    (blob,) = split_parts([(1.0, b"x" * 10)])
+    (blob,) = split_parts([("A.B", 1.0, b"x" * 10)])
     for cut in range(1, len(blob)):
         with pytest.raises(MalformedMessage):
             unpack_entries(blob[:cut])

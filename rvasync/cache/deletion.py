@@ -22,4 +22,4 @@ def retained_deletion(subject: str) -> Message:
 
 def is_retained_deletion(msg: Message) -> bool:
     """True if ``msg`` is a deletion made by :func:`retained_deletion`."""
-    return msg.field_values().get(DELETE_FIELD) is True
+    return msg.get(DELETE_FIELD) is True

@@ -283,7 +283,7 @@ class CurrentValueCache:
             stderr_logger().warning("ignored a bad retained request", reason=str(exc))
             return
         entries = self._store.select(pattern)
-        parts = split_parts((entry.stamp, entry.wire) for entry in entries)
+        parts = split_parts((entry.subject, entry.stamp, entry.wire) for entry in entries)
         peers = self.peers
         for number, blob in enumerate(parts):
             part = Message(inbox)

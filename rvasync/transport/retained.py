@@ -23,7 +23,7 @@ from rvasync.message import Message
 from rvasync.protocol.cvc import AnswerCollector, HandOver, unpack_entries
 from rvasync.protocol.cvc import names as cvc
 from rvasync.queues import Queue
-from rvasync.subjects import check_listen_subject
+from rvasync.subjects import check_listen_subject, subject_matches
 
 if TYPE_CHECKING:
     from rvasync.transport.base import BaseTransport
@@ -51,7 +51,9 @@ def request_message(pattern: str, inbox: str) -> Message:
     return msg
 
 
-def _parse_part(msg: Message) -> tuple[str, list[str], int, bool, list[tuple[float, bytes]]]:
+def _parse_part(
+    msg: Message,
+) -> tuple[str, list[str], int, bool, list[tuple[str, float, bytes]]]:
     values = msg.field_values()
     cache = values.get(cvc.ANSWER_CACHE)
     peers = values.get(cvc.ANSWER_PEERS, [])
@@ -101,7 +103,7 @@ async def collect_retained(transport: BaseTransport, pattern: str, timeout: floa
             except MalformedMessage as exc:
                 stderr_logger().warning("ignored a bad cache answer part", reason=str(exc))
                 continue
-            collector.on_part(cache, peers, number, last, _with_subjects(entries))
+            collector.on_part(cache, peers, number, last, entries)
     finally:
         listener.close_now()
         queue.destroy()
@@ -116,18 +118,18 @@ async def collect_retained(transport: BaseTransport, pattern: str, timeout: floa
                 [("pattern", pattern), ("missing", missing, FieldType.STRINGARRAY)],
             )
         )
-    return [Message.from_bytes(wire) for wire in collector.result()]
-
-
-def _with_subjects(entries: list[tuple[float, bytes]]) -> list[tuple[str, float, bytes]]:
-    out: list[tuple[str, float, bytes]] = []
-    for stamp, wire in entries:
-        # The subject is needed to merge per subject; decoding the message is the
-        # sure way to read it (the codec checks the whole form).
-        subject = Message.from_bytes(wire).subject
-        if subject is not None:
-            out.append((subject, stamp, wire))
-    return out
+    answer: list[Message] = []
+    for wire in collector.result():
+        msg = Message.from_bytes(wire)
+        # A cache answers with what it stored for the subjects it named; anything
+        # else (a damaged or foreign answer) is not what was asked for.
+        if msg.subject is not None and subject_matches(pattern, msg.subject):
+            answer.append(msg)
+        else:
+            stderr_logger().warning(
+                "ignored a retained message outside the request", pattern=pattern
+            )
+    return answer
 
 
 class RetainedHandOver:

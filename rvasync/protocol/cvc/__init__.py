@@ -19,7 +19,7 @@ tests drive them through every interleaving on a simulated clock.
 from __future__ import annotations
 
 from rvasync.protocol.cvc.collect import AnswerCollector
-from rvasync.protocol.cvc.entries import MAX_PART_BYTES, pack_entries, split_parts, unpack_entries
+from rvasync.protocol.cvc.entries import MAX_PART_BYTES, split_parts, unpack_entries
 from rvasync.protocol.cvc.handover import HandOver
 from rvasync.protocol.cvc.patterns import covers, reduce_patterns
 from rvasync.protocol.cvc.store import Entry, Outcome, Refusals, RetainedStore
@@ -38,7 +38,6 @@ __all__ = [
     "RetainedStore",
     "covers",
     "encode_record",
-    "pack_entries",
     "parse_log",
     "reduce_patterns",
     "split_parts",
