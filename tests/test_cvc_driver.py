@@ -282,3 +282,16 @@ async def test_listen_retained_on_a_standalone_daemon(rv_daemon, rv_service):
         await publish(client, {"D.1": 3})
         got = await listener.get(WAIT)
         assert (got.subject, got["v"], got.correlation_id) == ("D.1", 3, b"d")
+
+
+async def test_closing_the_transport_ends_a_pending_request(rv_service):
+    service, network = rv_service
+    transport = rv.Transport(service, network)
+    await transport.open()
+    pending = asyncio.ensure_future(transport.request_retained("X.>", timeout=WAIT))
+    listener = transport.listen("X.>", retained=True)
+    await asyncio.sleep(0.05)
+    await transport.close()
+    with pytest.raises(rv.TransportClosed):
+        await asyncio.wait_for(pending, WAIT)  # at once, not after WAIT
+    assert listener.closed

@@ -12,17 +12,21 @@ so the program sees the retained messages first, then the live stream.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from typing import TYPE_CHECKING
 
 from rvasync._logging import stderr_logger
 from rvasync.advisories import build_advisory
-from rvasync.errors import MalformedMessage, RequestTimeout, RvError
+from rvasync.errors import (
+    MalformedMessage,
+    QueueDestroyed,
+    RequestTimeout,
+    RvError,
+    TransportClosed,
+)
 from rvasync.fieldtypes import FieldType
 from rvasync.message import Message
 from rvasync.protocol.cvc import AnswerCollector, HandOver, unpack_entries
 from rvasync.protocol.cvc import names as cvc
-from rvasync.queues import Queue
 from rvasync.subjects import check_listen_subject, subject_matches
 
 if TYPE_CHECKING:
@@ -42,6 +46,8 @@ RETAINED_TIMEOUT = 5.0
 #: How long a subject whose retained message was delivered holds newer live
 #: ones while the live copy of that publication may still come (seconds).
 RETAINED_SETTLE = 0.5
+
+_RUNNING: set[asyncio.Task[None]] = set()
 
 
 def request_message(pattern: str, inbox: str) -> Message:
@@ -83,8 +89,9 @@ async def collect_retained(transport: BaseTransport, pattern: str, timeout: floa
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     inbox = transport.create_inbox()
-    queue = Queue(name=f"retained:{pattern}")
-    listener = transport.listen(inbox, queue=queue)
+    # The inbox listener's own queue: closing the transport destroys it, which
+    # ends the wait at once (TransportClosed) instead of at the timeout.
+    listener = transport.listen(inbox)
     collector: AnswerCollector[bytes] = AnswerCollector()
     try:
         pending = transport.send_internal(request_message(pattern, inbox))
@@ -95,9 +102,11 @@ async def collect_retained(transport: BaseTransport, pattern: str, timeout: floa
             if remaining <= 0:
                 break
             try:
-                part = await queue.get(remaining)
+                part = await listener.get(remaining)
             except TimeoutError:
                 break
+            except QueueDestroyed:
+                raise TransportClosed("the transport closed during a retained request") from None
             try:
                 cache, peers, number, last, entries = _parse_part(part)
             except MalformedMessage as exc:
@@ -106,7 +115,6 @@ async def collect_retained(transport: BaseTransport, pattern: str, timeout: floa
             collector.on_part(cache, peers, number, last, entries)
     finally:
         listener.close_now()
-        queue.destroy()
     if not collector.heard:
         raise RequestTimeout(f"no cache answered the request for {pattern!r} within {timeout} s")
     missing = collector.missing()
@@ -155,6 +163,10 @@ class RetainedHandOver:
         self._task = self._loop.create_task(
             self._ask(timeout), name=f"rvasync-retained:{listener.subject}"
         )
+        # The loop holds tasks weakly: keep this one until it ends, even if the
+        # listener closes (and drops this object) meanwhile.
+        _RUNNING.add(self._task)
+        self._task.add_done_callback(_RUNNING.discard)
 
     @property
     def done(self) -> bool:
@@ -177,12 +189,14 @@ class RetainedHandOver:
             answer = await collect_retained(self._transport, listener.subject, timeout)
         except RequestTimeout:
             answer = []
-            self._transport.present(
-                build_advisory("WARN", "RETAINED.NO_ANSWER", {"subject": listener.subject})
-            )
+            if not listener.closed:
+                self._transport.present(
+                    build_advisory("WARN", "RETAINED.NO_ANSWER", {"subject": listener.subject})
+                )
         except RvError as exc:  # the transport closed under us, or alike
             answer = []
-            stderr_logger().warning("retained request failed", reason=str(exc))
+            if not listener.closed:
+                stderr_logger().warning("retained request failed", reason=str(exc))
         closure = listener.closure
         for msg in answer:
             msg.listener = listener
@@ -208,12 +222,3 @@ class RetainedHandOver:
         self._timer = None
         self._deliver(self._core.on_timer(self._loop.time()))
         self._arm()
-
-    def cancel(self) -> None:
-        """Stop (the listener closed): no more deliveries, no timer, no request."""
-        self._task.cancel()
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        with contextlib.suppress(Exception):
-            self._listener.intercept(None)
