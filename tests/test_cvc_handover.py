@@ -131,13 +131,13 @@ def scenarios(draw: st.DrawFn, *, long_settle: bool = True) -> Scenario:
     return Scenario(publishes, subscribed_at, cached_up_to, delays, answer_at, timer_at, settle)
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios())
 def test_every_interleaving_keeps_order_without_gap_or_duplicate(sc: Scenario) -> None:
     check(sc)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios(long_settle=False))
 def test_a_short_settle_never_loses_anything(sc: Scenario) -> None:
     # The documented residual: a live copy later than ``settle`` may duplicate,
