@@ -295,3 +295,42 @@ async def test_closing_the_transport_ends_a_pending_request(rv_service):
     with pytest.raises(rv.TransportClosed):
         await asyncio.wait_for(pending, WAIT)  # at once, not after WAIT
     assert listener.closed
+
+
+async def test_joining_a_busy_stream_with_retained_has_no_gap_and_no_duplicate(rv_service):
+    """Updates flow on five subjects while a listener joins with retained=True."""
+    service, network = rv_service
+    subjects = [f"BUSY.S{n}" for n in range(5)]
+    last = 150
+    async with (
+        rv.Transport(service, network) as cache_side,
+        rv.Transport(service, network) as publisher,
+        rv.Transport(service, network) as joiner,
+        rv.CurrentValueCache(cache_side, "BUSY.>"),
+    ):
+        joined = asyncio.Event()
+        listener = None
+
+        async def publish_all() -> None:
+            nonlocal listener
+            for version in range(1, last + 1):
+                for subject in subjects:
+                    await publisher.send(Message(subject, {"v": version}))
+                if version == last // 3:
+                    listener = joiner.listen("BUSY.*", retained=True)
+                    joined.set()
+                await asyncio.sleep(0)
+
+        await asyncio.wait_for(publish_all(), WAIT)
+        await asyncio.wait_for(joined.wait(), WAIT)
+        assert listener is not None
+        seen: dict[str, list[int]] = {s: [] for s in subjects}
+        while any(not versions or versions[-1] < last for versions in seen.values()):
+            msg = await listener.get(WAIT)
+            seen[msg.subject].append(msg["v"])
+        for subject, versions in seen.items():
+            first = versions[0]
+            assert first <= last // 3 + 1, (subject, first)  # retained or the first live
+            assert versions == list(range(first, last + 1)), subject
+        with pytest.raises(TimeoutError):
+            await listener.get(0.7)  # nothing more (past the 0.5 s hold): no duplicate
