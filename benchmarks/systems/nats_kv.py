@@ -13,6 +13,7 @@ state. The cache process only polls the bucket's size (every 5 ms).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 
 from benchmarks.registry import adapter
@@ -33,23 +34,26 @@ class NatsKv(_NatsClient, Retained):
     environment = JetStreamServer
     poll_interval = 0.005
 
+    js: Any
+    kv: Any
+
     async def _open(self) -> None:
+        """The client's side: the bucket the cache process made (it starts first)."""
+        await self.connect()
+        self.js = self.nc.jetstream(publish_async_max_pending=WINDOW)
+        self.kv = await self.js.key_value(BUCKET)
+
+    async def open_cache(self) -> None:
+        """A fresh, empty bucket (the server may outlive a repetition: start from nothing)."""
         from nats.js.api import KeyValueConfig, StorageType
 
         await self.connect()
-        self.js: Any = self.nc.jetstream(publish_async_max_pending=WINDOW)
-        try:
-            self.kv: Any = await self.js.key_value(BUCKET)
-        except Exception:
-            try:
-                self.kv = await self.js.create_key_value(
-                    KeyValueConfig(bucket=BUCKET, history=1, storage=StorageType.FILE)
-                )
-            except Exception:
-                self.kv = await self.js.key_value(BUCKET)  # made by the other process meanwhile
-
-    async def open_cache(self) -> None:
-        await self._open()
+        self.js = self.nc.jetstream(publish_async_max_pending=WINDOW)
+        with contextlib.suppress(Exception):
+            await self.js.delete_key_value(BUCKET)
+        self.kv = await self.js.create_key_value(
+            KeyValueConfig(bucket=BUCKET, history=1, storage=StorageType.FILE)
+        )
 
     async def cache_size(self) -> int:
         status = await self.kv.status()
