@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -93,6 +94,39 @@ async def test_kill_9_then_restart_keeps_every_retained_value(rv_service, tmp_pa
             assert "49 subjects restored" in text
             # Nothing is published again: every value comes from the store file.
             await retained(client, "SCORE.>", values)
+
+
+async def test_rvasync_listen_retained_prints_retained_values_then_live(rv_service):
+    service, network = rv_service
+    net = ["--service", service, "--network", network]
+    async with rv.Transport(service, network) as client:
+        with cache_process("TEMP.>", *net) as (proc, errors):
+            await ready(proc, errors)
+            await client.send(Message("TEMP.PARIS", {"v": 21}))
+            await client.send(Message("TEMP.OSLO", {"v": 4}))
+            await retained(client, "TEMP.>", {"TEMP.PARIS": 21, "TEMP.OSLO": 4})
+            listen = await asyncio.create_subprocess_exec(
+                sys.executable,
+                *("-m", "rvasync", "listen", "TEMP.*", "--retained", "--json", "--count", "3"),
+                *("--timeout", str(WAIT), *net),
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+            )
+            assert listen.stderr is not None and listen.stdout is not None
+            line = await asyncio.wait_for(listen.stderr.readline(), WAIT)
+            assert b"listening to TEMP.*" in line
+            stdout = listen.stdout
+
+            async def printed() -> tuple[str, int]:
+                item = json.loads(await asyncio.wait_for(stdout.readline(), WAIT))
+                return item["subject"], item["fields"][0]["value"]
+
+            first = [await printed(), await printed()]
+            await client.send(Message("TEMP.OSLO", {"v": 5}))
+            live = await printed()
+            assert await asyncio.wait_for(listen.wait(), WAIT) == 0
+    assert sorted(first) == [("TEMP.OSLO", 4), ("TEMP.PARIS", 21)]
+    assert live == ("TEMP.OSLO", 5)
 
 
 async def test_a_corrupt_store_file_stops_the_cache_with_a_clear_error(rv_service, tmp_path):
