@@ -8,6 +8,7 @@ subject rules, queues and timers, transports and listeners, and the errors.
 from rvasync import codec as codec
 from rvasync._accel import native_enabled
 from rvasync._version import __version__
+from rvasync.cache import CurrentValueCache, StoreCorrupt, is_retained_deletion, retained_deletion
 from rvasync.cmdriver import CmListener, CmTransport, LedgerCorrupt
 from rvasync.daemon import Daemon
 from rvasync.errors import (
@@ -41,6 +42,7 @@ __all__ = [
     "CmListener",
     "CmTransport",
     "ConversionError",
+    "CurrentValueCache",
     "Daemon",
     "DaemonUnavailable",
     "DateTime",
@@ -65,14 +67,17 @@ __all__ = [
     "RequestTimeout",
     "RvError",
     "Security",
+    "StoreCorrupt",
     "SubjectIndex",
     "Timer",
     "Transport",
     "TransportClosed",
     "__version__",
     "default_queue",
+    "is_retained_deletion",
     "native_enabled",
     "process_transport",
+    "retained_deletion",
     "subject_matches",
     "validate_subject",
 ]

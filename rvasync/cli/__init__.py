@@ -38,6 +38,7 @@ _COMMAND_MODULES = (
     "listen",
     "record",
     "passwd",
+    "cache",
 )
 
 
