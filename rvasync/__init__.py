@@ -13,11 +13,13 @@ from rvasync.daemon import Daemon
 from rvasync.errors import (
     ConversionError,
     DaemonUnavailable,
+    DeliveryFailed,
     InvalidArgument,
     InvalidSubject,
     MalformedMessage,
     MessageTooLarge,
     NotPermitted,
+    OperationError,
     QueueDestroyed,
     RequestTimeout,
     RvError,
@@ -28,6 +30,7 @@ from rvasync.ftdriver import FtMember, FtMonitor
 from rvasync.message import CmLabel, Field, Message
 from rvasync.protocol.ft import FtAction
 from rvasync.queues import LimitPolicy, Queue, QueueGroup, default_queue
+from rvasync.ropsdriver import RemoteOps, Retention, VerifyResult
 from rvasync.rvdatetime import DateTime
 from rvasync.subjects import SubjectIndex, subject_matches, validate_subject
 from rvasync.timers import Timer
@@ -43,6 +46,7 @@ __all__ = [
     "Daemon",
     "DaemonUnavailable",
     "DateTime",
+    "DeliveryFailed",
     "Field",
     "FieldType",
     "FtAction",
@@ -57,16 +61,20 @@ __all__ = [
     "Message",
     "MessageTooLarge",
     "NotPermitted",
+    "OperationError",
     "ProcessTransport",
     "Queue",
     "QueueDestroyed",
     "QueueGroup",
+    "RemoteOps",
     "RequestTimeout",
+    "Retention",
     "RvError",
     "SubjectIndex",
     "Timer",
     "Transport",
     "TransportClosed",
+    "VerifyResult",
     "__version__",
     "default_queue",
     "native_enabled",
