@@ -41,7 +41,7 @@ from rvasync.ropsdriver.wire import check_endpoint_name, endpoint_subject, pdu_f
 from rvasync.transport.base import BaseTransport
 from rvasync.transport.listener import Listener
 
-__all__ = ["Handler", "RemoteOps", "VerifyResult"]
+__all__ = ["Handler", "PendingInvocation", "RemoteOps", "VerifyResult"]
 
 Handler = Callable[[Message], "Message | Awaitable[Message | None] | None"]
 
@@ -49,6 +49,16 @@ UNKNOWN_OPERATION = "unknown_operation"
 MALFORMED_ARGUMENTS = "malformed_arguments"
 HANDLER_FAILED = "handler_failed"
 BAD_RESULT = "bad_result"
+
+
+@dataclass(frozen=True, slots=True)
+class PendingInvocation:
+    """An invocation of this endpoint not settled yet (``RemoteOps.pending_invocations``)."""
+
+    invoke_id: str
+    peer: str
+    operation: str
+    argument: Message
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,9 +293,17 @@ class RemoteOps:
             raise InvalidArgument(f"this endpoint holds no invocation {invoke_id!r}")
         return _settled(await self._waiter(invoke_id))
 
-    def pending_invocations(self) -> list[tuple[str, str, str]]:
-        """``(invoke_id, peer, operation)`` of each invocation not settled yet (after a restart)."""
-        return self._core.invoker.unsettled()
+    def pending_invocations(self) -> list[PendingInvocation]:
+        """Each invocation not settled yet: after a restart, those the state file held.
+
+        A program that crashed between starting an invocation and recording
+        its id recognises it here by its argument, and waits for it with
+        :meth:`outcome` instead of invoking again.
+        """
+        return [
+            PendingInvocation(invoke_id, peer, operation, Message.from_bytes(body))
+            for invoke_id, peer, operation, body in self._core.invoker.unsettled()
+        ]
 
     async def verify(
         self, peer: str, invoke_id: str, *, timeout: float = 2.0, attempts: int = 3

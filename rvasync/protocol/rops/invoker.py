@@ -265,10 +265,10 @@ class InvokerCore:
             return None
         return Completion(invoke_id, inv.how, inv.outcome, inv.last_error)
 
-    def unsettled(self) -> list[tuple[str, str, str]]:
-        """``(invoke_id, peer, operation)`` of every invocation not yet settled."""
+    def unsettled(self) -> list[tuple[str, str, str, bytes]]:
+        """``(invoke_id, peer, operation, argument)`` of every invocation not yet settled."""
         return [
-            (invoke_id, inv.peer, inv.operation)
+            (invoke_id, inv.peer, inv.operation, inv.body)
             for invoke_id, inv in self._invocations.items()
             if inv.phase is not IPhase.SETTLED
         ]
