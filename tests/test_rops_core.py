@@ -184,3 +184,27 @@ def test_restore_marks_running_handlers_interrupted() -> None:
     assert answer.sends[0].pdu.code == "interrupted" and not answer.sends[0].pdu.transient
     with pytest.raises(ValueError):
         EndpointCore("C", "c1").restore(snap)
+
+
+def test_the_core_is_sans_io() -> None:
+    """No asyncio, sockets, clocks or drivers inside rvasync/protocol/rops/."""
+    import ast
+    from pathlib import Path
+
+    import rvasync.protocol.rops as pkg
+
+    forbidden = {"asyncio", "socket", "time", "threading", "selectors"}
+    for path in Path(pkg.__file__).parent.glob("*.py"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            names: list[str] = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            for name in names:
+                top = name.split(".")[0]
+                assert top not in forbidden, f"{path.name} imports {name}"
+                assert not name.startswith(("rvasync.ropsdriver", "rvasync.transport")), (
+                    f"{path.name} imports the driver layer ({name})"
+                )
