@@ -21,12 +21,18 @@ from typing import Any
 
 from rvasync._logging import stderr_logger
 from rvasync.advmsg import make_advisory
-from rvasync.errors import DeliveryFailed, InvalidArgument, OperationError, RvError
+from rvasync.errors import (
+    DeliveryFailed,
+    InvalidArgument,
+    OperationError,
+    RvError,
+)
 from rvasync.message import Message
 from rvasync.protocol.rops import (
     Completion,
     EndpointCore,
     Execute,
+    Kind,
     Outcome,
     Outputs,
     PduError,
@@ -37,7 +43,13 @@ from rvasync.protocol.rops import (
     VerifyStatus,
 )
 from rvasync.ropsdriver.statefile import StateFile
-from rvasync.ropsdriver.wire import check_endpoint_name, endpoint_subject, pdu_from, pdu_message
+from rvasync.ropsdriver.wire import (
+    check_endpoint_name,
+    endpoint_subject,
+    pdu_from,
+    pdu_message,
+    pdu_message_at,
+)
 from rvasync.transport.base import BaseTransport
 from rvasync.transport.listener import Listener
 
@@ -45,6 +57,7 @@ __all__ = ["Handler", "PendingInvocation", "RemoteOps", "VerifyResult"]
 
 Handler = Callable[[Message], "Message | Awaitable[Message | None] | None"]
 
+_MAX_REPLY_ROUTES = 10_000
 UNKNOWN_OPERATION = "unknown_operation"
 MALFORMED_ARGUMENTS = "malformed_arguments"
 HANDLER_FAILED = "handler_failed"
@@ -125,6 +138,8 @@ class RemoteOps:
         self._waiters: dict[str, list[asyncio.Future[Completion]]] = {}
         self._queries: dict[tuple[str, str], list[asyncio.Future[QueryAnswer]]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._reply_to: dict[str, str] = {}
+        """Invocation id → the inbox its first attempt's request waits on (the fast path)."""
         self._statefile: StateFile | None = None
         self._listener: Listener | None = None
         self._timer: asyncio.TimerHandle | None = None
@@ -231,18 +246,27 @@ class RemoteOps:
         non-delivery report) or :class:`~rvasync.errors.DeliveryFailed`
         (retries and verify exhausted; ``executed`` says what is known).
         """
-        invoke_id = await self.start_invoke(
-            peer,
-            operation,
-            msg,
-            handshake=handshake,
-            timeout=timeout,
-            retries=retries,
-            backoff=backoff,
-            max_wait=max_wait,
-            verify_attempts=verify_attempts,
+        invoke_id, out, policy = self._begin(
+            peer, operation, msg, handshake, timeout, retries, backoff, max_wait, verify_attempts
         )
-        return await self.outcome(invoke_id)
+        fut = self._waiter(invoke_id)
+        if self._statefile is not None:
+            await self._statefile.wait_durable(self._core.version)
+        # The first attempt goes as a request, to take the transport's fast reply path;
+        # should its answer miss that path, the retries and the endpoint's listener take over.
+        first = [send for send in out.sends if send.pdu.kind is Kind.INVOKE]
+        out.sends = [send for send in out.sends if send.pdu.kind is not Kind.INVOKE]
+        self._release(out)
+        self._rearm()
+        for send in first:
+            try:
+                reply = await self._transport.send_request_internal(
+                    pdu_message(send.dest, send.pdu), policy.wait(1)
+                )
+            except RvError:  # RequestTimeout included
+                break  # lost, or the transport failed: the retries cover both
+            self._on_message(reply)
+        return _settled(await fut)
 
     async def start_invoke(
         self,
@@ -262,6 +286,25 @@ class RemoteOps:
         The id is on disk (with a state file) before the invocation leaves, so
         a program that records it can ask for the outcome after a crash.
         """
+        invoke_id, out, _ = self._begin(
+            peer, operation, msg, handshake, timeout, retries, backoff, max_wait, verify_attempts
+        )
+        await self._carry(out)
+        return invoke_id
+
+    def _begin(
+        self,
+        peer: str,
+        operation: str,
+        msg: Message,
+        handshake: int,
+        timeout: float,
+        retries: int,
+        backoff: float,
+        max_wait: float,
+        verify_attempts: int,
+    ) -> tuple[str, Outputs, RetryPolicy]:
+        """Check the arguments and start an invocation in the core."""
         check_endpoint_name(peer, "peer")
         _check_operation(operation)
         if not isinstance(msg, Message):
@@ -270,12 +313,10 @@ class RemoteOps:
             raise InvalidArgument(f"handshake must be 2 or 3, got {handshake!r}")
         policy = RetryPolicy(timeout, retries, backoff, max_wait, verify_attempts)
         self._check_usable()
-        body = msg.to_bytes()
         invoke_id, out = self._core.invoker.invoke(
-            peer, operation, body, handshake, policy, time.time()
+            peer, operation, msg.to_bytes(), handshake, policy, time.time()
         )
-        await self._carry(out)
-        return invoke_id
+        return invoke_id, out, policy
 
     async def outcome(self, invoke_id: str) -> Message:
         """The result of invocation ``invoke_id`` of this endpoint, once settled.
@@ -368,6 +409,14 @@ class RemoteOps:
                     malformed=self.malformed,
                 )
             return
+        if pdu.kind is Kind.INVOKE:
+            if msg.reply_subject is not None:
+                if len(self._reply_to) >= _MAX_REPLY_ROUTES:
+                    self._reply_to.clear()  # only a shortcut: answers still reach the endpoint
+                self._reply_to[pdu.invoke_id] = msg.reply_subject
+            elif self._reply_to:
+                # A retry: the first attempt's request stopped waiting; answer the endpoint.
+                self._reply_to.pop(pdu.invoke_id, None)
         self._step(self._core.receive(pdu, time.time()))
 
     def _step(self, out: Outputs) -> None:
@@ -387,15 +436,23 @@ class RemoteOps:
     def _release(self, out: Outputs) -> None:
         if self._closed:
             return
+        reply_to = self._reply_to
         for send in out.sends:
+            pdu = send.pdu
+            inbox = None
+            if reply_to and (pdu.kind is Kind.RESULT or pdu.kind is Kind.ERROR):
+                inbox = reply_to.pop(pdu.invoke_id, None)
             try:
-                self._transport.send_internal(pdu_message(send.dest, send.pdu))
+                if inbox is not None:
+                    self._transport.send_internal(pdu_message_at(inbox, pdu))
+                else:
+                    self._transport.send_internal(pdu_message(send.dest, pdu))
             except RvError as exc:  # a closed transport or a daemon link down: retries cover it
                 stderr_logger().warning(
                     "remote-operation PDU not sent", endpoint=self.name, error=repr(exc)
                 )
         for ex in out.executes:
-            self._spawn(self._execute(ex))
+            self._execute(ex)
         for done in out.completions:
             for fut in self._waiters.pop(done.invoke_id, []):
                 if not fut.done():
@@ -432,48 +489,55 @@ class RemoteOps:
                 "remote-operations task failed", endpoint=self.name, error=repr(task.exception())
             )
 
-    async def _execute(self, ex: Execute) -> None:
-        outcome = await self._run_handler(ex)
-        if not self._closed:
-            self._step(self._core.performer.complete(ex.invoke_id, outcome, time.time()))
-
-    async def _run_handler(self, ex: Execute) -> Outcome:
+    def _execute(self, ex: Execute) -> None:
+        """Run the handler: at once when it is a plain function, in a task when it awaits."""
         handler = self._handlers.get(ex.operation)
         if handler is None:
-            return Outcome.error(
-                UNKNOWN_OPERATION, detail=f"{self.name!r} performs no operation {ex.operation!r}"
+            self._complete(
+                ex,
+                Outcome.error(
+                    UNKNOWN_OPERATION,
+                    detail=f"{self.name!r} performs no operation {ex.operation!r}",
+                ),
             )
+            return
         try:
             arg = Message.from_bytes(ex.body)
         except RvError as exc:
-            return Outcome.error(MALFORMED_ARGUMENTS, detail=str(exc))
+            self._complete(ex, Outcome.error(MALFORMED_ARGUMENTS, detail=str(exc)))
+            return
         try:
             result = handler(arg)
-            if inspect.isawaitable(result):
-                result = await result
-        except OperationError as exc:
-            return Outcome.error(exc.code, transient=exc.transient, detail=exc.detail)
+        except Exception as exc:
+            self._complete(ex, _failure(exc))
+            return
+        if inspect.isawaitable(result):
+            self._spawn(self._finish(ex, result))
+        else:
+            self._complete(ex, _result(result))
+
+    async def _finish(self, ex: Execute, pending: Awaitable[Message | None]) -> None:
+        try:
+            result = await pending
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            return Outcome.error(HANDLER_FAILED, detail=f"{type(exc).__name__}: {exc}")
-        if result is None:
-            result = Message()
-        if not isinstance(result, Message):
-            return Outcome.error(
-                BAD_RESULT, detail=f"the handler returned {type(result).__name__}, not a Message"
-            )
-        try:
-            return Outcome.result(result.to_bytes())
-        except RvError as exc:
-            return Outcome.error(BAD_RESULT, detail=str(exc))
+            self._complete(ex, _failure(exc))
+            return
+        self._complete(ex, _result(result))
+
+    def _complete(self, ex: Execute, outcome: Outcome) -> None:
+        if not self._closed:
+            self._step(self._core.performer.complete(ex.invoke_id, outcome, time.time()))
 
     def _rearm(self) -> None:
         if self._closed or not self._open:
             return
         deadline = self._core.next_deadline()
-        if deadline is None or deadline == self._timer_at:
+        if deadline is None:
             return
+        if self._timer_at is not None and self._timer_at <= deadline:
+            return  # the armed timer comes first; it re-arms when it fires
         if self._timer is not None:
             self._timer.cancel()
         self._timer_at = deadline
@@ -489,6 +553,27 @@ class RemoteOps:
             self._step(self._core.handle_timer(now))
         else:
             self._rearm()
+
+
+def _failure(exc: Exception) -> Outcome:
+    """The outcome of a handler that raised ``exc``."""
+    if isinstance(exc, OperationError):
+        return Outcome.error(exc.code, transient=exc.transient, detail=exc.detail)
+    return Outcome.error(HANDLER_FAILED, detail=f"{type(exc).__name__}: {exc}")
+
+
+def _result(result: object) -> Outcome:
+    """The outcome of a handler that returned ``result``."""
+    if result is None:
+        result = Message()
+    if not isinstance(result, Message):
+        return Outcome.error(
+            BAD_RESULT, detail=f"the handler returned {type(result).__name__}, not a Message"
+        )
+    try:
+        return Outcome.result(result.to_bytes())
+    except RvError as exc:
+        return Outcome.error(BAD_RESULT, detail=str(exc))
 
 
 def _error(invoke_id: str, outcome: Outcome) -> OperationError:

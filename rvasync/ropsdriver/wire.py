@@ -3,7 +3,9 @@
 Endpoint ``name`` receives on ``_RVOPS.<name>``; every PDU travels as a
 message with a single ``rops`` field holding the PDU's byte form. The subject
 is reserved (``_`` prefix), so drivers send through the transport's
-``send_internal``.
+``send_internal``. The first attempt of an invocation travels as a request
+(``send_request``), so its answer can take the transport's fast reply path:
+the performer sends that answer to the request's inbox instead.
 """
 
 from __future__ import annotations
@@ -14,7 +16,14 @@ from rvasync.message import Message
 from rvasync.protocol.rops import Pdu, PduError, decode_pdu, encode_pdu
 from rvasync.subjects import validate_subject
 
-__all__ = ["SUBJECT_PREFIX", "check_endpoint_name", "endpoint_subject", "pdu_from", "pdu_message"]
+__all__ = [
+    "SUBJECT_PREFIX",
+    "check_endpoint_name",
+    "endpoint_subject",
+    "pdu_from",
+    "pdu_message",
+    "pdu_message_at",
+]
 
 SUBJECT_PREFIX = "_RVOPS."
 _FIELD = "rops"
@@ -36,7 +45,13 @@ def endpoint_subject(name: str) -> str:
 
 
 def pdu_message(dest: str, pdu: Pdu) -> Message:
-    msg = Message(SUBJECT_PREFIX + dest)
+    """``pdu`` addressed to endpoint ``dest``."""
+    return pdu_message_at(SUBJECT_PREFIX + dest, pdu)
+
+
+def pdu_message_at(subject: str, pdu: Pdu) -> Message:
+    """``pdu`` on ``subject`` (an endpoint's subject, or the inbox of a waiting request)."""
+    msg = Message(subject)
     msg.add(_FIELD, encode_pdu(pdu), FieldType.OPAQUE)
     return msg
 

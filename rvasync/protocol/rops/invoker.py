@@ -27,6 +27,7 @@ arrives (nothing performed goes unreported).
 from __future__ import annotations
 
 import enum
+import heapq
 from dataclasses import dataclass
 from typing import Any
 
@@ -134,6 +135,9 @@ class InvokerCore:
         self.retention = retention
         self._seq = 0
         self._invocations: dict[str, _Invocation] = {}
+        # Timer index of the invocations: (deadline, id), stale entries skipped lazily.
+        self._heap: list[tuple[float, str]] = []
+        self._pushed: dict[str, float] = {}
         self._queries: dict[tuple[str, str], _Query] = {}
         self.stats = InvokerStats()
         self.version = 0
@@ -156,6 +160,7 @@ class InvokerCore:
             peer, operation, handshake, body, policy, IPhase.INVOKING, now + policy.wait(1)
         )
         self._invocations[invoke_id] = inv
+        self._touch(invoke_id)
         self.version += 1
         self.stats.invoked += 1
         out = Outputs()
@@ -200,36 +205,20 @@ class InvokerCore:
             self._on_status(pdu.invoke_id, inv, pdu.status, now, out)
         else:
             self._on_outcome(pdu.invoke_id, inv, outcome, now, out)
+        self._touch(pdu.invoke_id)
         return out
 
     def handle_timer(self, now: float) -> Outputs:
         out = Outputs()
-        expired: list[str] = []
-        for invoke_id, inv in self._invocations.items():
-            if inv.deadline > now:
-                continue
-            if inv.phase is IPhase.SETTLED:
-                expired.append(invoke_id)
-            elif inv.phase is IPhase.INVOKING:
-                self.version += 1
-                if inv.attempts <= inv.policy.retries:
-                    inv.attempts += 1
-                    self.stats.retried += 1
-                    inv.deadline = now + inv.policy.wait(inv.attempts)
-                    out.sends.append(Send(inv.peer, self._invoke_pdu(invoke_id, inv)))
-                else:
-                    self._verify(invoke_id, inv, now, out)
-            elif inv.verifies < inv.policy.verify_attempts:
-                self.version += 1
-                self._verify(invoke_id, inv, now, out)
-            else:
-                self.stats.unknown += 1
-                self._settle(invoke_id, inv, Settled.UNKNOWN, None, now, out)
-        if expired:
-            self.version += 1
-            self.stats.expired += len(expired)
-            for invoke_id in expired:
-                del self._invocations[invoke_id]
+        heap = self._heap
+        while heap and heap[0][0] <= now:
+            when, invoke_id = heapq.heappop(heap)
+            inv = self._invocations.get(invoke_id)
+            if inv is None or inv.deadline != when:
+                continue  # stale entry
+            self._pushed.pop(invoke_id, None)
+            self._deadline_passed(invoke_id, inv, now, out)
+            self._touch(invoke_id)
         for key, q in list(self._queries.items()):
             if q.deadline > now:
                 continue
@@ -242,15 +231,45 @@ class InvokerCore:
                 out.answers.append(QueryAnswer(key[1], key[0], None))
         return out
 
+    def _deadline_passed(self, invoke_id: str, inv: _Invocation, now: float, out: Outputs) -> None:
+        self.version += 1
+        if inv.phase is IPhase.SETTLED:
+            self.stats.expired += 1
+            del self._invocations[invoke_id]
+        elif inv.phase is IPhase.INVOKING:
+            if inv.attempts <= inv.policy.retries:
+                inv.attempts += 1
+                self.stats.retried += 1
+                inv.deadline = now + inv.policy.wait(inv.attempts)
+                out.sends.append(Send(inv.peer, self._invoke_pdu(invoke_id, inv)))
+            else:
+                self._verify(invoke_id, inv, now, out)
+        elif inv.verifies < inv.policy.verify_attempts:
+            self._verify(invoke_id, inv, now, out)
+        else:
+            self.stats.unknown += 1
+            self._settle(invoke_id, inv, Settled.UNKNOWN, None, now, out)
+
     def next_deadline(self) -> float | None:
         best: float | None = None
-        for inv in self._invocations.values():
-            if best is None or inv.deadline < best:
-                best = inv.deadline
+        heap = self._heap
+        while heap:
+            when, invoke_id = heap[0]
+            inv = self._invocations.get(invoke_id)
+            if inv is not None and inv.deadline == when:
+                best = when
+                break
+            heapq.heappop(heap)
         for q in self._queries.values():
             if best is None or q.deadline < best:
                 best = q.deadline
         return best
+
+    def _touch(self, invoke_id: str) -> None:
+        inv = self._invocations.get(invoke_id)
+        if inv is not None and self._pushed.get(invoke_id) != inv.deadline:
+            self._pushed[invoke_id] = inv.deadline
+            heapq.heappush(self._heap, (inv.deadline, invoke_id))
 
     # --- introspection and persistence ---
 
@@ -283,6 +302,10 @@ class InvokerCore:
         self._invocations = {
             str(i): _Invocation.from_list(items) for i, items in data["invocations"].items()
         }
+        self._heap = []
+        self._pushed = {}
+        for invoke_id in self._invocations:
+            self._touch(invoke_id)
 
     # --- what each answer does ---
 

@@ -31,6 +31,7 @@ refused with a transient ``busy`` error instead of evicting anything early.
 from __future__ import annotations
 
 import enum
+import heapq
 from dataclasses import dataclass
 from typing import Any
 
@@ -114,6 +115,15 @@ class PerformerStats:
     expired: int = 0
 
 
+def _due(rec: _Record) -> float | None:
+    """When the timer next has work for ``rec``: its acknowledgment wait, else its expiry."""
+    if rec.ack_deadline is not None:
+        return rec.ack_deadline
+    if rec.state is PState.EXECUTING:
+        return None  # never expires while its handler runs
+    return rec.expires
+
+
 class PerformerCore:
     """Performer role of endpoint ``name``; see the module docstring."""
 
@@ -121,6 +131,9 @@ class PerformerCore:
         self.name = name
         self.retention = retention
         self._records: dict[str, _Record] = {}
+        # Timer index: (due, id) entries, stale ones skipped lazily; _pushed avoids repeats.
+        self._heap: list[tuple[float, str]] = []
+        self._pushed: dict[str, float] = {}
         self.stats = PerformerStats()
         self.version = 0
         """Bumped at every change a state file must hold."""
@@ -139,6 +152,7 @@ class PerformerCore:
             self._on_verify(pdu, now, out)
         elif kind is Kind.RVERIFY_REPLY:
             self._on_rverify_reply(pdu, now, out)
+        self._touch(pdu.invoke_id)
         return out
 
     def complete(self, invoke_id: str, outcome: Outcome, now: float) -> Outputs:
@@ -151,6 +165,7 @@ class PerformerCore:
         if not outcome.ok and outcome.transient:
             # Not performed: forget it so that the retry runs the handler again.
             del self._records[invoke_id]
+            self._pushed.pop(invoke_id, None)
             out.sends.append(Send(rec.invoker, self._answer(invoke_id, rec, outcome)))
             return out
         self.stats.executed += 1
@@ -160,42 +175,49 @@ class PerformerCore:
         if rec.handshake == 3:
             rec.ack_deadline = now + self.retention.ack_timeout
             rec.result_sends = 1
+        self._touch(invoke_id)
         out.sends.append(Send(rec.invoker, self._answer(invoke_id, rec, outcome)))
         return out
 
     def handle_timer(self, now: float) -> Outputs:
         """Resend unacknowledged results, ask invokers, forget expired records."""
         out = Outputs()
-        expired: list[str] = []
-        for invoke_id, rec in self._records.items():
-            if rec.ack_deadline is not None and rec.ack_deadline <= now:
+        heap = self._heap
+        while heap and heap[0][0] <= now:
+            when, invoke_id = heapq.heappop(heap)
+            rec = self._records.get(invoke_id)
+            if rec is None or _due(rec) != when:
+                continue  # stale: the record changed or went since this entry was made
+            self._pushed.pop(invoke_id, None)
+            if rec.ack_deadline is not None:
                 self._ack_timer(invoke_id, rec, now, out)
-            elif (
-                rec.state is not PState.EXECUTING
-                and rec.ack_deadline is None
-                and rec.expires <= now
-            ):
-                expired.append(invoke_id)
-        if expired:
-            self.version += 1
-            self.stats.expired += len(expired)
-            for invoke_id in expired:
+                self._touch(invoke_id)
+            else:
+                self.version += 1
+                self.stats.expired += 1
                 del self._records[invoke_id]
         return out
 
     def next_deadline(self) -> float | None:
         """When :meth:`handle_timer` next has work (None: nothing pending)."""
-        best: float | None = None
-        for rec in self._records.values():
-            if rec.ack_deadline is not None:
-                when = rec.ack_deadline
-            elif rec.state is PState.EXECUTING:
-                continue
-            else:
-                when = rec.expires
-            if best is None or when < best:
-                best = when
-        return best
+        heap = self._heap
+        while heap:
+            when, invoke_id = heap[0]
+            rec = self._records.get(invoke_id)
+            if rec is not None and _due(rec) == when:
+                return when
+            heapq.heappop(heap)
+        return None
+
+    def _touch(self, invoke_id: str) -> None:
+        """Index the record's next due time, if it has one and it is not indexed yet."""
+        rec = self._records.get(invoke_id)
+        if rec is None:
+            return
+        due = _due(rec)
+        if due is not None and self._pushed.get(invoke_id) != due:
+            self._pushed[invoke_id] = due
+            heapq.heappush(self._heap, (due, invoke_id))
 
     # --- introspection and persistence ---
 
@@ -212,6 +234,8 @@ class PerformerCore:
     def restore(self, data: dict[str, list[Any]]) -> None:
         """Load records from a state file; a handler that was running has an unknown effect."""
         self._records = {}
+        self._heap = []
+        self._pushed = {}
         for invoke_id, items in data.items():
             rec = _Record.from_list(items)
             if rec.state is PState.EXECUTING:
@@ -223,6 +247,7 @@ class PerformerCore:
                 )
                 self.version += 1
             self._records[str(invoke_id)] = rec
+            self._touch(str(invoke_id))
 
     # --- the handlers of each PDU ---
 
