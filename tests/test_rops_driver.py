@@ -47,7 +47,7 @@ async def test_invoke_over_the_process_transport(handshake: int) -> None:
                 "ORDERS", "place", rv.Message(fields={"n": n}), handshake=handshake, timeout=10.0
             )
             assert result["order"] == n * 10
-        # Every first attempt got its answer (through the request's reply path): no retry.
+        # Every first attempt got its answer: no retry.
         assert inv.stats["invoker_retried"] == 0
         assert executed == list(range(5))
         await asyncio.sleep(0.05)  # the last acknowledgment
@@ -297,24 +297,3 @@ async def test_over_a_standalone_daemon(rv_daemon: str, rv_service: tuple[str, s
         perf.perform("place", _order_handler(executed))
         result = await inv.invoke("ORDERS", "place", rv.Message(fields={"n": 9}), **FAST)
         assert result["order"] == 90 and executed == [9]
-
-
-async def test_send_request_internal_on_every_transport(rv_service: tuple[str, str]) -> None:
-    """The driver API behind the first attempt: reserved subjects allowed, bounded, checked."""
-    service, network = rv_service
-    async with rv.Transport(service, network) as net:
-        for t in (rv.process_transport(), net):
-            with pytest.raises(rv.NotPermitted):
-                await t.send_request(rv.Message("_RVOPS.X"), 0.05)
-            with pytest.raises(rv.RequestTimeout):
-                await t.send_request_internal(rv.Message("_RVOPS.NOBODY"), 0.05)
-            with pytest.raises(rv.InvalidArgument):
-                await t.send_request_internal(rv.Message(), 0.05)
-            with pytest.raises(rv.InvalidArgument):
-                await t.send_request_internal(rv.Message("_RVOPS.X"), 0)
-            listener = t.listen("_RVOPS.ECHO", callback=None)
-            task = asyncio.ensure_future(t.send_request_internal(rv.Message("_RVOPS.ECHO"), 10.0))
-            request = await listener.get(10.0)
-            t.send_internal(rv.Message(request.reply_subject, {"ok": 1}))
-            assert (await asyncio.wait_for(task, 10.0))["ok"] == 1
-            await listener.close()

@@ -32,7 +32,6 @@ from rvasync.protocol.rops import (
     Completion,
     EndpointCore,
     Execute,
-    Kind,
     Outcome,
     Outputs,
     PduError,
@@ -48,7 +47,6 @@ from rvasync.ropsdriver.wire import (
     endpoint_subject,
     pdu_from,
     pdu_message,
-    pdu_message_at,
 )
 from rvasync.transport.base import BaseTransport
 from rvasync.transport.listener import Listener
@@ -57,7 +55,6 @@ __all__ = ["Handler", "PendingInvocation", "RemoteOps", "VerifyResult"]
 
 Handler = Callable[[Message], "Message | Awaitable[Message | None] | None"]
 
-_MAX_REPLY_ROUTES = 10_000
 UNKNOWN_OPERATION = "unknown_operation"
 MALFORMED_ARGUMENTS = "malformed_arguments"
 HANDLER_FAILED = "handler_failed"
@@ -138,8 +135,6 @@ class RemoteOps:
         self._waiters: dict[str, list[asyncio.Future[Completion]]] = {}
         self._queries: dict[tuple[str, str], list[asyncio.Future[QueryAnswer]]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
-        self._reply_to: dict[str, str] = {}
-        """Invocation id → the inbox its first attempt's request waits on (the fast path)."""
         self._statefile: StateFile | None = None
         self._listener: Listener | None = None
         self._timer: asyncio.TimerHandle | None = None
@@ -246,26 +241,11 @@ class RemoteOps:
         non-delivery report) or :class:`~rvasync.errors.DeliveryFailed`
         (retries and verify exhausted; ``executed`` says what is known).
         """
-        invoke_id, out, policy = self._begin(
+        invoke_id, out = self._begin(
             peer, operation, msg, handshake, timeout, retries, backoff, max_wait, verify_attempts
         )
         fut = self._waiter(invoke_id)
-        if self._statefile is not None:
-            await self._statefile.wait_durable(self._core.version)
-        # The first attempt goes as a request, to take the transport's fast reply path;
-        # should its answer miss that path, the retries and the endpoint's listener take over.
-        first = [send for send in out.sends if send.pdu.kind is Kind.INVOKE]
-        out.sends = [send for send in out.sends if send.pdu.kind is not Kind.INVOKE]
-        self._release(out)
-        self._rearm()
-        for send in first:
-            try:
-                reply = await self._transport.send_request_internal(
-                    pdu_message(send.dest, send.pdu), policy.wait(1)
-                )
-            except RvError:  # RequestTimeout included
-                break  # lost, or the transport failed: the retries cover both
-            self._on_message(reply)
+        await self._carry(out)
         return _settled(await fut)
 
     async def start_invoke(
@@ -286,7 +266,7 @@ class RemoteOps:
         The id is on disk (with a state file) before the invocation leaves, so
         a program that records it can ask for the outcome after a crash.
         """
-        invoke_id, out, _ = self._begin(
+        invoke_id, out = self._begin(
             peer, operation, msg, handshake, timeout, retries, backoff, max_wait, verify_attempts
         )
         await self._carry(out)
@@ -303,7 +283,7 @@ class RemoteOps:
         backoff: float,
         max_wait: float,
         verify_attempts: int,
-    ) -> tuple[str, Outputs, RetryPolicy]:
+    ) -> tuple[str, Outputs]:
         """Check the arguments and start an invocation in the core."""
         check_endpoint_name(peer, "peer")
         _check_operation(operation)
@@ -316,7 +296,7 @@ class RemoteOps:
         invoke_id, out = self._core.invoker.invoke(
             peer, operation, msg.to_bytes(), handshake, policy, time.time()
         )
-        return invoke_id, out, policy
+        return invoke_id, out
 
     async def outcome(self, invoke_id: str) -> Message:
         """The result of invocation ``invoke_id`` of this endpoint, once settled.
@@ -409,14 +389,6 @@ class RemoteOps:
                     malformed=self.malformed,
                 )
             return
-        if pdu.kind is Kind.INVOKE:
-            if msg.reply_subject is not None:
-                if len(self._reply_to) >= _MAX_REPLY_ROUTES:
-                    self._reply_to.clear()  # only a shortcut: answers still reach the endpoint
-                self._reply_to[pdu.invoke_id] = msg.reply_subject
-            elif self._reply_to:
-                # A retry: the first attempt's request stopped waiting; answer the endpoint.
-                self._reply_to.pop(pdu.invoke_id, None)
         self._step(self._core.receive(pdu, time.time()))
 
     def _step(self, out: Outputs) -> None:
@@ -436,17 +408,9 @@ class RemoteOps:
     def _release(self, out: Outputs) -> None:
         if self._closed:
             return
-        reply_to = self._reply_to
         for send in out.sends:
-            pdu = send.pdu
-            inbox = None
-            if reply_to and (pdu.kind is Kind.RESULT or pdu.kind is Kind.ERROR):
-                inbox = reply_to.pop(pdu.invoke_id, None)
             try:
-                if inbox is not None:
-                    self._transport.send_internal(pdu_message_at(inbox, pdu))
-                else:
-                    self._transport.send_internal(pdu_message(send.dest, pdu))
+                self._transport.send_internal(pdu_message(send.dest, send.pdu))
             except RvError as exc:  # a closed transport or a daemon link down: retries cover it
                 stderr_logger().warning(
                     "remote-operation PDU not sent", endpoint=self.name, error=repr(exc)

@@ -3,9 +3,7 @@
 Endpoint ``name`` receives on ``_RVOPS.<name>``; every PDU travels as a
 message with a single ``rops`` field holding the PDU's byte form. The subject
 is reserved (``_`` prefix), so drivers send through the transport's
-``send_internal``. The first attempt of an invocation travels as a request
-(``send_request``), so its answer can take the transport's fast reply path:
-the performer sends that answer to the request's inbox instead.
+``send_internal``.
 """
 
 from __future__ import annotations

@@ -210,33 +210,6 @@ class BaseTransport(abc.ABC):
         msg.share()
         return self._route(msg)
 
-    async def send_request_internal(self, msg: Message, timeout: float) -> Message:
-        """:meth:`send_request` for a driver-made message on a reserved subject (driver API).
-
-        Remote operations send the first attempt of an invocation (on
-        ``_RVOPS.<name>``) this way, so that its answer takes the transport's
-        reply path: on a network transport the daemon hands the reply straight
-        to the waiting call. Raises ``RequestTimeout`` as ``send_request`` does.
-        """
-        timeout = check_timeout(timeout)
-        if msg.subject is None:
-            raise InvalidArgument("cannot send a request without a subject")
-        self._check_open()
-        inbox = self.create_inbox()
-        listener = self.listen(inbox)
-        try:
-            request = msg.delivery_copy(None, None)
-            request.reply_subject = inbox
-            wait = self.send_internal(request)
-            if wait is not None:
-                await wait
-            try:
-                return await listener.get(timeout)
-            except TimeoutError:
-                raise RequestTimeout(f"no reply to {msg.subject!r} within {timeout} s") from None
-        finally:
-            listener.close_now()
-
     def create_inbox(self) -> str:
         """A unique ``_INBOX.`` subject that only this transport receives."""
         self._check_open()

@@ -328,30 +328,6 @@ class Transport(BaseTransport):
         if subject is None:
             raise InvalidArgument("cannot send a request without a subject")
         self._check_open()
-        return await self._request(msg, timeout, self._publish_checked)
-
-    async def send_request_internal(self, msg: Message, timeout: float) -> Message:
-        """:meth:`send_request` for a driver-made message on a reserved subject (driver API).
-
-        The reply takes the same fast path as a user request's (see
-        :meth:`BaseTransport.send_request_internal`).
-        """
-        timeout = check_timeout(timeout)
-        if msg.subject is None:
-            raise InvalidArgument("cannot send a request without a subject")
-        self._check_open()
-        return await self._request(msg, timeout, self._publish_internal)
-
-    def _publish_internal(self, msg: Message) -> Awaitable[None] | None:
-        msg.share()
-        return self._publish(msg)
-
-    async def _request(
-        self,
-        msg: Message,
-        timeout: float,
-        publish: Callable[[Message], Awaitable[None] | None],
-    ) -> Message:
         inbox = f"{self._inbox_prefix}{next(self._inbox_counter)}"
         loop = self._loop
         reply: asyncio.Future[Message] = loop.create_future()
@@ -360,7 +336,7 @@ class Transport(BaseTransport):
         request.reply_subject = inbox
         expiry = poller = None
         try:
-            wait = publish(request)
+            wait = self._publish_checked(request)
             # Armed after the request left (the same turn: no reply can come first),
             # so the timer costs the request nothing on its way out.
             expiry = loop.call_later(timeout, _expire, reply, msg.subject, timeout)
