@@ -297,3 +297,29 @@ async def test_over_a_standalone_daemon(rv_daemon: str, rv_service: tuple[str, s
         perf.perform("place", _order_handler(executed))
         result = await inv.invoke("ORDERS", "place", rv.Message(fields={"n": 9}), **FAST)
         assert result["order"] == 90 and executed == [9]
+
+
+async def test_a_result_nobody_takes_is_reported_by_the_performer() -> None:
+    """3-way: the invoker goes away before the result; the performer presents UNCONFIRMED."""
+    t = rv.process_transport()
+    retention = rv.Retention(ack_timeout=0.2, result_retries=1, verify_attempts=1)
+    async with rv.RemoteOps(t, "ORDERS", retention=retention) as perf:
+        started = asyncio.Event()
+
+        async def slow(msg: rv.Message) -> rv.Message:
+            started.set()
+            await asyncio.sleep(0.3)
+            return rv.Message(fields={"done": 1})
+
+        perf.perform("slow", slow)
+        reports = t.listen("_RV.WARN.RVOPS.RESULT.UNCONFIRMED.>")
+        inv = await rv.RemoteOps(t, "GONE").open()
+        invoke_id = await inv.start_invoke("ORDERS", "slow", rv.Message(), handshake=3)
+        await asyncio.wait_for(started.wait(), 10)
+        await inv.close()  # the invoker disappears before the result
+        report = await reports.get(10)
+        assert report.subject == "_RV.WARN.RVOPS.RESULT.UNCONFIRMED.ORDERS"
+        assert report["invoke_id"] == invoke_id and report["peer"] == "GONE"
+        assert report["operation"] == "slow"
+        assert perf.stats["performer_unconfirmed"] == 1
+        await reports.close()
