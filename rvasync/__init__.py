@@ -14,11 +14,13 @@ from rvasync.daemon import Daemon
 from rvasync.errors import (
     ConversionError,
     DaemonUnavailable,
+    DeliveryFailed,
     InvalidArgument,
     InvalidSubject,
     MalformedMessage,
     MessageTooLarge,
     NotPermitted,
+    OperationError,
     QueueDestroyed,
     RequestTimeout,
     RvError,
@@ -29,6 +31,7 @@ from rvasync.ftdriver import FtMember, FtMonitor
 from rvasync.message import CmLabel, Field, Message
 from rvasync.protocol.ft import FtAction
 from rvasync.queues import LimitPolicy, Queue, QueueGroup, default_queue
+from rvasync.ropsdriver import RemoteOps, Retention, VerifyResult
 from rvasync.rvdatetime import DateTime
 from rvasync.security import Security
 from rvasync.subjects import SubjectIndex, subject_matches, validate_subject
@@ -46,6 +49,7 @@ __all__ = [
     "Daemon",
     "DaemonUnavailable",
     "DateTime",
+    "DeliveryFailed",
     "Field",
     "FieldType",
     "FtAction",
@@ -60,11 +64,14 @@ __all__ = [
     "Message",
     "MessageTooLarge",
     "NotPermitted",
+    "OperationError",
     "ProcessTransport",
     "Queue",
     "QueueDestroyed",
     "QueueGroup",
+    "RemoteOps",
     "RequestTimeout",
+    "Retention",
     "RvError",
     "Security",
     "StoreCorrupt",
@@ -72,6 +79,7 @@ __all__ = [
     "Timer",
     "Transport",
     "TransportClosed",
+    "VerifyResult",
     "__version__",
     "default_queue",
     "is_retained_deletion",
