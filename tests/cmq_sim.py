@@ -27,7 +27,14 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from rvasync.protocol.cmq import GROUP, SCHEDULER, QueueMemberCore, QueueOutputs, QueueRecord, TaskId
+from rvasync.protocol.cmq import (
+    GROUP,
+    SCHEDULER,
+    QueueMemberCore,
+    QueueOutputs,
+    QueueRecord,
+    TaskId,
+)
 from rvasync.protocol.ft import FtRecord
 
 SENDER = "SENDER"
@@ -86,6 +93,7 @@ class QueueSim:
         self.obs = Observed()
         self.tasks: list[TaskId] = []
         self.unconfirmed: set[TaskId] = set()
+        self.pending_sends = 0
         for i, spec in enumerate(specs):
             mid = f"m{i}"
             core = QueueMemberCore(
@@ -134,6 +142,7 @@ class QueueSim:
         self._push(when, "kill", mid)
 
     def task_at(self, when: float, seq: int) -> None:
+        self.pending_sends += 1
         self._push(when, "send", seq)
 
     # -- carrying out outputs ------------------------------------------------
@@ -166,6 +175,7 @@ class QueueSim:
 
     def _deliver(self, kind: str, item: Any) -> None:
         if kind == "send":
+            self.pending_sends -= 1
             self.send_task(item)
             return
         if kind == "resend":
@@ -206,7 +216,7 @@ class QueueSim:
 
     def run_until(self, end: float, *, stop_when_confirmed: bool = False) -> None:
         while True:
-            if stop_when_confirmed and not self.unconfirmed and self.tasks:
+            if stop_when_confirmed and not self.unconfirmed and not self.pending_sends:
                 return
             deadline = None
             who = None

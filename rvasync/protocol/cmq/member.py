@@ -504,24 +504,23 @@ class QueueMemberCore:
             out.confirms.append(task)
             self._ack(doer, tid, task.certified, out)
             return
-        a = Assignment(task)
-        book.tasks[tid] = a
         holder = self.member_id if tid in self._held else None
         if holder is None:
             holder = next((p.member for p in self._peers.values() if tid in p.held), None)
+        if (
+            holder is None
+            and self._backlog_limit
+            and self._pick(book, None) is None
+            and self.backlog >= self._backlog_limit
+        ):
+            self.stats.overflow += 1
+            out.advisories.append(self._overflow(task, OVERFLOW_REASON))
+            return
+        a = book.tasks[tid] = Assignment(task)
         if holder is not None:
             self.stats.adopted += 1
             book.place(a, holder)
             self._mark_accepted(book, a, now)
-            return
-        if (
-            self._backlog_limit
-            and self._pick(book, None) is None
-            and self.backlog >= self._backlog_limit
-        ):
-            del book.tasks[tid]
-            self.stats.overflow += 1
-            out.advisories.append(self._overflow(task, OVERFLOW_REASON))
             return
         self._assign(book, a, now, out)
 
