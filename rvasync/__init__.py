@@ -9,6 +9,7 @@ from rvasync import codec as codec
 from rvasync._accel import native_enabled
 from rvasync._version import __version__
 from rvasync.cmdriver import CmListener, CmTransport, LedgerCorrupt
+from rvasync.cmqdriver import CmQueueTransport
 from rvasync.daemon import Daemon
 from rvasync.errors import (
     ConversionError,
@@ -38,6 +39,7 @@ from rvasync.transport.process import ProcessTransport, process_transport
 __all__ = [
     "CmLabel",
     "CmListener",
+    "CmQueueTransport",
     "CmTransport",
     "ConversionError",
     "Daemon",

@@ -6,7 +6,7 @@ scheduler weight) that elects the one scheduler; the rest is this module.
 
 Inputs (each takes ``now`` and returns :class:`QueueOutputs`): :meth:`join`,
 :meth:`withdraw`, :meth:`receive_ft`, :meth:`receive`, :meth:`task_arrived`,
-:meth:`complete`, the ``set_*`` methods and :meth:`handle_timer` (call it when
+:meth:`complete`, :meth:`peer_gone`, the ``set_*`` methods and :meth:`handle_timer` (call it when
 ``now`` reaches :meth:`next_deadline`).
 
 Scheduling rules ("Assigning Tasks to Workers"): a task goes to the available
@@ -144,6 +144,10 @@ class QueueMemberCore:
         """Tasks this member's worker holds (delivered, not completed)."""
         return tuple(self._held)
 
+    def holds(self, tid: TaskId) -> bool:
+        """True while this member's worker holds ``tid``."""
+        return tid in self._held
+
     @property
     def backlog(self) -> int:
         """Tasks the scheduler has not been able to assign yet (0 when not the scheduler)."""
@@ -233,6 +237,16 @@ class QueueMemberCore:
         elif kind is RecordKind.BYE:
             self._gone[rec.member] = now
             self._peer_left(rec.member, now, out)
+        return out
+
+    def peer_gone(self, member: str, now: float) -> QueueOutputs:
+        """Independent confirmation that a member ended: drop it and move its tasks now."""
+        out = QueueOutputs()
+        if not self._active_input() or member == self.member_id:
+            return out
+        now = self._clock(now)
+        self._absorb_ft(self._ft.peer_gone(member, now), now, out)
+        self._peer_left(member, now, out)
         return out
 
     def task_arrived(
