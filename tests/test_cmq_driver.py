@@ -107,17 +107,16 @@ async def test_scheduler_leaves_and_its_successor_finishes_the_work(t) -> None:
 
 async def test_worker_that_leaves_has_its_tasks_reassigned(t) -> None:
     sched = Worker(t, "s", scheduler_weight=9, worker_tasks=0)
-    slow = Worker(t, "slow", worker_weight=5, explicit=True)
-    slow.listener.close  # noqa: B018  (kept open: its program never confirms)
     quick = Worker(t, "quick")
-    # The slow worker's program takes tasks but never confirms them.
-    slow.listener = slow.q.listen("JOBS.>", explicit_confirm=True)
-    await _scheduler([sched, slow, quick])
+    # The heavy worker's program takes tasks but never confirms them.
+    slow = rv.CmQueueTransport(t, "WORK.Q", worker_weight=5, **FAST_Q)
+    slow.listen("JOBS.>", explicit_confirm=True)
+    await until(lambda: sched.q.is_scheduler, WAIT, "s to schedule")
     sender = rv.CmTransport(t, "SENDER", timing=FAST)
     await sender.add_listener("WORK.Q", "JOBS.RUN")
     await sender.send(Message("JOBS.RUN", {"n": 7}))
-    await until(lambda: slow.q.held == 1, WAIT, "the heavy worker got it")
-    await slow.q.close()
+    await until(lambda: slow.held == 1, WAIT, "the heavy worker got it")
+    await slow.close()
     await until(lambda: quick.done == [7], WAIT, "reassigned")
     await until(lambda: unconfirmed(sender, "JOBS.RUN") == 0, WAIT)
     assert sched.q.stats.reassigned_exit == 1
