@@ -168,3 +168,24 @@ async def test_mismatched_heartbeat_presents_param_mismatch(t) -> None:
     assert seen[0]["RVADV_DESC"] == "Heartbeat interval differs"
     await a.close()
     await b.close()
+
+
+async def test_plain_sender_tasks_reach_one_worker_each(t) -> None:
+    workers = [Worker(t, "a", scheduler_weight=5, worker_tasks=0), Worker(t, "b"), Worker(t, "c")]
+    await _scheduler(workers)
+    plain: list[int] = []
+
+    async def on_plain(msg: Message) -> None:
+        assert msg.cm is None  # no certified agreement: nothing to confirm
+        plain.append(msg["n"])
+
+    for w in workers:
+        await w.listener.close()
+        w.listener = w.q.listen("JOBS.>", callback=on_plain)
+    for n in range(10):
+        await t.send(Message("JOBS.PLAIN", {"n": n}))
+    await until(lambda: sorted(plain) == list(range(10)), WAIT, "each plain task once")
+    await asyncio.sleep(0.3)
+    assert sorted(plain) == list(range(10))
+    for w in workers:
+        await w.q.close()
