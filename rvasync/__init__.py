@@ -10,6 +10,7 @@ from rvasync._accel import native_enabled
 from rvasync._version import __version__
 from rvasync.cache import CurrentValueCache, StoreCorrupt, is_retained_deletion, retained_deletion
 from rvasync.cmdriver import CmListener, CmTransport, LedgerCorrupt
+from rvasync.cmqdriver import CmQueueTransport
 from rvasync.daemon import Daemon
 from rvasync.errors import (
     ConversionError,
@@ -43,6 +44,7 @@ from rvasync.transport.process import ProcessTransport, process_transport
 __all__ = [
     "CmLabel",
     "CmListener",
+    "CmQueueTransport",
     "CmTransport",
     "ConversionError",
     "CurrentValueCache",

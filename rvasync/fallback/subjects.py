@@ -22,7 +22,7 @@ from typing import Any, Generic, TypeVar
 from rvasync.errors import InvalidSubject, NotPermitted
 
 #: A lone surrogate: a str that holds one cannot be encoded as UTF-8, so never sent.
-_SURROGATE = re.compile('[\ud800-\udfff]')
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 __all__ = [
     "ADVISORY_ELEMENT",

@@ -579,6 +579,13 @@ class ListenerHalf:
 
     def on_confirm_request(self, rec: ConfirmRequest, now: float) -> None:
         ctx = self._ctx
+        if (
+            self._require_old
+            and (rec.origin, rec.subject) not in self._sources
+            and self._index.match(rec.subject)
+        ):
+            self._adopt(rec, now)
+            return
         src = self._source_or_cancel(rec)
         if src is None:
             return
@@ -602,6 +609,22 @@ class ListenerHalf:
         )
         if src.expected <= src.last_seen:
             self._request_missing(src, now)
+
+    def _adopt(self, rec: ConfirmRequest, now: float) -> None:
+        """Take over an agreement an earlier instance of this name made, instead of cancelling it.
+
+        A listener that requires old messages (a distributed queue's new
+        scheduler, a restarted process-ledger correspondent) registers with
+        the sender that asks it to confirm; the sender then resumes where the
+        earlier instance stopped and retransmits what it had not confirmed.
+        """
+        ctx = self._ctx
+        src = self._sources[rec.origin, rec.subject] = _Source(
+            rec.origin, rec.subject, rec.address, 0
+        )
+        ctx.advise(adv.registration_discovery(rec.subject, rec.origin))
+        ctx.record(Source(sender=rec.origin, subject=rec.subject, address=rec.address, confirmed=0))
+        self._register(src, now)
 
     def on_unavailable(self, rec: Unavailable, now: float) -> None:
         src = self._sources.get((rec.origin, rec.subject))

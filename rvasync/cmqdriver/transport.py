@@ -1,0 +1,613 @@
+"""``rv.CmQueueTransport``: one member of a distributed queue, driven on asyncio.
+
+Every decision is the sans-IO core's (:class:`~rvasync.protocol.cmq.QueueMemberCore`);
+this class connects it to the world. It joins the queue on creation, carries
+the core's records on the transport (fault tolerance records through the
+fault tolerance driver's group channel, queue records on ``_RVCMQ.<name>.``
+subjects), runs the core's timer, embodies the queue's certified
+correspondent while the core says this member is the scheduler
+(:class:`~rvasync.cmqdriver.correspondent.SchedulerCorrespondent`), and hands
+assigned tasks to the program through ordinary :class:`~rvasync.CmListener`
+objects, whose confirmations (automatic or explicit) complete the tasks.
+
+Members only listen: every sending call raises
+:class:`~rvasync.errors.NotPermitted`, as chapter 12 prescribes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from typing import Any
+
+from rvasync._logging import stderr_logger
+from rvasync.cmdriver import CmListener
+from rvasync.cmdriver.listener import CmCallback, ListenerHooks
+from rvasync.cmdriver.wire import make_label
+from rvasync.cmqdriver.correspondent import SchedulerCorrespondent
+from rvasync.cmqdriver.wire import QueueSubjects, record_message
+from rvasync.errors import (
+    InvalidArgument,
+    MalformedMessage,
+    NotPermitted,
+    RvError,
+    TransportClosed,
+)
+from rvasync.ftdriver._channel import ORIGIN_MEMORY, GroupChannel
+from rvasync.ftdriver._deadline import DeadlineTimer
+from rvasync.message import Message
+from rvasync.protocol.cm.names import check_listen_pattern
+from rvasync.protocol.cmq import (
+    QueueMemberCore,
+    QueueOutputs,
+    QueueRecord,
+    Task,
+    TaskId,
+    validate_backlog_limit,
+)
+from rvasync.protocol.ft import FtRecord
+from rvasync.queues import Queue
+from rvasync.subjects import subject_matches
+from rvasync.transport.base import BaseTransport
+from rvasync.transport.listener import Listener
+
+__all__ = ["CmQueueTransport"]
+
+_SWEEP_INTERVAL = 0.5
+
+_LISTENER_ADVISORIES = frozenset(
+    {
+        ("REGISTRATION", "CERTIFIED"),
+        ("REGISTRATION", "NOT_CERTIFIED"),
+        ("REGISTRATION", "NO_RESPONSE"),
+        ("REGISTRATION", "DISCOVERY"),
+        ("REGISTRATION", "MOVED"),
+        ("REGISTRATION", "COLLISION"),
+        ("DELIVERY", "UNAVAILABLE"),
+    }
+)
+"""Certified delivery advisories a listening correspondent receives (appendix B, Table 45)."""
+
+_SHARED_MEMORY = 5.0
+"""Seconds an advisory the scheduler shared is not shared again."""
+
+
+class CmQueueTransport:
+    """A member of the distributed queue ``name`` on ``transport`` (chapter 12).
+
+    All members share ``name`` (a reusable correspondent name) and must
+    listen to the same subjects. ``worker_weight`` (>= 1) and ``worker_tasks``
+    (task capacity, >= 0; 0 makes a dedicated scheduler) guide task
+    assignment; ``scheduler_weight`` (>= 1), ``scheduler_heartbeat`` and
+    ``scheduler_activation`` (seconds, heartbeat < activation, identical in
+    every member or they present PARAM_MISMATCH) guide the scheduler
+    election; ``complete_time`` (seconds, 0 = wait for ever) makes the
+    scheduler reassign certified tasks a worker has not completed in time.
+    ``backlog_limit`` (0 = none) bounds the tasks a scheduler keeps waiting
+    for a free worker; beyond it a task is discarded with a
+    SCHEDULER.OVERFLOW advisory (the certified sender still holds it).
+
+    Needs a running event loop. The member joins at once; ``close()`` (or
+    leaving ``async with``) withdraws it, and its tasks go to other workers.
+    """
+
+    def __init__(
+        self,
+        transport: BaseTransport,
+        name: str,
+        *,
+        worker_weight: int = 1,
+        worker_tasks: int = 1,
+        scheduler_weight: int = 1,
+        scheduler_heartbeat: float = 1.0,
+        scheduler_activation: float = 3.5,
+        complete_time: float = 0.0,
+        backlog_limit: int = 0,
+    ) -> None:
+        if not isinstance(transport, BaseTransport):
+            raise InvalidArgument(
+                f"CmQueueTransport needs an rvasync transport, got {type(transport).__name__}"
+            )
+        if transport.closed:
+            raise TransportClosed(f"cannot create a distributed queue member on {transport!r}")
+        try:
+            self._loop = asyncio.get_running_loop()
+        except RuntimeError:
+            raise NotPermitted(
+                "CmQueueTransport needs a running event loop: create it from async code"
+            ) from None
+        self._transport = transport
+        self._core = QueueMemberCore(
+            name,
+            member_id=uuid.uuid4().hex,
+            worker_weight=worker_weight,
+            worker_tasks=worker_tasks,
+            scheduler_weight=scheduler_weight,
+            scheduler_heartbeat=scheduler_heartbeat,
+            scheduler_activation=scheduler_activation,
+            complete_time=complete_time,
+            backlog_limit=validate_backlog_limit(backlog_limit),
+        )
+        self._subjects = QueueSubjects(self._core.name, self._core.member_id)
+        self._channel = GroupChannel(
+            transport,
+            self._core.ft_group,
+            memory=ORIGIN_MEMORY * self._core.activation,
+            on_record=self._on_ft_record,
+            on_gone=self._on_gone,
+        )
+        self._correspondent = SchedulerCorrespondent(transport, self._core.name, self._on_task)
+        self._timer = DeadlineTimer(self._loop, self._on_timer)
+        self._hooks = ListenerHooks(
+            self,
+            confirm_later=self._confirm_later,
+            confirm_now=self._confirm_now,
+            close_listener=self._close_listener,
+            track=self._track,
+            queue_discarded=self._queue_discarded,
+        )
+        self._listeners: list[CmListener] = []
+        self._next_listener_id = 0
+        self._unrouted: list[Task] = []
+        self._tracking: set[CmListener] = set()
+        self._sweep_handle: asyncio.TimerHandle | None = None
+        self._internal: list[Listener] = []
+        self._scheduler_listener: Listener | None = None
+        self._advisory_listener: Listener | None = None
+        self._recently_shared: dict[tuple[str, tuple[tuple[str | None, str], ...]], float] = {}
+        self._closed = False
+        self.malformed = 0
+        """Queue records dropped as malformed."""
+        self._start()
+
+    # -- public view -------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        """The distributed queue's name (the members' shared correspondent name)."""
+        return self._core.name
+
+    @property
+    def transport(self) -> BaseTransport:
+        return self._transport
+
+    @property
+    def member_id(self) -> str:
+        return self._core.member_id
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def is_scheduler(self) -> bool:
+        """True while this member is the queue's active scheduler."""
+        return self._core.is_scheduler
+
+    @property
+    def worker_weight(self) -> int:
+        return self._core.worker_weight
+
+    @worker_weight.setter
+    def worker_weight(self, value: int) -> None:
+        self._input(lambda now: self._core.set_worker_weight(value, now))
+
+    @property
+    def worker_tasks(self) -> int:
+        return self._core.worker_tasks
+
+    @worker_tasks.setter
+    def worker_tasks(self, value: int) -> None:
+        self._input(lambda now: self._core.set_worker_tasks(value, now))
+
+    @property
+    def complete_time(self) -> float:
+        return self._core.complete_time
+
+    @complete_time.setter
+    def complete_time(self, value: float) -> None:
+        self._input(lambda now: self._core.set_complete_time(value, now))
+
+    @property
+    def backlog_limit(self) -> int:
+        return self._core.backlog_limit
+
+    @backlog_limit.setter
+    def backlog_limit(self, value: int) -> None:
+        self._input(lambda now: self._core.set_backlog_limit(value, now))
+
+    @property
+    def stats(self) -> Any:
+        """The scheduler's counters (tasks, assignments, reassignments by cause, overflows)."""
+        return self._core.stats
+
+    @property
+    def held(self) -> int:
+        """Tasks this member's worker holds (handed to the program, not yet completed)."""
+        return len(self._core.held)
+
+    def __repr__(self) -> str:
+        role = "scheduler" if self.is_scheduler else "worker"
+        state = "closed" if self._closed else role
+        return f"<CmQueueTransport {self.name!r} {state}>"
+
+    # -- listening ---------------------------------------------------------------
+
+    def listen(
+        self,
+        subject: str,
+        *,
+        explicit_confirm: bool = False,
+        queue: Queue | None = None,
+        closure: Any = None,
+        callback: CmCallback | None = None,
+    ) -> CmListener:
+        """A CM listener for the tasks on ``subject`` that the scheduler assigns to this worker.
+
+        Confirmation (automatic when the program has taken the message, or
+        ``await listener.confirm(msg)`` with ``explicit_confirm``) completes
+        the task; the scheduler then confirms it to its sender.
+        """
+        self._check_open()
+        check_listen_pattern(subject)
+        if not isinstance(explicit_confirm, bool):
+            raise InvalidArgument(
+                f"explicit_confirm must be a bool, not {type(explicit_confirm).__name__}"
+            )
+        if queue is not None and not isinstance(queue, Queue):
+            raise InvalidArgument(f"queue must be an rvasync Queue, got {type(queue).__name__}")
+        if callback is not None and not callable(callback):
+            raise InvalidArgument(f"callback must be callable, got {type(callback).__name__}")
+        own_queue = queue is None
+        if queue is None:
+            queue = Queue(name=f"cmqueue:{subject}")
+        dispatched = callback is not None
+        self._transport.attach_queue(queue, dispatched=dispatched, shared=not own_queue)
+        self._next_listener_id += 1
+        listener = CmListener(
+            self._hooks,
+            self._next_listener_id,
+            subject,
+            explicit_confirm=explicit_confirm,
+            queue=queue,
+            own_queue=own_queue,
+            closure=closure,
+            callback=callback,
+        )
+        self._listeners.append(listener)
+        if self._correspondent.active:
+            self._correspondent.add_subject(subject)
+        waiting, self._unrouted = self._unrouted, []
+        for task in waiting:
+            self._hand_over(task)
+        return listener
+
+    # -- sending is not a member's business -------------------------------------------
+
+    def _no_sending(self, what: str) -> NotPermitted:
+        return NotPermitted(
+            f"{what}: members of distributed queue {self.name!r} only listen; "
+            "send tasks from an ordinary CmTransport or transport"
+        )
+
+    async def send(self, msg: Message, time_limit: float | None = None) -> int:
+        raise self._no_sending("send")
+
+    async def send_reply(self, reply: Message, request: Message) -> None:
+        raise self._no_sending("send_reply")
+
+    async def send_request(self, msg: Message, timeout: float | None = None) -> Message:
+        raise self._no_sending("send_request")
+
+    async def add_listener(self, name: str, subject: str) -> bool:
+        raise self._no_sending("add_listener")
+
+    async def remove_listener(self, name: str, subject: str) -> None:
+        raise self._no_sending("remove_listener")
+
+    async def disallow_listener(self, name: str) -> None:
+        raise self._no_sending("disallow_listener")
+
+    async def allow_listener(self, name: str) -> None:
+        raise self._no_sending("allow_listener")
+
+    async def expire_messages(self, subject: str, sequence: int) -> int:
+        raise self._no_sending("expire_messages")
+
+    # -- lifecycle -----------------------------------------------------------------
+
+    def _start(self) -> None:
+        transport = self._transport
+        subjects = self._subjects
+        self._channel.start()
+        for subject in (subjects.group, subjects.member):
+            self._internal.append(transport.listen(subject, callback=self._on_queue_message))
+        self._internal.append(transport.listen(subjects.advisories, callback=self._on_shared))
+        self._input(self._core.join)
+
+    async def close(self) -> None:
+        """Leave the queue: the scheduler role passes on, held tasks go to other workers."""
+        if self._closed:
+            return
+        with contextlib.suppress(TransportClosed):
+            self._input(self._core.withdraw)
+        self._closed = True
+        self._timer.cancel()
+        if self._sweep_handle is not None:
+            self._sweep_handle.cancel()
+            self._sweep_handle = None
+        await self._correspondent.aclose()
+        self._channel.stop()
+        for internal in self._internal:
+            internal.close_now()
+        self._internal.clear()
+        self._scheduling_listeners(False)
+        for listener in list(self._listeners):
+            self._drop_listener(listener)
+
+    async def __aenter__(self) -> CmQueueTransport:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise TransportClosed(f"distributed queue member {self.name!r} is closed")
+        if self._transport.closed:
+            raise TransportClosed(
+                f"the transport of distributed queue member {self.name!r} is closed"
+            )
+
+    # -- inputs --------------------------------------------------------------------
+
+    def _input(self, step: Any) -> None:
+        if self._closed:
+            return
+        if self._transport.closed:
+            # A closed transport ends the membership: this member can no longer
+            # hear or be heard, and the others take over its role and tasks.
+            self._closed = True
+            self._timer.cancel()
+            self._correspondent.stop()
+            return
+        out: QueueOutputs = step(self._loop.time())
+        self._carry_out(out)
+        self._timer.arm(self._core.next_deadline())
+
+    def _on_timer(self, now: float) -> None:
+        self._input(lambda _now: self._core.handle_timer(now))
+
+    def _on_ft_record(self, record: FtRecord) -> None:
+        self._input(lambda now: self._core.receive_ft(record, now))
+
+    def _on_gone(self, members: list[str]) -> None:
+        for member in members:
+            self._input(lambda now, m=member: self._core.peer_gone(m, now))
+
+    def _on_queue_message(self, msg: Message) -> None:
+        try:
+            record = QueueRecord.from_fields(msg.field_values())  # type: ignore[arg-type]  # records have named fields only
+        except MalformedMessage as exc:
+            self.malformed += 1
+            if self.malformed == 1:
+                stderr_logger().warning(
+                    "dropped a malformed distributed queue record (further ones are only counted)",
+                    queue=self.name,
+                    problem=str(exc),
+                )
+            return
+        self._input(lambda now: self._core.receive(record, now))
+
+    def _on_task(self, tid: TaskId | None, msg: Message) -> None:
+        payload = msg.to_bytes()
+        subject = msg.subject or ""
+        self._input(lambda now: self._core.task_arrived(tid, subject, payload, now))
+
+    # -- outputs -------------------------------------------------------------------
+
+    def _carry_out(self, out: QueueOutputs) -> None:
+        send = self._transport.send_internal
+        try:
+            for ft in out.ft_records:
+                self._channel.send(ft)
+            for rec in out.records:
+                send(record_message(self._subjects.destination(rec.to), rec))
+        except TransportClosed:
+            pass
+        except RvError as exc:
+            # A record that could not leave is repaired by the periodic status and
+            # the scheduler's resends; log the cause once per failure.
+            stderr_logger().warning(
+                "a distributed queue record could not be sent", queue=self.name, problem=str(exc)
+            )
+        for role in out.roles:
+            self._scheduling_listeners(role)
+        for task in out.confirms:
+            self._correspondent.confirm(task.id)
+        for task in out.deliveries:
+            self._hand_over(task)
+        for advisory in out.advisories:
+            if advisory.subject.startswith("_RV.WARN.RVCM.QUEUE.SCHEDULER.OVERFLOW."):
+                self._forget_overflow(advisory.to_message())
+            with contextlib.suppress(TransportClosed):
+                self._transport.present(advisory.to_message())
+
+    def _forget_overflow(self, adv: Message) -> None:
+        try:
+            tid = TaskId(str(adv["sender"]), str(adv["subject"]), int(adv["seqno"]))
+        except (KeyError, TypeError, ValueError):
+            return
+        self._correspondent.forget(tid)
+
+    def _scheduling_listeners(self, active: bool) -> None:
+        """Start or stop what only the scheduler does: be the correspondent, take completions."""
+        if active:
+            if self._scheduler_listener is None and not self._closed:
+                self._scheduler_listener = self._transport.listen(
+                    self._subjects.scheduler, callback=self._on_queue_message
+                )
+                self._advisory_listener = self._transport.listen(
+                    "_RV.*.RVCM.>", callback=self._share_advisory
+                )
+            self._correspondent.start([listener.subject for listener in self._listeners])
+            return
+        for listener in (self._scheduler_listener, self._advisory_listener):
+            if listener is not None:
+                listener.close_now()
+        self._scheduler_listener = self._advisory_listener = None
+        self._correspondent.stop()
+
+    def _share_advisory(self, msg: Message) -> None:
+        """A certified listener advisory of the scheduler's correspondent: every member gets it.
+
+        Chapter 12: the members act as one listening correspondent, so an
+        advisory one of them receives, all receive (except SCHEDULER.OVERFLOW,
+        which stays with the scheduler). Only listener-side conditions are
+        shared, and each advisory once: members sharing one transport present
+        the shared copies where this listener hears them again.
+        """
+        subject = msg.subject or ""
+        parts = subject.split(".", 5)
+        if len(parts) < 6 or (parts[3], parts[4]) not in _LISTENER_ADVISORIES:
+            return
+        if not self._correspondent.active:
+            return
+        key = (subject, tuple((f.name, repr(f.value)) for f in msg))
+        now = self._loop.time()
+        recent = self._recently_shared
+        for old in [k for k, at in recent.items() if at < now - _SHARED_MEMORY]:
+            del recent[old]
+        if key in recent:
+            return
+        recent[key] = now
+        shared = Message(self._subjects.advisories, {"subject": subject, "member": self.member_id})
+        shared.add("advisory", msg)
+        with contextlib.suppress(RvError):
+            self._transport.send_internal(shared)
+
+    def _on_shared(self, msg: Message) -> None:
+        try:
+            member, subject, advisory = msg["member"], msg["subject"], msg["advisory"]
+        except KeyError:
+            self.malformed += 1
+            return
+        if member == self.member_id or not isinstance(advisory, Message):
+            return
+        if not isinstance(subject, str) or not subject.startswith("_RV."):
+            self.malformed += 1
+            return
+        copy = Message(subject)
+        for field in advisory:
+            copy.add(field.name, field.value, field.type, field.id)
+        if self._correspondent.active:
+            # Heard again by this member's own sharing listener: not to be sent back.
+            self._recently_shared[subject, tuple((f.name, repr(f.value)) for f in copy)] = (
+                self._loop.time()
+            )
+        with contextlib.suppress(TransportClosed):
+            self._transport.present(copy)
+
+    # -- tasks to the program ----------------------------------------------------------
+
+    def _hand_over(self, task: Task) -> None:
+        subject = task.id.subject
+        listener = next(
+            (
+                lst
+                for lst in self._listeners
+                if not lst.closed and subject_matches(lst.subject, subject)
+            ),
+            None,
+        )
+        if listener is None:
+            # The program has no listener for it (yet): keep it until one appears.
+            self._unrouted.append(task)
+            return
+        try:
+            base = Message.from_bytes(task.payload)
+        except RvError as exc:
+            self.malformed += 1
+            stderr_logger().warning(
+                "a distributed queue task could not be decoded; completing it unprocessed",
+                queue=self.name,
+                problem=str(exc),
+            )
+            self._complete(task.id)
+            return
+        base.subject = subject
+        msg = base.delivery_copy(listener, listener.closure)
+        if task.certified:
+            msg.cm = make_label(task.id.sender, task.id.seq, 0.0)
+            listener.deliver(msg)
+        else:
+            # No certified agreement: nothing to confirm to anyone; the task is
+            # complete once it is in the program's hands.
+            msg.cm = None
+            listener.deliver(msg)
+            self._complete(task.id)
+
+    def _complete(self, tid: TaskId) -> None:
+        if not self._core.holds(tid):
+            return  # already completed (a second confirmation of the same message)
+        self._input(lambda now: self._core.complete(tid, now))
+
+    def _confirm_later(self, listener_id: int, sender: str, subject: str, sequence: int) -> None:
+        self._complete(TaskId(sender, subject, sequence))
+
+    async def _confirm_now(self, listener_id: int, sender: str, subject: str, seq: int) -> None:
+        self._complete(TaskId(sender, subject, seq))
+
+    async def _close_listener(self, listener: CmListener, cancel_agreements: bool) -> None:
+        listener.settle()
+        if listener.tracking:
+            listener.sweep(_present_in(listener.queue))
+        self._drop_listener(listener)
+
+    def _drop_listener(self, listener: CmListener) -> None:
+        listener.mark_closed()
+        with contextlib.suppress(ValueError):
+            self._listeners.remove(listener)
+        self._tracking.discard(listener)
+        queue = listener.queue
+        self._transport.detach_queue(
+            queue, dispatched=listener.callback is not None, shared=not listener.own_queue
+        )
+        if listener.own_queue:
+            queue.destroy()
+        else:
+            queue.discard_where(lambda item: getattr(item, "listener", None) is listener)
+
+    def _track(self, listener: CmListener) -> None:
+        self._tracking.add(listener)
+        if self._sweep_handle is None and not self._closed:
+            self._sweep_handle = self._loop.call_later(_SWEEP_INTERVAL, self._sweep)
+
+    def _sweep(self) -> None:
+        self._sweep_handle = None
+        for listener in list(self._tracking):
+            if not listener.tracking:
+                self._tracking.discard(listener)
+            else:
+                listener.sweep(_present_in(listener.queue))
+        if self._tracking and not self._closed:
+            self._sweep_handle = self._loop.call_later(_SWEEP_INTERVAL, self._sweep)
+
+    def _queue_discarded(self, queue: Queue) -> None:
+        present = _present_in(queue)
+        for listener in list(self._tracking):
+            if listener.queue is queue:
+                listener.sweep(present)
+
+
+def _present_in(queue: Queue) -> set[int]:
+    """Ids of the items in ``queue`` (a scan that removes nothing)."""
+    present: set[int] = set()
+
+    def note(item: object) -> bool:
+        present.add(id(item))
+        return False
+
+    queue.discard_where(note)
+    return present

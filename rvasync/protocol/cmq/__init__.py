@@ -1,0 +1,46 @@
+"""Distributed queue protocol core, sans-IO (spec chapter 12 "Distributed Queue").
+
+:class:`QueueMemberCore` is one member: a worker always, the scheduler when
+the fault tolerance core it embeds elects it. The asyncio driver
+(``rv.CmQueueTransport``) feeds it records, tasks, completions and the time,
+and carries out its :class:`QueueOutputs`. See docs/distributed-queues.md.
+
+``params``   parameter checks and the election group name
+``records``  :class:`QueueRecord`, :class:`TaskId`, destinations
+``outputs``  :class:`QueueOutputs`, :class:`Task`, :class:`QueueAdvisory`
+``book``     the worker table and the scheduler's per-task state
+``member``   :class:`QueueMemberCore`
+"""
+
+from rvasync.protocol.cmq.book import SchedulerStats
+from rvasync.protocol.cmq.member import PLAIN_PREFIX, QueueMemberCore
+from rvasync.protocol.cmq.outputs import QueueAdvisory, QueueOutputs, Task
+from rvasync.protocol.cmq.params import (
+    group_of,
+    validate_backlog_limit,
+    validate_complete_time,
+    validate_queue_name,
+    validate_worker_tasks,
+    validate_worker_weight,
+)
+from rvasync.protocol.cmq.records import GROUP, SCHEDULER, QueueRecord, RecordKind, TaskId
+
+__all__ = [
+    "GROUP",
+    "PLAIN_PREFIX",
+    "SCHEDULER",
+    "QueueAdvisory",
+    "QueueMemberCore",
+    "QueueOutputs",
+    "QueueRecord",
+    "RecordKind",
+    "SchedulerStats",
+    "Task",
+    "TaskId",
+    "group_of",
+    "validate_backlog_limit",
+    "validate_complete_time",
+    "validate_queue_name",
+    "validate_worker_tasks",
+    "validate_worker_weight",
+]

@@ -1,0 +1,680 @@
+"""The state machine of one distributed queue member: worker always, scheduler when elected.
+
+Spec chapter 12. The member embeds a fault tolerance core
+(:class:`~rvasync.protocol.ft.FtMemberCore`, active goal 1, weight = the
+scheduler weight) that elects the one scheduler; the rest is this module.
+
+Inputs (each takes ``now`` and returns :class:`QueueOutputs`): :meth:`join`,
+:meth:`withdraw`, :meth:`receive_ft`, :meth:`receive`, :meth:`task_arrived`,
+:meth:`complete`, :meth:`peer_gone`, the ``set_*`` methods and :meth:`handle_timer` (call it when
+``now`` reaches :meth:`next_deadline`).
+
+Scheduling rules ("Assigning Tasks to Workers"): a task goes to the available
+worker of greatest worker weight, round-robin among equal weights; a worker
+is available while it holds fewer tasks than its capacity; the scheduler's
+own worker only when no other is available; a dedicated scheduler (capacity
+0) never works. With no worker available the task waits in the backlog; a
+backlog limit makes the scheduler discard (and report, OVERFLOW) beyond it.
+
+Exceptional situations ("Reassigning Tasks in Exceptional Situations"):
+
+* worker exit: a member silent for the activation interval, or that said BYE,
+  loses its tasks to other workers;
+* slow worker: an assignment not accepted within the activation interval is
+  moved; with complete time > 0 an accepted certified task not completed in
+  that time is moved too;
+* scheduler replacement: the certified sender retransmits what the old
+  scheduler had not confirmed. The new scheduler confirms at once the tasks a
+  worker reports completed, *adopts* the tasks a live worker reports holding
+  (they are moved only if that worker exits, or after the complete time when
+  it is > 0), and assigns the rest. Adopting instead of reassigning every
+  incomplete task departs from the letter of the specification (which
+  reassigns all of them when complete time is 0) in favour of fewer
+  duplicates; no task is lost by it, since worker exit still moves them.
+
+Every worker remembers the tasks it completed for a while and never hands the
+same task to its program twice, so a duplicate assignment costs a message,
+not a second processing; a second processing happens only when the task
+reaches *another* worker through one of the exceptions above.
+"""
+
+from __future__ import annotations
+
+import math
+
+from rvasync.errors import InvalidArgument, NotPermitted
+from rvasync.protocol.cmq.book import Assignment, PeerView, SchedulerBook, SchedulerStats
+from rvasync.protocol.cmq.outputs import QueueAdvisory, QueueOutputs, Task
+from rvasync.protocol.cmq.params import (
+    DONE_MEMORY_FACTOR,
+    group_of,
+    validate_backlog_limit,
+    validate_complete_time,
+    validate_queue_name,
+    validate_worker_tasks,
+    validate_worker_weight,
+)
+from rvasync.protocol.cmq.records import GROUP, SCHEDULER, QueueRecord, RecordKind, TaskId
+from rvasync.protocol.ft import FtAction, FtMemberCore, FtOutputs, FtRecord
+
+__all__ = ["PLAIN_PREFIX", "QueueMemberCore"]
+
+PLAIN_PREFIX = "plain:"
+"""Sender part of the id the scheduler gives an uncertified task."""
+
+OVERFLOW_REASON = "Task backlog limit reached."
+DEACTIVATED_REASON = "Scheduler deactivated before assigning this uncertified task."
+
+
+class QueueMemberCore:
+    """One member of distributed queue ``name`` (see the module docstring)."""
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        member_id: str,
+        worker_weight: int = 1,
+        worker_tasks: int = 1,
+        scheduler_weight: int = 1,
+        scheduler_heartbeat: float = 1.0,
+        scheduler_activation: float = 3.5,
+        complete_time: float = 0.0,
+        backlog_limit: int = 0,
+    ) -> None:
+        self.name = validate_queue_name(name)
+        self._worker_weight = validate_worker_weight(worker_weight)
+        self._worker_tasks = validate_worker_tasks(worker_tasks)
+        self._complete_time = validate_complete_time(complete_time)
+        self._backlog_limit = validate_backlog_limit(backlog_limit)
+        self._ft = FtMemberCore(
+            group_of(self.name),
+            weight=scheduler_weight,
+            active_goal=1,
+            heartbeat=scheduler_heartbeat,
+            activation=scheduler_activation,
+            member_id=member_id,
+        )
+        self.member_id = self._ft.member_id
+        self.heartbeat = self._ft.heartbeat
+        self.activation = self._ft.activation
+        self._memory = DONE_MEMORY_FACTOR * self.activation
+        self._joined = False
+        self._left = False
+        self._now = -math.inf
+        self._status_seq = 0
+        self._next_status = math.inf
+        self._next_sweep = math.inf
+        self._peers: dict[str, PeerView] = {}
+        self._gone: dict[str, float] = {}
+        self._held: dict[TaskId, Task] = {}
+        self._done_unacked: dict[TaskId, tuple[bool, float]] = {}
+        self._done_memory: dict[TaskId, float] = {}
+        self._book: SchedulerBook | None = None
+        self.stats = SchedulerStats()
+
+    # -- views ---------------------------------------------------------------
+
+    @property
+    def is_scheduler(self) -> bool:
+        return self._book is not None
+
+    @property
+    def ft_group(self) -> str:
+        return self._ft.group
+
+    @property
+    def worker_weight(self) -> int:
+        return self._worker_weight
+
+    @property
+    def worker_tasks(self) -> int:
+        return self._worker_tasks
+
+    @property
+    def complete_time(self) -> float:
+        return self._complete_time
+
+    @property
+    def backlog_limit(self) -> int:
+        return self._backlog_limit
+
+    @property
+    def held(self) -> tuple[TaskId, ...]:
+        """Tasks this member's worker holds (delivered, not completed)."""
+        return tuple(self._held)
+
+    def holds(self, tid: TaskId) -> bool:
+        """True while this member's worker holds ``tid``."""
+        return tid in self._held
+
+    @property
+    def backlog(self) -> int:
+        """Tasks the scheduler has not been able to assign yet (0 when not the scheduler)."""
+        book = self._book
+        return 0 if book is None else sum(1 for a in book.tasks.values() if a.worker is None)
+
+    def workers(self) -> list[tuple[str, int, int]]:
+        """(member, worker weight, task capacity) of every other member heard recently."""
+        return [(p.member, p.weight, p.capacity) for p in self._peers.values()]
+
+    def next_deadline(self) -> float | None:
+        if not self._joined or self._left:
+            return None
+        candidates = [self._next_status, self._next_sweep]
+        ft = self._ft.next_deadline()
+        if ft is not None:
+            candidates.append(ft)
+        candidates.extend(p.heard + self.activation for p in self._peers.values())
+        if self._book is not None:
+            candidates.append(self._book.next_due())
+        return min(candidates)
+
+    # -- inputs --------------------------------------------------------------
+
+    def join(self, now: float) -> QueueOutputs:
+        """Join the queue: announce the worker and enter the scheduler election."""
+        if self._joined:
+            raise NotPermitted(
+                f"member {self.member_id!r} of queue {self.name!r} cannot join twice"
+            )
+        now = self._clock(now)
+        self._joined = True
+        out = QueueOutputs()
+        self._absorb_ft(self._ft.join(now), now, out)
+        self._send_status(now, out)
+        self._next_sweep = now + self.activation
+        return out
+
+    def withdraw(self, now: float) -> QueueOutputs:
+        """Leave: stop scheduling, tell the others (they reassign what this worker held)."""
+        out = QueueOutputs()
+        if not self._joined or self._left:
+            return out
+        now = self._clock(now)
+        self._absorb_ft(self._ft.withdraw(now), now, out)
+        out.records.append(QueueRecord(RecordKind.BYE, self.name, self.member_id))
+        self._left = True
+        return out
+
+    def receive_ft(self, record: FtRecord, now: float) -> QueueOutputs:
+        """A fault tolerance record of the scheduler election group."""
+        out = QueueOutputs()
+        if self._active_input():
+            now = self._clock(now)
+            self._absorb_ft(self._ft.receive(record, now), now, out)
+        return out
+
+    def receive(self, rec: QueueRecord, now: float) -> QueueOutputs:
+        """A queue record from another member (others' queues and own echoes are ignored)."""
+        out = QueueOutputs()
+        if not self._active_input() or rec.queue != self.name or rec.member == self.member_id:
+            return out
+        if rec.to not in (GROUP, SCHEDULER, self.member_id):
+            return out
+        now = self._clock(now)
+        kind = rec.kind
+        book = self._book
+        if kind is RecordKind.STATUS:
+            self._on_status(rec, now, out)
+        elif kind is RecordKind.ASSIGN:
+            for tid, certified in rec.tasks[:1]:
+                self._accept(Task(tid, certified, rec.payload), rec.member, now, out)
+        elif kind is RecordKind.ACCEPT:
+            if book is not None:
+                for tid, _ in rec.tasks:
+                    a = book.tasks.get(tid)
+                    if a is not None and a.worker == rec.member and not a.accepted:
+                        self._mark_accepted(book, a, now)
+        elif kind is RecordKind.COMPLETE:
+            if book is not None:
+                for tid, certified in rec.tasks:
+                    self._completed(book, tid, certified, rec.member, now, out)
+                self._drain_backlog(book, now, out)
+        elif kind is RecordKind.ACK:
+            for tid, _ in rec.tasks:
+                self._done_unacked.pop(tid, None)
+        elif kind is RecordKind.BYE:
+            self._gone[rec.member] = now
+            self._peer_left(rec.member, now, out)
+        return out
+
+    def peer_gone(self, member: str, now: float) -> QueueOutputs:
+        """Independent confirmation that a member ended: drop it and move its tasks now."""
+        out = QueueOutputs()
+        if not self._active_input() or member == self.member_id:
+            return out
+        now = self._clock(now)
+        self._absorb_ft(self._ft.peer_gone(member, now), now, out)
+        self._peer_left(member, now, out)
+        return out
+
+    def task_arrived(
+        self, tid: TaskId | None, subject: str, payload: bytes, now: float
+    ) -> QueueOutputs:
+        """A task reached this member as the queue's listening correspondent.
+
+        ``tid`` is the certified identity (sender, subject, sequence), or None
+        for a message without a certified agreement (it gets a fresh id). A
+        member that is not the scheduler ignores it: the driver should not
+        have been listening, and a certified sender retransmits to the next
+        scheduler anyway.
+        """
+        out = QueueOutputs()
+        book = self._book
+        if book is None or not self._active_input():
+            return out
+        now = self._clock(now)
+        if tid is None:
+            book.plain_counter += 1
+            plain = TaskId(PLAIN_PREFIX + self.member_id, subject, book.plain_counter)
+            task = Task(plain, False, payload)
+        else:
+            task = Task(tid, True, payload)
+        self._new_task(book, task, now, out)
+        return out
+
+    def complete(self, tid: TaskId, now: float) -> QueueOutputs:
+        """This member's program finished task ``tid`` (it confirmed the message).
+
+        Completing a task this worker does not hold raises
+        :class:`~rvasync.errors.NotPermitted`.
+        """
+        task = self._held.get(tid)
+        if task is None:
+            raise NotPermitted(f"task {tid} is not held by this worker of queue {self.name!r}")
+        now = self._clock(now)
+        out = QueueOutputs()
+        del self._held[tid]
+        self._done_memory[tid] = now
+        book = self._book
+        if book is not None:
+            self._completed(book, tid, task.certified, self.member_id, now, out)
+            self._drain_backlog(book, now, out)
+        else:
+            self._done_unacked[tid] = (task.certified, now)
+            out.records.append(
+                QueueRecord(
+                    RecordKind.COMPLETE,
+                    self.name,
+                    self.member_id,
+                    SCHEDULER,
+                    tasks=((tid, task.certified),),
+                )
+            )
+        return out
+
+    def set_worker_weight(self, weight: int, now: float) -> QueueOutputs:
+        self._worker_weight = validate_worker_weight(weight)
+        return self._changed(now)
+
+    def set_worker_tasks(self, tasks: int, now: float) -> QueueOutputs:
+        self._worker_tasks = validate_worker_tasks(tasks)
+        return self._changed(now)
+
+    def set_complete_time(self, seconds: float, now: float) -> QueueOutputs:
+        """New complete time; it applies to tasks accepted from now on."""
+        self._complete_time = validate_complete_time(seconds)
+        return self._changed(now)
+
+    def set_backlog_limit(self, limit: int, now: float) -> QueueOutputs:
+        self._backlog_limit = validate_backlog_limit(limit)
+        return self._changed(now)
+
+    def handle_timer(self, now: float) -> QueueOutputs:
+        out = QueueOutputs()
+        if not self._active_input():
+            return out
+        now = self._clock(now)
+        self._absorb_ft(self._ft.handle_timer(now), now, out)
+        for member, peer in list(self._peers.items()):
+            if peer.heard + self.activation <= now:
+                self._peer_left(member, now, out)
+        book = self._book
+        if book is not None:
+            self._run_due(book, now, out)
+        if now >= self._next_status:
+            self._send_status(now, out)
+        if now >= self._next_sweep:
+            self._sweep(now)
+        return out
+
+    # -- worker half -----------------------------------------------------------
+
+    def _accept(self, task: Task, scheduler: str, now: float, out: QueueOutputs) -> None:
+        tid = task.id
+        if tid in self._held:
+            if scheduler != self.member_id:
+                self._reply(RecordKind.ACCEPT, scheduler, tid, task.certified, out)
+            return
+        if tid in self._done_memory:
+            if scheduler != self.member_id:
+                self._reply(RecordKind.COMPLETE, scheduler, tid, task.certified, out)
+            return
+        self._held[tid] = task
+        out.deliveries.append(task)
+        if scheduler != self.member_id:
+            self._reply(RecordKind.ACCEPT, scheduler, tid, task.certified, out)
+
+    def _reply(
+        self, kind: RecordKind, to: str, tid: TaskId, certified: bool, out: QueueOutputs
+    ) -> None:
+        out.records.append(
+            QueueRecord(kind, self.name, self.member_id, to, tasks=((tid, certified),))
+        )
+
+    def _send_status(self, now: float, out: QueueOutputs) -> None:
+        self._status_seq += 1
+        out.records.append(
+            QueueRecord(
+                RecordKind.STATUS,
+                self.name,
+                self.member_id,
+                GROUP,
+                seq=self._status_seq,
+                weight=self._worker_weight,
+                capacity=self._worker_tasks,
+                tasks=tuple((tid, t.certified) for tid, t in self._held.items()),
+                done=tuple((tid, c) for tid, (c, _) in self._done_unacked.items()),
+            )
+        )
+        self._next_status = now + self.heartbeat
+
+    def _changed(self, now: float) -> QueueOutputs:
+        out = QueueOutputs()
+        if not self._active_input():
+            return out
+        now = self._clock(now)
+        self._send_status(now, out)
+        if self._book is not None:
+            self._drain_backlog(self._book, now, out)
+        return out
+
+    def _sweep(self, now: float) -> None:
+        horizon = now - self._memory
+        for tid in [k for k, t in self._done_memory.items() if t < horizon]:
+            del self._done_memory[tid]
+        for member in [k for k, t in self._gone.items() if t < horizon]:
+            del self._gone[member]
+        for tid in [k for k, (_, t) in self._done_unacked.items() if t < horizon]:
+            del self._done_unacked[tid]
+        book = self._book
+        if book is not None:
+            for tid in [k for k, t in book.confirmed.items() if t < horizon]:
+                del book.confirmed[tid]
+            for tid in [k for k, (_, t) in book.early_done.items() if t < horizon]:
+                del book.early_done[tid]
+        self._next_sweep = now + self.activation
+
+    # -- membership ------------------------------------------------------------
+
+    def _on_status(self, rec: QueueRecord, now: float, out: QueueOutputs) -> None:
+        if rec.member in self._gone:
+            return
+        peer = self._peers.get(rec.member)
+        if peer is not None and rec.seq <= peer.seq:
+            return
+        held = {tid for tid, _ in rec.tasks}
+        done = dict(rec.done)
+        if peer is None:
+            peer = PeerView(rec.member, rec.seq, rec.weight, rec.capacity, held, done, now)
+            self._peers[rec.member] = peer
+        else:
+            peer.seq, peer.weight, peer.capacity = rec.seq, rec.weight, rec.capacity
+            peer.held, peer.done, peer.heard = held, done, now
+        book = self._book
+        if book is None:
+            return
+        for tid in held:
+            a = book.tasks.get(tid)
+            if a is not None and a.worker == rec.member and not a.accepted:
+                self._mark_accepted(book, a, now)
+        for tid, certified in done.items():
+            self._completed(book, tid, certified, rec.member, now, out)
+        self._drain_backlog(book, now, out)
+
+    def _peer_left(self, member: str, now: float, out: QueueOutputs) -> None:
+        if self._peers.pop(member, None) is None and member not in self._gone:
+            return
+        book = self._book
+        if book is None:
+            return
+        for tid in list(book.by_worker.get(member, ())):
+            a = book.tasks[tid]
+            self.stats.reassigned_exit += 1
+            self._assign(book, a, now, out, exclude=member)
+        book.by_worker.pop(member, None)
+        self._drain_backlog(book, now, out)
+
+    # -- scheduler half ----------------------------------------------------------
+
+    def _absorb_ft(self, ft: FtOutputs, now: float, out: QueueOutputs) -> None:
+        out.ft_records.extend(ft.records)
+        out.advisories.extend(ft.advisories)
+        for action in ft.actions:
+            if action is FtAction.ACTIVATE and self._book is None:
+                self._activate(now, out)
+            elif action is FtAction.DEACTIVATE and self._book is not None:
+                self._deactivate(now, out)
+
+    def _activate(self, now: float, out: QueueOutputs) -> None:
+        book = self._book = SchedulerBook()
+        out.roles.append(True)
+        out.advisories.append(self._role_advisory("SCHEDULER.ACTIVE"))
+        # Own completions no scheduler acknowledged: their tasks will come back from
+        # their senders (unconfirmed), and are confirmed then without new processing.
+        for tid, (certified, _) in list(self._done_unacked.items()):
+            self._completed(book, tid, certified, self.member_id, now, out)
+
+    def _deactivate(self, now: float, out: QueueOutputs) -> None:
+        book = self._book
+        assert book is not None
+        self._book = None
+        out.roles.append(False)
+        out.advisories.append(self._role_advisory("SCHEDULER.INACTIVE"))
+        for a in book.tasks.values():
+            # Certified tasks come back to the next scheduler from their senders;
+            # an uncertified one that no worker holds cannot: report its loss.
+            if a.worker is None and not a.task.certified:
+                self.stats.dropped_uncertified += 1
+                out.advisories.append(self._overflow(a.task, DEACTIVATED_REASON))
+
+    def _role_advisory(self, condition: str) -> QueueAdvisory:
+        return QueueAdvisory("INFO", condition, self.name, (("name", self.name),))
+
+    def _overflow(self, task: Task, reason: str) -> QueueAdvisory:
+        return QueueAdvisory(
+            "WARN",
+            "SCHEDULER.OVERFLOW",
+            self.name,
+            (
+                ("name", self.name),
+                ("subject", task.id.subject),
+                ("sender", task.id.sender),
+                ("seqno", task.id.seq),
+                ("reason", reason),
+            ),
+        )
+
+    def _new_task(self, book: SchedulerBook, task: Task, now: float, out: QueueOutputs) -> None:
+        tid = task.id
+        if tid in book.tasks:
+            return
+        if tid in book.confirmed:
+            out.confirms.append(task)
+            return
+        # Already completed by a worker (heard in its COMPLETE or STATUS)?
+        early = book.early_done.pop(tid, None)
+        doer = early[0] if early is not None else None
+        if doer is None:
+            if tid in self._done_memory and tid not in self._held:
+                doer = self.member_id
+            else:
+                doer = next((p.member for p in self._peers.values() if tid in p.done), None)
+        self.stats.tasks += 1
+        if doer is not None:
+            book.confirmed[tid] = now
+            self.stats.completed += 1
+            out.confirms.append(task)
+            self._ack(doer, tid, task.certified, out)
+            return
+        holder = self.member_id if tid in self._held else None
+        if holder is None:
+            holder = next((p.member for p in self._peers.values() if tid in p.held), None)
+        if (
+            holder is None
+            and self._backlog_limit
+            and self._pick(book, None) is None
+            and self.backlog >= self._backlog_limit
+        ):
+            self.stats.overflow += 1
+            out.advisories.append(self._overflow(task, OVERFLOW_REASON))
+            return
+        a = book.tasks[tid] = Assignment(task)
+        if holder is not None:
+            self.stats.adopted += 1
+            book.place(a, holder)
+            self._mark_accepted(book, a, now)
+            return
+        self._assign(book, a, now, out)
+
+    def _pick(self, book: SchedulerBook, exclude: str | None) -> str | None:
+        best: tuple[int, int, str] | None = None
+        for p in self._peers.values():
+            if p.member == exclude or p.capacity <= self._peer_load(book, p):
+                continue
+            key = (-p.weight, book.last_pick.get(p.member, -1), p.member)
+            if best is None or key < best:
+                best = key
+        if best is not None:
+            return best[2]
+        if exclude != self.member_id and len(self._held) < self._worker_tasks:
+            return self.member_id
+        return None
+
+    def _peer_load(self, book: SchedulerBook, p: PeerView) -> int:
+        mine = book.by_worker.get(p.member)
+        extra = sum(1 for tid in p.held if tid not in book.tasks and tid not in book.confirmed)
+        return (len(mine) if mine else 0) + extra
+
+    def _assign(
+        self,
+        book: SchedulerBook,
+        a: Assignment,
+        now: float,
+        out: QueueOutputs,
+        exclude: str | None = None,
+    ) -> None:
+        worker = self._pick(book, exclude)
+        book.place(a, worker)
+        a.accepted = False
+        a.complete_by = math.inf
+        if worker is None:
+            book.backlog.append(a.task.id)
+            return
+        self.stats.assigned += 1
+        book.tick += 1
+        book.last_pick[worker] = book.tick
+        out.assigned.append((a.task.id, worker))
+        if worker == self.member_id:
+            self._accept(a.task, self.member_id, now, out)
+            self._mark_accepted(book, a, now)
+            return
+        self._send_assign(a, out)
+        a.resend_at = now + self.heartbeat
+        a.accept_by = now + self.activation
+        book.schedule(a.resend_at, a.task.id, a.version)
+
+    def _send_assign(self, a: Assignment, out: QueueOutputs) -> None:
+        assert a.worker is not None
+        out.records.append(
+            QueueRecord(
+                RecordKind.ASSIGN,
+                self.name,
+                self.member_id,
+                a.worker,
+                tasks=((a.task.id, a.task.certified),),
+                payload=a.task.payload,
+            )
+        )
+
+    def _mark_accepted(self, book: SchedulerBook, a: Assignment, now: float) -> None:
+        a.accepted = True
+        a.version += 1
+        if self._complete_time and a.task.certified:
+            a.complete_by = now + self._complete_time
+            book.schedule(a.complete_by, a.task.id, a.version)
+
+    def _run_due(self, book: SchedulerBook, now: float, out: QueueOutputs) -> None:
+        for tid, version in book.pop_due(now):
+            a = book.tasks.get(tid)
+            if a is None or a.version != version or a.worker is None:
+                continue
+            if a.accepted:
+                if now >= a.complete_by:
+                    self.stats.reassigned_complete_time += 1
+                    self._assign(book, a, now, out, exclude=a.worker)
+            elif now >= a.accept_by:
+                self.stats.reassigned_unaccepted += 1
+                self._assign(book, a, now, out, exclude=a.worker)
+            else:
+                self._send_assign(a, out)
+                a.resend_at = now + self.heartbeat
+                book.schedule(min(a.resend_at, a.accept_by), tid, a.version)
+        self._drain_backlog(book, now, out)
+
+    def _drain_backlog(self, book: SchedulerBook, now: float, out: QueueOutputs) -> None:
+        while book.backlog:
+            a = book.tasks.get(book.backlog[0])
+            if a is None or a.worker is not None:
+                book.backlog.popleft()
+                continue
+            if self._pick(book, None) is None:
+                return
+            book.backlog.popleft()
+            self._assign(book, a, now, out)
+
+    def _completed(
+        self,
+        book: SchedulerBook,
+        tid: TaskId,
+        certified: bool,
+        worker: str,
+        now: float,
+        out: QueueOutputs,
+    ) -> None:
+        a = book.finish(tid)
+        if a is not None:
+            book.confirmed[tid] = now
+            self.stats.completed += 1
+            if a.task.certified:
+                out.confirms.append(a.task)
+        elif tid not in book.confirmed and certified:
+            # Completed under an earlier scheduler and not yet retransmitted by
+            # its sender: confirm it when it arrives. The worker keeps reporting
+            # it until then, so the knowledge survives this scheduler too.
+            book.early_done[tid] = (worker, now)
+            return
+        self._ack(worker, tid, certified, out)
+
+    def _ack(self, worker: str, tid: TaskId, certified: bool, out: QueueOutputs) -> None:
+        if worker == self.member_id:
+            self._done_unacked.pop(tid, None)
+        else:
+            out.records.append(
+                QueueRecord(
+                    RecordKind.ACK, self.name, self.member_id, worker, tasks=((tid, certified),)
+                )
+            )
+
+    # -- plumbing ----------------------------------------------------------------
+
+    def _active_input(self) -> bool:
+        return self._joined and not self._left
+
+    def _clock(self, now: float) -> float:
+        if isinstance(now, bool) or not isinstance(now, int | float) or math.isnan(now):
+            raise InvalidArgument(f"now must be a number of seconds, got {now!r}")
+        if now > self._now:
+            self._now = float(now)
+        return self._now

@@ -1,0 +1,84 @@
+"""Distributed queue parameters and their checks (spec chapter 12, "Scheduler Parameters").
+
+Scheduler weight, heartbeat and activation intervals are fault tolerance
+parameters (the scheduler is elected by the fault tolerance core), so they are
+checked by :func:`rvasync.protocol.ft.validate_member_parameters`. The worker
+parameters and the complete time are the queue's own.
+"""
+
+from __future__ import annotations
+
+import math
+
+from rvasync.errors import InvalidArgument
+from rvasync.protocol.cm.names import check_correspondent_name
+
+__all__ = [
+    "DONE_MEMORY_FACTOR",
+    "group_of",
+    "validate_backlog_limit",
+    "validate_complete_time",
+    "validate_queue_name",
+    "validate_worker_tasks",
+    "validate_worker_weight",
+]
+
+DONE_MEMORY_FACTOR = 20.0
+"""Completed task ids are remembered this many activation intervals.
+
+A retransmitted assignment or task that arrives later than that is treated as
+new. Twenty intervals outlast any retransmission the protocols make.
+"""
+
+
+def validate_queue_name(name: object) -> str:
+    """The queue's name is a reusable correspondent name shared by every member."""
+    if not isinstance(name, str):
+        raise InvalidArgument(f"distributed queue name must be a str, got {type(name).__name__}")
+    check_correspondent_name(name)
+    return name
+
+
+def group_of(name: str) -> str:
+    """The fault tolerance group that elects the scheduler of queue ``name``.
+
+    A prefix keeps it apart from an ordinary fault tolerance group of the same
+    name (a program cannot be in both, chapter 12 "Fault Tolerance versus
+    Distributed Queues", yet two programs may pick the same word).
+    """
+    return "_RVCMQ." + name
+
+
+def _integer(what: str, value: object, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgument(f"{what} must be an integer, got {value!r}")
+    if value < minimum:
+        raise InvalidArgument(f"{what} must be at least {minimum}, got {value}")
+    return value
+
+
+def validate_worker_weight(value: object) -> int:
+    """Worker weight: a positive integer (default 1), higher gets tasks first."""
+    return _integer("worker_weight", value, 1)
+
+
+def validate_worker_tasks(value: object) -> int:
+    """Task capacity: 0 (a dedicated scheduler that never works) or more."""
+    return _integer("worker_tasks", value, 0)
+
+
+def validate_backlog_limit(value: object) -> int:
+    """Scheduler task backlog limit: 0 means unlimited (the queue never overflows)."""
+    return _integer("backlog_limit", value, 0)
+
+
+def validate_complete_time(value: object) -> float:
+    """Complete time in seconds: 0 (wait for completion forever) or a positive finite number."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidArgument(f"complete_time must be a number of seconds, got {value!r}")
+    value = float(value)
+    if not math.isfinite(value) or value < 0:
+        raise InvalidArgument(
+            f"complete_time must be zero or a positive finite number of seconds, got {value}"
+        )
+    return value

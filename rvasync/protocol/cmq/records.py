@@ -1,0 +1,169 @@
+"""Records the members of a distributed queue exchange, and the task identity.
+
+The specification leaves the member-to-member protocol to the implementation;
+this layout is rvasync's own. Scheduler election rides on the fault tolerance
+records (:mod:`rvasync.protocol.ft`); these records carry the work:
+
+``STATUS``   every member, every heartbeat interval, to the group: its worker
+             weight and task capacity, the tasks it holds (accepted, not yet
+             complete) and the tasks it completed that no scheduler has
+             acknowledged yet. State, not events: a lost record is repaired by
+             the next one, and a new scheduler learns at once who holds what.
+``ASSIGN``   scheduler to one worker: the task, its payload and whether it is
+             certified. Repeated until accepted.
+``ACCEPT``   worker to the scheduler that assigned: the worker has the task.
+``COMPLETE`` worker to the scheduler: the worker's program finished tasks.
+``ACK``      scheduler to a worker: these completions are confirmed to their
+             senders, the worker may forget them.
+``BYE``      a member leaving the queue: its tasks are reassigned at once.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from rvasync.errors import MalformedMessage
+
+__all__ = ["GROUP", "RECORD_VERSION", "SCHEDULER", "QueueRecord", "RecordKind", "TaskId"]
+
+RECORD_VERSION = 1
+
+GROUP = ""
+"""Destination of a record for every member."""
+
+SCHEDULER = "*"
+"""Destination of a record for whichever member is the active scheduler."""
+
+
+class TaskId(NamedTuple):
+    """A task is the certified message (sender name, subject, sequence number).
+
+    Uncertified tasks get a sender of ``"plain:" + scheduler member id`` and a
+    counter, unique for as long as workers remember completed ids.
+    """
+
+    sender: str
+    subject: str
+    seq: int
+
+
+class RecordKind(enum.StrEnum):
+    STATUS = "STATUS"
+    ASSIGN = "ASSIGN"
+    ACCEPT = "ACCEPT"
+    COMPLETE = "COMPLETE"
+    ACK = "ACK"
+    BYE = "BYE"
+
+
+@dataclass(frozen=True, slots=True)
+class QueueRecord:
+    """One record; fields a kind does not use keep their defaults.
+
+    ``to`` is :data:`GROUP`, :data:`SCHEDULER` or a member id. ``tasks`` lists
+    (task id, certified) pairs: the held tasks of a STATUS, the task of an
+    ASSIGN or ACCEPT, the completions of a COMPLETE or ACK. ``done`` is the
+    unacknowledged completions of a STATUS.
+    """
+
+    kind: RecordKind
+    queue: str
+    member: str
+    to: str = GROUP
+    seq: int = 0
+    weight: int = 0
+    capacity: int = 0
+    tasks: tuple[tuple[TaskId, bool], ...] = ()
+    done: tuple[tuple[TaskId, bool], ...] = ()
+    payload: bytes = b""
+
+    def to_fields(self) -> dict[str, str | int | bytes]:
+        """A flat mapping of simple values, ready to become message fields."""
+        body = json.dumps(
+            [
+                self.seq,
+                self.weight,
+                self.capacity,
+                [[t.sender, t.subject, t.seq, c] for t, c in self.tasks],
+                [[t.sender, t.subject, t.seq, c] for t, c in self.done],
+            ],
+            separators=(",", ":"),
+        )
+        fields: dict[str, str | int | bytes] = {
+            "v": RECORD_VERSION,
+            "k": self.kind.value,
+            "q": self.queue,
+            "m": self.member,
+            "to": self.to,
+            "b": body,
+        }
+        if self.payload:
+            fields["p"] = self.payload
+        return fields
+
+    @classmethod
+    def from_fields(cls, fields: Mapping[str, object]) -> QueueRecord:
+        """Rebuild a record; :class:`~rvasync.errors.MalformedMessage` names what is wrong."""
+        try:
+            version = fields["v"]
+            kind = RecordKind(str(fields["k"]))
+            queue, member, to, body = fields["q"], fields["m"], fields["to"], fields["b"]
+        except (KeyError, ValueError, TypeError) as exc:
+            raise MalformedMessage(f"distributed queue record lacks or garbles {exc}") from None
+        if version != RECORD_VERSION or isinstance(version, bool):
+            raise MalformedMessage(f"distributed queue record version {version!r} is not supported")
+        if not (isinstance(queue, str) and isinstance(member, str) and member):
+            raise MalformedMessage("distributed queue record needs string queue and member fields")
+        if not isinstance(to, str) or not isinstance(body, str):
+            raise MalformedMessage("distributed queue record needs string 'to' and 'b' fields")
+        payload = fields.get("p", b"")
+        if not isinstance(payload, bytes | bytearray):
+            raise MalformedMessage("distributed queue record payload must be bytes")
+        try:
+            seq, weight, capacity, tasks, done = json.loads(body)
+            counters = (seq, weight, capacity)
+            ok = all(isinstance(x, int) and not isinstance(x, bool) for x in counters)
+            return (
+                cls(
+                    kind,
+                    queue,
+                    member,
+                    to,
+                    seq,
+                    weight,
+                    capacity,
+                    _tasks(tasks),
+                    _tasks(done),
+                    bytes(payload),
+                )
+                if ok
+                else _bad("counters must be integers")
+            )
+        except (ValueError, TypeError) as exc:
+            raise MalformedMessage(f"distributed queue record body is malformed: {exc}") from None
+
+
+def _bad(why: str) -> QueueRecord:
+    raise MalformedMessage(f"distributed queue record: {why}")
+
+
+def _tasks(rows: object) -> tuple[tuple[TaskId, bool], ...]:
+    if not isinstance(rows, list):
+        raise TypeError("task list must be a list")
+    out = []
+    for row in rows:
+        sender, subject, seq, certified = row
+        if not (
+            isinstance(sender, str)
+            and isinstance(subject, str)
+            and isinstance(seq, int)
+            and not isinstance(seq, bool)
+            and isinstance(certified, bool)
+        ):
+            raise TypeError(f"bad task entry {row!r}")
+        out.append((TaskId(sender, subject, seq), certified))
+    return tuple(out)

@@ -1,0 +1,128 @@
+"""Ad-hoc measurement (not a test, not part of the benchmark harness) of distributed queues.
+
+Throughput: one certified sender (this process), a dedicated scheduler, a
+backup scheduler and four worker processes (``tests/cmqpeer.py``, trivial
+tasks) on a loopback service; the time from the first send until the sender's
+ledger is empty. Failover: with a trickle of tasks flowing, kill -9 the
+scheduler and time its successor's SCHEDULER.ACTIVE and the first task a
+worker starts after it.
+
+Usage: python tests/cmq_bench.py [TASKS [CAPACITY]]
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import rvasync as rv
+from rvasync.testing import LOOPBACK, free_port
+
+PEER = str(Path(__file__).with_name("cmqpeer.py"))
+
+
+async def main(tasks: int, capacity: str) -> None:
+    service = str(free_port())
+    procs: dict[str, asyncio.subprocess.Process] = {}
+    events: dict[str, list[dict[str, Any]]] = {}
+    readers = []
+
+    async def start(name: str, *opts: str) -> None:
+        argv = [PEER, "--service", service, "--network", LOOPBACK, "--queue", "BENCH.Q"]
+        argv += ["--name", name, "--heartbeat", "0.25", "--activation", "1.0", *opts]
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-u", *argv, stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        procs[name], events[name] = proc, []
+
+        async def read() -> None:
+            assert proc.stdout is not None
+            async for line in proc.stdout:
+                events[name].append(json.loads(line))
+
+        readers.append(asyncio.create_task(read()))
+
+    def role(name: str) -> bool:
+        roles = [e["scheduler"] for e in events[name] if e["event"] == "role"]
+        return bool(roles) and roles[-1]
+
+    await start("sched", "--scheduler-weight", "9", "--worker-tasks", "0")
+    await start("backup", "--scheduler-weight", "5", "--worker-tasks", "0")
+    for i in range(4):
+        await start(f"w{i}", "--worker-tasks", capacity)
+    async with asyncio.timeout(60):
+        while not role("sched") or not all(
+            any(e["event"] == "ready" for e in ev) for ev in events.values()
+        ):
+            await asyncio.sleep(0.05)
+    await asyncio.sleep(1.0)
+    try:
+        async with rv.Transport(service, network=LOOPBACK) as transport:
+            sender = rv.CmTransport(transport, "BENCH.SENDER")
+            await sender.add_listener("BENCH.Q", "JOBS.RUN")
+
+            def unconfirmed() -> int:
+                reviews = sender.review_ledger("JOBS.RUN")
+                return reviews[0].total_messages if reviews else 0
+
+            began = time.monotonic()
+            for n in range(tasks):
+                await sender.send(rv.Message("JOBS.RUN", {"n": n}))
+            async with asyncio.timeout(120):
+                while unconfirmed():
+                    await asyncio.sleep(0.005)
+            took = time.monotonic() - began
+            print(f"throughput: {tasks} tasks in {took:.2f} s = {tasks / took:.0f} tasks/s "
+                  f"(4 workers, capacity {capacity} each)")  # fmt: skip
+
+            async def trickle() -> None:
+                n = tasks
+                while True:
+                    await sender.send(rv.Message("JOBS.RUN", {"n": n}))
+                    n += 1
+                    await asyncio.sleep(0.01)
+
+            trickling = asyncio.create_task(trickle())
+            await asyncio.sleep(1.0)
+            killed = time.monotonic()
+            procs["sched"].kill()
+            async with asyncio.timeout(30):
+                while not role("backup"):
+                    await asyncio.sleep(0.005)
+                active = next(
+                    e["t"] for e in events["backup"] if e["event"] == "role" and e["scheduler"]
+                )
+                while True:
+                    after = [
+                        e["t"]
+                        for name, evs in events.items()
+                        if name.startswith("w")
+                        for e in evs
+                        if e["event"] == "start" and e["t"] > active
+                    ]
+                    if after:
+                        break
+                    await asyncio.sleep(0.005)
+            first = min(after) - killed
+            print(
+                f"failover: successor active {active - killed:.2f} s after kill -9, first task "
+                f"started {first:.2f} s after (activation 1.0 s, heartbeat 0.25 s)"
+            )
+            trickling.cancel()
+    finally:
+        for proc in procs.values():
+            if proc.returncode is None:
+                proc.kill()
+            await proc.wait()
+
+
+if __name__ == "__main__":
+    arguments = sys.argv[1:]
+    asyncio.run(
+        main(int(arguments[0]) if arguments else 2000, arguments[1] if arguments[1:] else "8")
+    )
