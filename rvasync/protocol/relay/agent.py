@@ -254,7 +254,10 @@ class RelayAgentCore:
             if frame.epoch != client.epoch:
                 client.epoch = frame.epoch
                 client.outbound = InStream()
-                client.outbound.start(1)
+            if client.outbound.received < frame.first - 1:
+                # Items before ``first`` were acknowledged to the client (by an
+                # earlier instance of this agent, maybe): take up from there.
+                client.outbound.start(frame.first)
             store = client.store
             if frame.received >= store.acked:
                 before = store.acked

@@ -138,6 +138,7 @@ class RelayClient:
         """Start (or keep) trying to reach the agent; returns at once (non-blocking)."""
         self._check_open()
         if self.state in (ClientState.DISCONNECTED, ClientState.DISCONNECTING):
+            self._bye_deadline = None  # a disconnect under way is called off
             self._no_response_advised = False
             self._locates = 0
             self._locate(now)
@@ -334,6 +335,7 @@ class RelayClient:
                 self._session,
                 self.address,
                 self._epoch,
+                self._outbox.first,
                 self._inbox.received,
                 tuple(sorted(self._listens)),
             )

@@ -13,8 +13,9 @@ Kinds (``C`` client, ``A`` agent):
   one too (``client`` empty) to find another live agent of the same name.
 * ``Here`` (A, point-to-point): my address and my instance id.
 * ``Connect`` (C): open a session; carries the client's whole listening
-  state (it is the master), the epoch of its outbound stream and the last
-  inbound item it received (``-1``: this process received none).
+  state (it is the master), the epoch of its outbound stream with the
+  first item of it not yet acknowledged, and the last inbound item it
+  received (``-1``: this process received none).
 * ``Accept`` (A): the session is open; the last outbound item of that
   epoch the agent has, and the first inbound item it will push.
 * ``Push`` (both): items numbered ``first``, ``first + 1``, ...
@@ -80,6 +81,7 @@ class Connect:
     session: int
     address: str
     epoch: int
+    first: int
     received: int
     listens: tuple[tuple[str, str], ...]
 
@@ -143,7 +145,7 @@ _KINDS = {tag: cls for cls, tag in _TAGS.items()}
 _SHAPES: dict[str, tuple[type | tuple[type, ...], ...]] = {
     "L": (str, str, str, str),
     "H": (str, str, str),
-    "C": (str, int, str, int, int, (list, tuple)),
+    "C": (str, int, str, int, int, int, (list, tuple)),
     "A": (int, int, int),
     "P": (int, int, (list, tuple)),
     "K": (int, int),
@@ -182,7 +184,7 @@ def decode_frame(data: bytes) -> Frame:
         if not isinstance(value, kind) or isinstance(value, bool):
             raise MalformedMessage(f"relay frame {tag!r}: bad value {value!r}")
     if tag == "C":
-        listens = args[5]
+        listens = args[6]
         if not all(
             isinstance(p, tuple) and len(p) == 2 and all(isinstance(x, str) for x in p)
             for p in listens
