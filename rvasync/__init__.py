@@ -28,6 +28,7 @@ from rvasync.ftdriver import FtMember, FtMonitor
 from rvasync.message import CmLabel, Field, Message
 from rvasync.protocol.ft import FtAction
 from rvasync.queues import LimitPolicy, Queue, QueueGroup, default_queue
+from rvasync.relaydriver import RelayAgent
 from rvasync.rvdatetime import DateTime
 from rvasync.subjects import SubjectIndex, subject_matches, validate_subject
 from rvasync.timers import Timer
@@ -61,6 +62,7 @@ __all__ = [
     "Queue",
     "QueueDestroyed",
     "QueueGroup",
+    "RelayAgent",
     "RequestTimeout",
     "RvError",
     "SubjectIndex",

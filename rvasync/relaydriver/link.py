@@ -1,0 +1,229 @@
+"""``RelayLink``: the asyncio driver of a CM transport's link to its relay agent.
+
+``CmTransport(..., relay_agent=NAME)`` sends every message through
+:meth:`emit` instead of the network, and opens its internal listeners with
+:meth:`listen` instead of on the transport: the relay agent listens on
+those subjects for it and pushes back what arrived, which this driver puts
+in the listener's queue exactly as a transport listener would have (same
+queue, same closure). Frames to and from the agent travel on the employed
+transport (locate by multicast, then point-to-point inboxes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import time
+from collections.abc import Awaitable
+
+from rvasync._logging import stderr_logger
+from rvasync.errors import InvalidArgument, QueueDestroyed, RvError, TransportClosed
+from rvasync.message import Message
+from rvasync.protocol.cm.advisories import Advisory
+from rvasync.protocol.relay import Inbound, RelayClient, RelayTiming, SendFrame
+from rvasync.queues import Queue
+from rvasync.relaydriver.frames import FRAME_FIELD, frame_message
+from rvasync.subjects import subject_matches
+from rvasync.transport.base import BaseTransport
+
+__all__ = ["RelayLink", "RelayListener"]
+
+_CONFIRM_REQUEST = "confirm_request"
+
+
+class RelayListener:
+    """What :meth:`RelayLink.listen` returns: an internal listener served by the relay."""
+
+    def __init__(self, link: RelayLink, subject: str, queue: Queue, closure: str) -> None:
+        self.subject = subject
+        self.queue = queue
+        self.closure = closure
+        self._link = link
+        self.closed = False
+
+    def close_now(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self._link.unlisten(self)
+
+
+class RelayLink:
+    """Correspondent ``client``'s link to relay agent ``agent`` over ``transport``."""
+
+    def __init__(
+        self,
+        transport: BaseTransport,
+        client: str,
+        agent: str,
+        *,
+        timing: RelayTiming | None = None,
+    ) -> None:
+        if timing is not None and not isinstance(timing, RelayTiming):
+            raise InvalidArgument(
+                f"relay timing must be a RelayTiming, not {type(timing).__name__}"
+            )
+        self._transport = transport
+        self._loop = asyncio.get_running_loop()
+        address = transport.create_inbox()
+        epoch = int.from_bytes(os.urandom(5), "big") or 1
+        self._core = RelayClient(client, agent, address, epoch=epoch, timing=timing)
+        self._frames = Queue(name=f"relaylink:{client}")
+        self._inbox = transport.listen(address, queue=self._frames)
+        self._listeners: dict[tuple[str, str], list[RelayListener]] = {}
+        self._task = self._loop.create_task(self._pump(), name=f"relaylink:{client}")
+        self._timer: asyncio.TimerHandle | None = None
+        self._finished: asyncio.Event = asyncio.Event()
+        self._closed = False
+
+    @property
+    def agent(self) -> str:
+        return self._core.agent
+
+    @property
+    def state(self) -> str:
+        """``disconnected``, ``locating``, ``connecting``, ``connected``, ``disconnecting``..."""
+        return self._core.state
+
+    @property
+    def connected(self) -> bool:
+        return self._core.connected
+
+    @property
+    def stored(self) -> int:
+        """Outbound events the agent has not acknowledged yet (stored while disconnected)."""
+        return self._core.stored
+
+    # --- calls from the CM transport -----------------------------------------------------
+
+    def connect(self) -> None:
+        self._finished.clear()
+        self._core.connect(time.time())
+        self._process()
+
+    def disconnect(self) -> None:
+        self._finished.clear()
+        self._core.disconnect(time.time())
+        self._process()
+
+    def emit(self, msg: Message) -> Awaitable[None] | None:
+        """Send ``msg`` through the agent (stored while disconnected); never blocks."""
+        if self._closed:
+            raise TransportClosed(f"the relay link of {self._core.client!r} is closed")
+        droppable = msg.get("kind") == _CONFIRM_REQUEST and "rvcm" in msg
+        self._core.emit(msg.to_bytes(), time.time(), droppable=droppable)
+        self._process()
+        return None
+
+    def listen(self, subject: str, *, queue: Queue, closure: str) -> RelayListener:
+        listener = RelayListener(self, subject, queue, closure)
+        key = (subject, closure)
+        entries = self._listeners.setdefault(key, [])
+        entries.append(listener)
+        if len(entries) == 1:
+            self._core.listen(subject, closure, time.time())
+            self._process()
+        return listener
+
+    def unlisten(self, listener: RelayListener) -> None:
+        key = (listener.subject, listener.closure)
+        entries = self._listeners.get(key)
+        if entries is None or listener not in entries:
+            return
+        entries.remove(listener)
+        if not entries:
+            del self._listeners[key]
+            if not self._closed:
+                self._core.unlisten(listener.subject, listener.closure, time.time())
+                self._process()
+
+    async def close(self, timeout: float) -> None:
+        """The implicit disconnect: hand over what is pending (up to ``timeout``), then stop."""
+        if self._closed:
+            return
+        self._core.close(time.time())
+        self._process()
+        if not self._core.finished:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._finished.wait(), timeout)
+        self._closed = True
+        self._inbox.close_now()
+        self._frames.destroy()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await self._task
+
+    # --- frames from the agent -------------------------------------------------------------
+
+    async def _pump(self) -> None:
+        frames = self._frames
+        while True:
+            try:
+                msg = await frames.get()
+            except QueueDestroyed:
+                return
+            while msg is not None:
+                data = msg.get(FRAME_FIELD)
+                if isinstance(data, bytes):
+                    try:
+                        self._core.receive(data, time.time())
+                        self._process()
+                    except Exception:
+                        stderr_logger().exception("relay link: a frame could not be handled")
+                msg = frames.poll()
+
+    def _process(self) -> None:
+        core = self._core
+        transport = self._transport
+        for out in core.drain():
+            if isinstance(out, SendFrame):
+                with contextlib.suppress(TransportClosed):
+                    transport.send_internal(frame_message(out.subject, out.data, core.address))
+            elif isinstance(out, Inbound):
+                self._inbound(out)
+            elif isinstance(out, Advisory):
+                with contextlib.suppress(TransportClosed):
+                    transport.present(out.to_message())
+        if core.finished:
+            self._finished.set()
+        self._reschedule()
+
+    def _inbound(self, out: Inbound) -> None:
+        try:
+            msg = Message.from_bytes(out.data)
+        except RvError:
+            stderr_logger().warning("relay link: dropped an undecodable inbound message")
+            return
+        # Every listener opened with this role shares one queue and closure;
+        # the first one that matches the subject takes it (the certified core
+        # dispatches to CM listeners itself, so one copy is enough). If none
+        # matches any more, the listening was closed meanwhile: nobody needs it.
+        subject = msg.subject or ""
+        for (pattern, role), listeners in list(self._listeners.items()):
+            if role == out.role and listeners and subject_matches(pattern, subject):
+                target = listeners[0]
+                with contextlib.suppress(QueueDestroyed):
+                    target.queue.deliver(msg.delivery_copy(target, target.closure))
+                return
+
+    # --- time ------------------------------------------------------------------------------------
+
+    def _reschedule(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._closed:
+            return
+        deadline = self._core.next_deadline()
+        if deadline is not None:
+            self._timer = self._loop.call_later(max(0.0, deadline - time.time()), self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        if self._closed:
+            return
+        self._core.handle_timer(time.time())
+        self._process()
