@@ -7,8 +7,9 @@ Agents forward to a subject-routed bus and store what matches their
 clients' listening. Relay frames suffer seeded loss, duplication and random
 delay (which reorders); messages on the bus are duplicated and reordered but
 not lost (the employed transport's reliable multicast sees to that between
-live parties: losses above it come from disconnections and restarts); the clock jumps from event to event, so
-minutes of protocol time take milliseconds and a seed is a replayable run.
+live parties: losses above it come from disconnections and restarts); the
+clock jumps from event to event, so minutes of protocol time take
+milliseconds and a seed is a replayable run.
 Records travel as tokens (an index into a table) instead of encoded
 messages: the relay never looks inside what it carries.
 """
@@ -129,8 +130,12 @@ class Sim:
 
     def add_agent(self, name: str) -> Agent:
         ledger = bytearray(new_relay_ledger(name))
-        agent = Agent(self, name, RelayAgentCore(name, f"agent:{name}:0", "i0", file_ledger=True,
-                                                 timing=RELAY_TIMING), ledger)
+        agent = Agent(
+            self,
+            name,
+            RelayAgentCore(name, f"agent:{name}:0", "i0", file_ledger=True, timing=RELAY_TIMING),
+            ledger,
+        )
         self.agents[name] = agent
         return agent
 
@@ -140,7 +145,11 @@ class Sim:
         replay = decode_relay_ledger(bytes(old.ledger), "sim", name)
         gen = old.generation + 1
         core = RelayAgentCore(
-            name, f"agent:{name}:{gen}", f"i{gen}", ledger=replay.state, file_ledger=True,
+            name,
+            f"agent:{name}:{gen}",
+            f"i{gen}",
+            ledger=replay.state,
+            file_ledger=True,
             timing=RELAY_TIMING,
         )
         agent = Agent(self, name, core, bytearray(old.ledger[: replay.valid_length]), gen)
@@ -149,11 +158,15 @@ class Sim:
 
     def add_client(self, name: str, agent: str, *, require_old: bool = False) -> Client:
         core = CmCorrespondent(
-            name, f"_RVCM.P2P.x{name}.{name}", now=self.now, require_old=require_old,
+            name,
+            f"_RVCM.P2P.x{name}.{name}",
+            now=self.now,
+            require_old=require_old,
             timing=CM_TIMING,
         )
-        relay = RelayClient(name, agent, f"client:{name}", epoch=len(self.clients) + 1,
-                            timing=RELAY_TIMING)
+        relay = RelayClient(
+            name, agent, f"client:{name}", epoch=len(self.clients) + 1, timing=RELAY_TIMING
+        )
         relay.listen(instance_route(name), "p2p", self.now)
         relay.listen(hello_subject(name), "hello", self.now)
         client = Client(self, core, relay)
@@ -191,7 +204,7 @@ class Sim:
                         agent.core.receive(data, reply, self.now)
                         agent.process()
             elif subject.startswith("client:"):
-                client = self.clients.get(subject[len("client:"):])
+                client = self.clients.get(subject[len("client:") :])
                 if client is not None:
                     client.relay.receive(data, self.now)
                     client.process()
@@ -201,6 +214,7 @@ class Sim:
     def publish(self, subject: str, token: bytes) -> None:
         for agent in list(self.agents.values()):
             if any(subject_matches(p, subject) for p in agent.core.patterns):
+
                 def arrive(agent_name: str = agent.name) -> None:
                     target = self.agents[agent_name]
                     target.core.network_message(subject, token, self.now)
@@ -220,6 +234,7 @@ class Sim:
                 (client.relay.next_deadline(), client.relay.handle_timer),
             ):
                 if deadline is not None:
+
                     def fire(h: Callable[[float], None] = handle, c: Client = client) -> None:
                         h(self.now)
                         c.process()
@@ -228,6 +243,7 @@ class Sim:
         for agent in self.agents.values():
             deadline = agent.core.next_deadline()
             if deadline is not None:
+
                 def fire_agent(a: Agent = agent) -> None:
                     a.core.handle_timer(self.now)
                     a.process()

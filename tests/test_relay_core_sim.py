@@ -71,8 +71,11 @@ def test_every_message_is_delivered_once_in_order_or_reported(
     # Both contact their agents once first (a listener must be known to its
     # agent before a sender's first message can find it, as in step 1 of the
     # specification's narrative).
-    sim.run_until(sim.now + 10)
-    assert snd.relay.connected and lis.relay.connected
+    for _ in range(60):
+        if snd.of("RELAY.CONNECTED") and lis.of("RELAY.CONNECTED"):
+            break
+        sim.run_until(sim.now + 1)
+    assert snd.of("RELAY.CONNECTED") and lis.of("RELAY.CONNECTED")
     start = sim.now
     rng = sim.rng
     limits = {}

@@ -19,8 +19,14 @@ from rvasync.message import Message
 from rvasync.protocol.relay import RelayTiming
 
 WAIT = 10.0
-QUICK = RelayTiming(locate_interval=0.1, retry=0.3, keepalive=0.5, agent_timeout=3.0,
-                    session_timeout=4.0, bye_timeout=2.0)
+QUICK = RelayTiming(
+    locate_interval=0.1,
+    retry=0.3,
+    keepalive=0.5,
+    agent_timeout=3.0,
+    session_timeout=4.0,
+    bye_timeout=2.0,
+)
 
 
 @pytest.fixture
@@ -39,12 +45,18 @@ async def _relay_pair(t, tmp_path, *, sender_agent="RA", listener_agent="RA"):
 async def test_certified_messages_flow_through_the_agent_and_are_confirmed(t, tmp_path):
     async with rv.RelayAgent(t, "RA", ledger=tmp_path / "ra.ledger", timing=QUICK) as agent:
         adv, snd, lis = await _relay_pair(t, tmp_path)
-        await until(lambda: snd.relay_state == "connected" and lis.relay_state == "connected",
-                    WAIT, "both connected")
+        await until(
+            lambda: snd.relay_state == "connected" and lis.relay_state == "connected",
+            WAIT,
+            "both connected",
+        )
         assert len(adv.of("RELAY.CONNECTED")) == 2
         listener = lis.listen("foo")
-        await until(lambda: any(c.name == "LIS" and ("foo", "data") in c.listens
-                                for c in agent.review()), WAIT, "agent listens for LIS")
+        await until(
+            lambda: any(c.name == "LIS" and ("foo", "data") in c.listens for c in agent.review()),
+            WAIT,
+            "agent listens for LIS",
+        )
         for n in range(5):
             await snd.send(Message("foo", {"n": n}))
         got = [await listener.get(WAIT) for _ in range(5)]

@@ -29,7 +29,7 @@ from rvasync.errors import RvError
 
 __all__ = ["build_parser", "main"]
 
-_COMMAND_MODULES = ("info", "subject", "decode", "daemon", "send", "listen", "record")
+_COMMAND_MODULES = ("info", "subject", "decode", "daemon", "send", "listen", "record", "relay")
 
 
 def build_parser() -> argparse.ArgumentParser:
