@@ -72,4 +72,3 @@ async def run(args: argparse.Namespace) -> int:
             await agent.close()
     print(f"rvasync relay: {args.name} stopped", file=sys.stderr, flush=True)
     return 0
-
