@@ -87,6 +87,7 @@ class RelayAgent:
         self._interests: dict[str, Any] = {}
         self._task: asyncio.Task[None] | None = None
         self._timer: asyncio.TimerHandle | None = None
+        self._deadline: float | None = None
         self._last: Message | None = None
         self._closed = False
         self._started = False
@@ -203,17 +204,28 @@ class RelayAgent:
                 msg = await queue.get()
             except QueueDestroyed:
                 return
+            now = time.time()
+            count = 0
             while msg is not None:
                 try:
-                    self._handle(msg)
+                    self._handle(msg, now)
                 except Exception:
                     stderr_logger().exception("relay agent: a message could not be handled")
+                count += 1
+                if count & 1023 == 0:
+                    self._drain()
+                    now = time.time()
                 msg = queue.poll()
+            self._drain()
 
-    def _handle(self, msg: Message) -> None:
+    def _drain(self) -> None:
+        core = self._core
+        if core is not None:
+            self._process(core.drain())
+
+    def _handle(self, msg: Message, now: float) -> None:
         core = self._core
         assert core is not None
-        now = time.time()
         if msg.closure is _FRAME:
             data = msg.get(FRAME_FIELD)
             if isinstance(data, bytes):
@@ -234,7 +246,6 @@ class RelayAgent:
             subject = msg.subject
             if subject is not None:
                 core.network_message(subject, msg.to_bytes(), now)
-        self._process(core.drain())
 
     # --- outputs -------------------------------------------------------------------------
 
@@ -290,16 +301,20 @@ class RelayAgent:
         core = self._core
         if core is None or self._closed:
             return
+        deadline = core.next_deadline()
+        if deadline == self._deadline and (deadline is None) == (self._timer is None):
+            return
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        deadline = core.next_deadline()
+        self._deadline = deadline
         if deadline is not None:
             loop = asyncio.get_running_loop()
             self._timer = loop.call_later(max(0.0, deadline - time.time()), self._on_timer)
 
     def _on_timer(self) -> None:
         self._timer = None
+        self._deadline = None
         core = self._core
         if core is None or self._closed:
             return

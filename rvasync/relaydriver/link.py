@@ -75,6 +75,10 @@ class RelayLink:
         self._timer: asyncio.TimerHandle | None = None
         self._finished: asyncio.Event = asyncio.Event()
         self._closed = False
+        self._scheduled = False
+        self._clock: float | None = None
+        self._deadline: float | None = None
+        self._routes: dict[str, list[tuple[str, RelayListener]]] | None = None
 
     @property
     def agent(self) -> str:
@@ -111,15 +115,27 @@ class RelayLink:
         if self._closed:
             raise TransportClosed(f"the relay link of {self._core.client!r} is closed")
         droppable = msg.get("kind") == _CONFIRM_REQUEST and "rvcm" in msg
-        self._core.emit(msg.to_bytes(), time.time(), droppable=droppable)
+        self._core.emit(msg.to_bytes(), self._now(), droppable=droppable)
         self._process()
         return None
+
+    def _now(self) -> float:
+        """The wall clock, read once per loop turn for a burst of sends."""
+        now = self._clock
+        if now is None:
+            now = self._clock = time.time()
+            self._loop.call_soon(self._reset_clock)
+        return now
+
+    def _reset_clock(self) -> None:
+        self._clock = None
 
     def listen(self, subject: str, *, queue: Queue, closure: str) -> RelayListener:
         listener = RelayListener(self, subject, queue, closure)
         key = (subject, closure)
         entries = self._listeners.setdefault(key, [])
         entries.append(listener)
+        self._routes = None
         if len(entries) == 1:
             self._core.listen(subject, closure, time.time())
             self._process()
@@ -131,6 +147,7 @@ class RelayLink:
         if entries is None or listener not in entries:
             return
         entries.remove(listener)
+        self._routes = None
         if not entries:
             del self._listeners[key]
             if not self._closed:
@@ -142,7 +159,7 @@ class RelayLink:
         if self._closed:
             return
         self._core.close(time.time())
-        self._process()
+        self._run()
         if not self._core.finished:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._finished.wait(), timeout)
@@ -155,6 +172,7 @@ class RelayLink:
         self._task.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await self._task
+        self._deadline = None
 
     # --- frames from the agent -------------------------------------------------------------
 
@@ -165,17 +183,25 @@ class RelayLink:
                 msg = await frames.get()
             except QueueDestroyed:
                 return
+            now = time.time()
             while msg is not None:
                 data = msg.get(FRAME_FIELD)
                 if isinstance(data, bytes):
                     try:
-                        self._core.receive(data, time.time())
-                        self._process()
+                        self._core.receive(data, now)
                     except Exception:
                         stderr_logger().exception("relay link: a frame could not be handled")
                 msg = frames.poll()
+            self._run()
 
     def _process(self) -> None:
+        """Carry out the core's outputs at the end of this loop turn (once for a burst)."""
+        if not self._scheduled:
+            self._scheduled = True
+            self._loop.call_soon(self._run)
+
+    def _run(self) -> None:
+        self._scheduled = False
         core = self._core
         transport = self._transport
         for out in core.drain():
@@ -201,28 +227,37 @@ class RelayLink:
         # the first one that matches the subject takes it (the certified core
         # dispatches to CM listeners itself, so one copy is enough). If none
         # matches any more, the listening was closed meanwhile: nobody needs it.
+        routes = self._routes
+        if routes is None:
+            routes = self._routes = {}
+            for (pattern, role), listeners in self._listeners.items():
+                if listeners:
+                    routes.setdefault(role, []).append((pattern, listeners[0]))
         subject = msg.subject or ""
-        for (pattern, role), listeners in list(self._listeners.items()):
-            if role == out.role and listeners and subject_matches(pattern, subject):
-                target = listeners[0]
-                with contextlib.suppress(QueueDestroyed):
+        for pattern, target in routes.get(out.role, ()):
+            if pattern == subject or subject_matches(pattern, subject):
+                try:
                     target.queue.deliver(msg.delivery_copy(target, target.closure))
+                except QueueDestroyed:
+                    pass  # the CM transport is closing
                 return
 
     # --- time ------------------------------------------------------------------------------------
 
     def _reschedule(self) -> None:
+        deadline = None if self._closed else self._core.next_deadline()
+        if deadline == self._deadline and (deadline is None) == (self._timer is None):
+            return
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        if self._closed:
-            return
-        deadline = self._core.next_deadline()
+        self._deadline = deadline
         if deadline is not None:
             self._timer = self._loop.call_later(max(0.0, deadline - time.time()), self._on_timer)
 
     def _on_timer(self) -> None:
         self._timer = None
+        self._deadline = None
         if self._closed:
             return
         self._core.handle_timer(time.time())

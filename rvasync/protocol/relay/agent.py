@@ -113,6 +113,8 @@ class RelayAgentCore:
         self._clients: dict[str, _Client] = {}
         self._sessions: dict[int, _Client] = {}
         self._interest: dict[str, int] = {}
+        self._due: dict[str, _Client] = {}
+        self._now = 0.0
         self.conflict: str | None = None
         """Instance id of another live agent with this name, once one was heard."""
         self.malformed = 0
@@ -146,6 +148,12 @@ class RelayAgentCore:
         return frozenset(self._interest)
 
     def drain(self) -> list[RelayOutput]:
+        """Every output since the last drain, in order (pending pushes are made now)."""
+        if self._due:
+            due = list(self._due.values())
+            self._due.clear()
+            for client in due:
+                self._flush(client, self._now)
         out = self._outputs
         self._outputs = []
         return out
@@ -354,6 +362,14 @@ class RelayAgentCore:
         self._outputs.append(SendFrame(client.address, encode_frame(frame)))
 
     def _pump(self, client: _Client, now: float) -> None:
+        """Push what can go to ``client`` once the current input is handled (at :meth:`drain`).
+
+        A burst of inbound messages then leaves in a few large frames.
+        """
+        self._due[client.name] = client
+        self._now = now
+
+    def _flush(self, client: _Client, now: float) -> None:
         session = client.session
         if session is None:
             return

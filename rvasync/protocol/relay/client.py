@@ -106,6 +106,7 @@ class RelayClient:
         self._bye_sent = False
         self._bye_deadline: float | None = None
         self._advise_disconnect = True
+        self._due: float | None = None
         self.dropped = 0
         """Droppable outbound events discarded while disconnected."""
         self.malformed = 0
@@ -128,6 +129,11 @@ class RelayClient:
         return frozenset(self._listens)
 
     def drain(self) -> list[RelayOutput]:
+        """Every output since the last drain, in order (pending frames are made now)."""
+        due = self._due
+        if due is not None:
+            self._due = None
+            self._flush(due)
         out = self._outputs
         self._outputs = []
         return out
@@ -245,9 +251,10 @@ class RelayClient:
         elif isinstance(frame, Push):
             if state == ClientState.CONNECTING:
                 return  # the Accept was lost or is late; the agent pushes again
+            append = self._outputs.append
             for item in self._inbox.accept(frame.first, frame.items):
-                if len(item) == 2 and isinstance(item[0], str) and isinstance(item[1], bytes):
-                    self._outputs.append(Inbound(item[0], item[1]))
+                if len(item) == 2 and item[0].__class__ is str and item[1].__class__ is bytes:
+                    append(Inbound(item[0], item[1]))
                 else:
                     self.malformed += 1
             self._send(Ack(self._session, self._inbox.received))
@@ -347,6 +354,14 @@ class RelayClient:
             self._outputs.append(SendFrame(address, encode_frame(frame)))
 
     def _pump(self, now: float) -> None:
+        """Send what can go, once the current input is handled (see :meth:`drain`).
+
+        Deferring lets a burst of events (a program sending in a loop) leave
+        in a few large frames rather than one frame each.
+        """
+        self._due = now
+
+    def _flush(self, now: float) -> None:
         state = self.state
         if state == ClientState.CONNECTED:
             upto = None

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,7 +52,8 @@ class ClientLedger:
     """What the agent holds for one client."""
 
     listens: set[tuple[str, str]] = field(default_factory=set)
-    items: dict[int, tuple[str, bytes]] = field(default_factory=dict)
+    items: OrderedDict[int, tuple[str, bytes]] = field(default_factory=OrderedDict)
+    """Stored items by number, oldest first (an OrderedDict: dropping the oldest is O(1))."""
     next_seq: int = 1
 
 
@@ -79,10 +81,11 @@ class AgentLedger:
             upto = record[2]
             items = state.items  # in increasing seq order (stored in that order)
             while items:
-                seq = next(iter(items))
+                seq, value = items.popitem(last=False)
                 if seq > upto:
+                    items[seq] = value
+                    items.move_to_end(seq, last=False)
                     break
-                del items[seq]
             state.next_seq = max(state.next_seq, upto + 1)
         elif kind == "n":
             state.next_seq = max(state.next_seq, record[2])

@@ -42,8 +42,10 @@ class SendFrame:
     data: bytes
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Inbound:
+    """(Not frozen: one is made per message a client receives, and frozen ones cost more.)"""
+
     role: str
     data: bytes
 
