@@ -14,7 +14,6 @@ agent keeps inbound messages for a client that is away.
 
 from __future__ import annotations
 
-from collections import deque
 from typing import Any
 
 __all__ = ["InStream", "OutStream", "item_size"]
@@ -25,37 +24,38 @@ WINDOW = 8192
 
 
 def item_size(item: tuple[Any, ...]) -> int:
-    """Rough encoded size of an item (its bytes and strings), to bound a frame."""
-    size = 8
-    for value in item:
-        if isinstance(value, (bytes, str)):
-            size += len(value)
-        else:
-            size += 9
-    return size
+    """Rough encoded size of an item (its last element is its bytes), to bound a frame."""
+    last = item[-1]
+    return 24 + (len(last) if last.__class__ is bytes or last.__class__ is str else 9)
 
 
 class OutStream:
-    """Items waiting to be acknowledged, numbered from 1 upward (never reused)."""
+    """Items waiting to be acknowledged, numbered from 1 upward (never reused).
+
+    A list with a moving head rather than a deque: :meth:`take` reads items
+    by position, which a deque does in linear time.
+    """
 
     def __init__(self, next_seq: int = 1) -> None:
-        self._items: deque[tuple[int, tuple[Any, ...], int]] = deque()  # (seq, item, lsn)
+        self._items: list[tuple[int, tuple[Any, ...], int]] = []  # (seq, item, lsn)
+        self._head = 0
         self.next_seq = next_seq
         self.acked = next_seq - 1
         self._sent = self.acked  # highest seq sent since the last go-back
         self._progress_at: float | None = None
 
     def __len__(self) -> int:
-        return len(self._items)
+        return len(self._items) - self._head
 
     @property
     def first(self) -> int:
         """The number of the oldest unacknowledged item (``next_seq`` if none)."""
-        return self._items[0][0] if self._items else self.next_seq
+        items = self._items
+        return items[self._head][0] if self._head < len(items) else self.next_seq
 
     def items(self) -> list[tuple[int, tuple[Any, ...]]]:
         """Every unacknowledged item with its number, oldest first."""
-        return [(seq, item) for seq, item, _lsn in self._items]
+        return [(seq, item) for seq, item, _lsn in self._items[self._head :]]
 
     def append(self, item: tuple[Any, ...], lsn: int = 0) -> int:
         seq = self.next_seq
@@ -67,7 +67,7 @@ class OutStream:
         """Put back an item a ledger replay found (in increasing ``seq`` order)."""
         self._items.append((seq, item, 0))
         self.next_seq = max(self.next_seq, seq + 1)
-        if len(self._items) == 1:
+        if len(self) == 1:
             self.acked = seq - 1
             self._sent = self.acked
 
@@ -75,7 +75,7 @@ class OutStream:
         """Numbering continues at ``next_seq`` at least (a ledger replay says where it was)."""
         if next_seq > self.next_seq:
             self.next_seq = next_seq
-            if not self._items:
+            if not len(self):
                 self.acked = self._sent = next_seq - 1
 
     def ack(self, seq: int, now: float) -> int:
@@ -83,10 +83,15 @@ class OutStream:
         if seq > self._sent:
             seq = min(seq, self.next_seq - 1)  # never past what exists
         items = self._items
-        count = 0
-        while items and items[0][0] <= seq:
-            items.popleft()
-            count += 1
+        head = start = self._head
+        end = len(items)
+        while head < end and items[head][0] <= seq:
+            head += 1
+        count = head - start
+        if head > 1024 and head * 2 > end:
+            del items[:head]
+            head = 0
+        self._head = head
         if seq > self.acked:
             self.acked = seq
             self._progress_at = now
@@ -113,19 +118,23 @@ class OutStream:
         holds back items numbered above it.
         """
         items = self._items
-        if not items:
+        head = self._head
+        if head >= len(items):
             return None
-        start = max(self._sent + 1, items[0][0])
-        index = start - items[0][0]
+        base = items[head][0]
+        start = max(self._sent + 1, base)
+        index = head + start - base
         if index >= len(items) or start - self.acked > WINDOW:
             return None
         out: list[tuple[Any, ...]] = []
         size = 0
-        while index < len(items) and len(out) < MAX_FRAME_ITEMS and size < MAX_FRAME_BYTES:
+        limit = min(len(items), index + MAX_FRAME_ITEMS)
+        last = self.acked + WINDOW
+        if upto is not None:
+            last = min(last, upto)
+        while index < limit and size < MAX_FRAME_BYTES:
             seq, item, lsn = items[index]
-            if durable_lsn is not None and lsn > durable_lsn:
-                break
-            if seq - self.acked > WINDOW or (upto is not None and seq > upto):
+            if seq > last or (durable_lsn is not None and lsn > durable_lsn):
                 break
             out.append(item)
             size += item_size(item)
