@@ -152,6 +152,8 @@ async def test_bad_arguments(t):
         rv.RelayAgent(t, "bad..name")
     with pytest.raises(rv.InvalidArgument):
         CmTransport(t, "X", relay_agent="RA", relay_timing="fast")  # type: ignore[arg-type]
+    with pytest.raises(rv.NotPermitted, match="reusable name"):
+        CmTransport(t, None, relay_agent="RA")
     cm = CmTransport(t, "PLAIN")
     with pytest.raises(rv.NotPermitted, match="no relay agent"):
         await cm.connect_relay()

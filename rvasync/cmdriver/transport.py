@@ -130,6 +130,11 @@ class CmTransport:
                 raise InvalidArgument(f"{flag} must be a bool, not {type(value).__name__}")
         if relay_agent is not None:
             check_correspondent_name(relay_agent, what="relay agent name")
+            if name is None:
+                raise NotPermitted(
+                    "a relay agent serves persistent correspondents: give the CM transport a "
+                    "reusable name to use relay_agent="
+                )
         if timing is not None and not isinstance(timing, CmTiming):
             raise InvalidArgument(f"timing must be a CmTiming, not {type(timing).__name__}")
         try:
