@@ -158,3 +158,45 @@ async def test_bad_arguments(t):
     with pytest.raises(rv.NotPermitted, match="no relay agent"):
         await cm.connect_relay()
     await cm.close()
+
+
+async def test_a_listener_program_that_ends_is_stored_for_until_it_runs_again(t, tmp_path):
+    """The cron-job case: each run is a new CM transport; the agent stores in between.
+
+    A new run asks its sender to resume their agreement and holds what the
+    agent pushes until the sender answers (the agent does not accept on a
+    sender's behalf), so the sender comes back during the second run here.
+    """
+    ledger = tmp_path / "job.ledger"
+    async with rv.RelayAgent(t, "RA", ledger=tmp_path / "ra.ledger", timing=QUICK) as agent:
+        snd = CmTransport(t, "SND", relay_agent="RA", timing=FAST, relay_timing=QUICK)
+        await snd.add_listener("JOB", "foo")
+        job_args = {
+            "ledger": ledger,
+            "require_old": True,
+            "relay_agent": "RA",
+            "timing": FAST,
+            "relay_timing": QUICK,
+        }
+        async with CmTransport(t, "JOB", **job_args) as job:
+            listener = job.listen("foo")
+            await snd.send(Message("foo", {"n": 1}))
+            assert payloads([await listener.get(WAIT)]) == [1]
+        # The job ended (implicit disconnect): the agent goes on listening for it.
+        for n in (2, 3, 4):
+            await snd.send(Message("foo", {"n": n}))
+        await until(lambda: agent.stored("JOB") >= 3, WAIT, "the agent stores for the job")
+        await snd.disconnect_relay()
+        await until(lambda: snd.relay_state == "disconnected", WAIT)
+        async with CmTransport(t, "JOB", **job_args) as job:
+            listener = job.listen("foo")
+            # The agent hands over what it stored as soon as the job connects ...
+            await until(lambda: agent.stored("JOB") == 0, WAIT, "the store drained to the job")
+            # ... and the messages are delivered once the sender accepts the resumption.
+            await snd.connect_relay()
+            got = [await listener.get(WAIT) for _ in range(3)]
+            assert payloads(got) == [2, 3, 4]
+            with pytest.raises(asyncio.TimeoutError):
+                await listener.get(0.3)  # nothing twice
+        await until(lambda: snd.review_ledger("foo")[0].total_messages == 0, WAIT, "confirmed")
+        await snd.close()

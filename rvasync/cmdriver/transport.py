@@ -372,6 +372,8 @@ class CmTransport:
             with contextlib.suppress(Exception):
                 await asyncio.shield(self._opening)
         core = self._core
+        if self._relay is not None:
+            self._relay.freeze()  # the agent keeps listening for us while we are away
         if core is not None:
             for listener in list(self._listeners.values()):
                 self._settle_listener(listener)

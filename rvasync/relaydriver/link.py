@@ -76,6 +76,7 @@ class RelayLink:
         self._finished: asyncio.Event = asyncio.Event()
         self._closed = False
         self._scheduled = False
+        self._frozen = False
         self._clock: float | None = None
         self._deadline: float | None = None
         self._routes: dict[str, list[tuple[str, RelayListener]]] | None = None
@@ -141,6 +142,15 @@ class RelayLink:
             self._process()
         return listener
 
+    def freeze(self) -> None:
+        """The CM transport is closing: listeners it closes now stay with the agent.
+
+        A persistent correspondent that goes away (a cron job ending, a laptop
+        program quitting) still wants the agent to store for it; only a
+        listener the program closes itself tells the agent to stop.
+        """
+        self._frozen = True
+
     def unlisten(self, listener: RelayListener) -> None:
         key = (listener.subject, listener.closure)
         entries = self._listeners.get(key)
@@ -150,7 +160,7 @@ class RelayLink:
         self._routes = None
         if not entries:
             del self._listeners[key]
-            if not self._closed:
+            if not self._closed and not self._frozen:
                 self._core.unlisten(listener.subject, listener.closure, time.time())
                 self._process()
 

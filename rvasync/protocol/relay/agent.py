@@ -273,11 +273,13 @@ class RelayAgentCore:
                 if store.acked > before:
                     self._record(("a", client.name, store.acked))
             store.rewind(now)
-            # The client is the master of the listening state: mirror it exactly.
-            wanted = set(frame.listens)
-            for pattern, role in sorted(client.ledger.listens - wanted):
-                self._unlisten(client, pattern, role)
-            for pattern, role in sorted(wanted - client.ledger.listens):
+            # The client is the master of the listening state: whatever it
+            # listens to, the agent listens to. What the agent listens to
+            # beyond that stays: a program that restarts connects before it
+            # opens its CM listeners again, and messages arriving meanwhile
+            # must be stored. Listening ends only when the client closes a
+            # listener (an "u" item in its stream).
+            for pattern, role in sorted(set(frame.listens) - client.ledger.listens):
                 self._listen(client, pattern, role)
         client.last_heard = now
         self._send(client, Accept(frame.session, client.outbound.received, client.store.first))
