@@ -170,7 +170,7 @@ class RelayLink:
             return
         self._core.close(time.time())
         self._run()
-        if not self._core.finished:
+        if not self._core.finished and not self._transport.closed:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._finished.wait(), timeout)
         self._closed = True
@@ -246,8 +246,11 @@ class RelayLink:
         subject = msg.subject or ""
         for pattern, target in routes.get(out.role, ()):
             if pattern == subject or subject_matches(pattern, subject):
+                # The message was decoded for this delivery alone: label it in place.
+                msg.listener = target
+                msg.closure = target.closure
                 try:
-                    target.queue.deliver(msg.delivery_copy(target, target.closure))
+                    target.queue.deliver(msg)
                 except QueueDestroyed:
                     pass  # the CM transport is closing
                 return
