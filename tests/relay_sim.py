@@ -22,7 +22,17 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from rvasync.protocol.cm import Advisory, CmCorrespondent, CmTiming, Deliver, Transmit
+from rvasync.protocol.cm import (
+    Advisory,
+    AppendLedger,
+    CmCorrespondent,
+    CmTiming,
+    Deliver,
+    Transmit,
+    decode_ledger,
+    encode_record,
+    new_ledger,
+)
 from rvasync.protocol.cm.names import hello_subject, instance_route
 from rvasync.protocol.cm.records import ConfirmRequest, Record
 from rvasync.protocol.relay import (
@@ -78,6 +88,10 @@ class Client:
     relay: RelayClient
     deliveries: list[tuple[str, int | None, float]] = field(default_factory=list)
     advisories: list[Advisory] = field(default_factory=list)
+    ledger: bytearray = field(default_factory=bytearray)
+    generation: int = 0
+    instances: list[int] = field(default_factory=lambda: [0])
+    """Where each process's deliveries start in ``deliveries``."""
 
     @property
     def name(self) -> str:
@@ -100,6 +114,9 @@ class Client:
                         core.confirm(out.listener_id, out.sender, out.subject, out.sequence)
                 elif isinstance(out, Advisory):
                     self.advisories.append(out)
+                elif isinstance(out, AppendLedger):
+                    self.ledger += encode_record(out.record)
+                    core.durable(out.lsn)
             for rout in relay.drain():
                 busy = True
                 if isinstance(rout, SendFrame):
@@ -156,22 +173,56 @@ class Sim:
         self.agents[name] = agent
         agent.process()
 
-    def add_client(self, name: str, agent: str, *, require_old: bool = False) -> Client:
+    def add_client(
+        self,
+        name: str,
+        agent: str,
+        *,
+        require_old: bool = False,
+        ledger: bytes | None = None,
+        generation: int = 0,
+    ) -> Client:
+        """A persistent correspondent (file ledger) behind relay agent ``agent``."""
+        state = None
+        if ledger:
+            replay = decode_ledger(ledger, expected_name=name)
+            state = replay.state
+            ledger = ledger[: replay.valid_length]
         core = CmCorrespondent(
             name,
-            f"_RVCM.P2P.x{name}.{name}",
+            f"_RVCM.P2P.x{name}g{generation}.{name}",
             now=self.now,
+            ledger=state,
+            file_ledger=True,
             require_old=require_old,
             timing=CM_TIMING,
         )
         relay = RelayClient(
-            name, agent, f"client:{name}", epoch=len(self.clients) + 1, timing=RELAY_TIMING
+            name, agent, f"client:{name}", epoch=next(self._count) + 1, timing=RELAY_TIMING
         )
         relay.listen(instance_route(name), "p2p", self.now)
         relay.listen(hello_subject(name), "hello", self.now)
-        client = Client(self, core, relay)
+        client = Client(self, core, relay, generation=generation)
+        client.ledger += ledger or new_ledger(name, self.now)
         self.clients[name] = client
         relay.connect(self.now)
+        client.process()
+        return client
+
+    def restart_client(self, name: str, agent: str, setup: Callable[[Client], None]) -> Client:
+        """The client process is killed and started again from its ledger (new instance)."""
+        old = self.clients[name]
+        client = self.add_client(
+            name,
+            agent,
+            require_old=True,
+            ledger=bytes(old.ledger),
+            generation=old.generation + 1,
+        )
+        client.deliveries = old.deliveries  # one log across the correspondent's processes
+        client.advisories = old.advisories
+        client.instances = [*old.instances, len(old.deliveries)]
+        setup(client)
         client.process()
         return client
 

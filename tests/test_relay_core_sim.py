@@ -10,6 +10,7 @@ which case the sender presented DELIVERY.FAILED for it.
 
 from __future__ import annotations
 
+import itertools
 import os
 
 from hypothesis import HealthCheck, given, settings
@@ -187,3 +188,83 @@ def test_worst_case_narrative_delays():
     assert snd.core.review_ledger(SUBJECT)[0].total_messages == 0
     # A time limit shorter than this round trip would have failed the message.
     assert snd.of("RELAY.CONNECTED") and snd.of("RELAY.DISCONNECTED")
+
+
+# Listener restarts are left out here: the simulation found a case (a listener
+# killed and restarted while records addressed to its dead instance still wait
+# at the agents) where the restarted listener's agreement restarts at a
+# sequence it had already confirmed and it then waits for it forever. Open
+# finding, see docs/relay-agent.md "Limits". The kill -9 process test
+# (test_relay_processes.py) restarts listeners.
+KILLABLE = ["SND", "RAB", "RAC"]
+
+
+def _listener_setup(client) -> None:
+    client.core.listen(SUBJECT, now=client.sim.now)
+    client.relay.listen(SUBJECT, "data", client.sim.now)
+
+
+@settings(
+    max_examples=int(os.environ.get("RVASYNC_RELAY_EXAMPLES", "12")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    loss=st.sampled_from([0.0, 0.1]),
+    messages=st.integers(1, 20),
+    toggles=st.lists(st.tuples(st.booleans(), st.floats(0.0, 60.0)), max_size=6),
+    kills=st.lists(st.tuples(st.sampled_from(KILLABLE), st.floats(0, 60)), max_size=4),
+)
+def test_processes_killed_and_restarted_from_their_ledgers_lose_nothing(
+    seed, loss, messages, toggles, kills
+):
+    """Clients and agents killed at random points and restarted from their ledgers.
+
+    A sender killed while disconnected loses the outbound events its process
+    held (they live in memory); the certified messages among them are in its
+    ledger. To a registered listener the certified protocol resends them
+    (confirmation request, then retransmission); a listener that was only
+    anticipated and never heard from the sender learns of it from the
+    sender's next message. So the sender sends one more after the final
+    reconnection, as a program that goes on sending does.
+    """
+    sim = Sim(seed, loss=loss, dup=0.05)
+    snd, lis = _setup(sim)
+    for _ in range(60):
+        if snd.of("RELAY.CONNECTED") and lis.of("RELAY.CONNECTED"):
+            break
+        sim.run_until(sim.now + 1)
+    start = sim.now
+    rng = sim.rng
+    for n in range(1, messages + 1):
+        sim.at(start + rng.uniform(0, 50), lambda n=n: _send(sim, sim.clients["SND"], n, 0.0))
+    for to_sender, when in toggles:
+        name = "SND" if to_sender else "LIS"
+        on = rng.random() < 0.5
+        sim.at(start + when, lambda name=name, on=on: _toggle(sim, sim.clients[name], on))
+    agents = {"SND": "RAB", "LIS": "RAC"}
+    for who, when in kills:
+        if who in agents:
+            setup = _listener_setup if who == "LIS" else (lambda client: None)
+            sim.at(
+                start + when,
+                lambda who=who, setup=setup: sim.restart_client(who, agents[who], setup),
+            )
+        else:
+            sim.at(start + when, lambda who=who: sim.restart_agent(who))
+    final = start + 70
+    sim.at(final, lambda: [_toggle(sim, c, True) for c in list(sim.clients.values())])
+    sim.at(final + 10, lambda: _send(sim, sim.clients["SND"], messages + 1, 0.0))
+    messages += 1
+    sim.run_until(final + 200)
+
+    lis, snd = sim.clients["LIS"], sim.clients["SND"]
+    delivered = _certified(lis)
+    bounds = [*lis.instances, len(lis.deliveries)]
+    for first, end in itertools.pairwise(bounds):
+        one = [q for s, q, _t in lis.deliveries[first:end] if s == "SND" and q is not None]
+        assert one == sorted(set(one)), f"a listener process saw duplicates or disorder: {one}"
+    assert set(delivered) == set(range(1, messages + 1)), (sorted(set(delivered)), messages)
+    review = snd.core.review_ledger(SUBJECT)
+    assert review and review[0].total_messages == 0, review
