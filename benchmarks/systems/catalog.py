@@ -56,6 +56,7 @@ ZMQ = system(
             "failover": f"ZeroMQ {_NO_FT}",
             "certified": "ZeroMQ has no persistence or acknowledged delivery",
             "relay": "ZeroMQ has no persistence or acknowledged delivery to relay",
+            "retained": "ZeroMQ keeps no last value per subject (no cache or store)",
         },
         order=2,
     )
@@ -76,6 +77,7 @@ FLOOR = system(
             "failover": "a bare socket has no groups or members",
             "certified": "a bare socket has no persistence or acknowledgement",
             "relay": "a bare socket has no persistence or acknowledgement",
+            "retained": "a bare socket keeps no values",
         },
     )
 )

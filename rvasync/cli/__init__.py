@@ -29,7 +29,18 @@ from rvasync.errors import RvError
 
 __all__ = ["build_parser", "main"]
 
-_COMMAND_MODULES = ("info", "subject", "decode", "daemon", "send", "listen", "record", "relay")
+_COMMAND_MODULES = (
+    "info",
+    "subject",
+    "decode",
+    "daemon",
+    "send",
+    "listen",
+    "record",
+    "passwd",
+    "cache",
+    "relay",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
