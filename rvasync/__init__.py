@@ -32,6 +32,7 @@ from rvasync.ftdriver import FtMember, FtMonitor
 from rvasync.message import CmLabel, Field, Message
 from rvasync.protocol.ft import FtAction
 from rvasync.queues import LimitPolicy, Queue, QueueGroup, default_queue
+from rvasync.relaydriver import RelayAgent
 from rvasync.ropsdriver import RemoteOps, Retention, VerifyResult
 from rvasync.rvdatetime import DateTime
 from rvasync.security import Security
@@ -71,6 +72,7 @@ __all__ = [
     "Queue",
     "QueueDestroyed",
     "QueueGroup",
+    "RelayAgent",
     "RemoteOps",
     "RequestTimeout",
     "Retention",

@@ -13,8 +13,9 @@ Two roles, each a persistent correspondent on a loopback service:
     uncertified one. A line ``start`` marks each new process. Certified
     messages are confirmed automatically, i.e. after their line is written.
 
-Both print ``ready`` once listening, and exit 0 on SIGTERM after closing
-cleanly. Run ``python tests/cmpeer.py --help`` for the options.
+With ``--relay NAME`` either role sends its certified traffic through relay
+agent NAME (test_relay_processes.py). Both print ``ready`` once listening,
+and exit 0 on SIGTERM after closing cleanly. Run ``python tests/cmpeer.py --help`` for the options.
 """
 
 from __future__ import annotations
@@ -31,12 +32,16 @@ import rvasync as rv
 from rvasync.cmdriver import CmTransport
 from rvasync.message import Message
 from rvasync.protocol.cm import CmTiming
+from rvasync.protocol.relay import RelayTiming
 
 TIMING = CmTiming(
     confirm_request_interval=0.3,
     register_retry_interval=0.2,
     register_attempts=5,
     retransmit_interval=0.2,
+)
+RELAY_TIMING = RelayTiming(
+    locate_interval=0.2, retry=0.5, keepalive=0.5, agent_timeout=2.0, session_timeout=3.0
 )
 
 
@@ -49,6 +54,8 @@ async def run_sender(args: argparse.Namespace, stop: asyncio.Event) -> None:
             ledger=args.ledger,
             sync_ledger=args.sync,
             timing=TIMING,
+            relay_agent=args.relay,
+            relay_timing=RELAY_TIMING,
         ) as cm,
     ):
         print("ready", flush=True)
@@ -68,7 +75,13 @@ async def run_listener(args: argparse.Namespace, stop: asyncio.Event) -> None:
         async with (
             rv.Transport(args.service, args.network) as transport,
             CmTransport(
-                transport, args.name, ledger=args.ledger, require_old=True, timing=TIMING
+                transport,
+                args.name,
+                ledger=args.ledger,
+                require_old=True,
+                timing=TIMING,
+                relay_agent=args.relay,
+                relay_timing=RELAY_TIMING,
             ) as cm,
         ):
             listener = cm.listen(args.subject)
@@ -99,6 +112,7 @@ def main() -> None:
     parser.add_argument("--pace", type=float, default=0.0, help="seconds between sends")
     parser.add_argument("--sync", action="store_true", help="sync_ledger=True")
     parser.add_argument("--out", help="listener: where deliveries are logged")
+    parser.add_argument("--relay", default=None, help="relay agent name (relay_agent=)")
     args = parser.parse_args()
 
     async def run() -> None:

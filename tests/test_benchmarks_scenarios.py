@@ -38,6 +38,7 @@ NEW_SCENARIOS = {
     "failover-exit": "failover",
     "certified-1listener": "certified",
     "certified-5listeners": "certified",
+    "relay-drain": "relay",
 }
 
 
@@ -76,6 +77,7 @@ def test_rows_of_the_new_scenarios() -> None:
         "rvasync (process ledger)",
         "rvasync (file ledger)",
         "rvasync (file ledger, sync_ledger=True, 256 sends in flight)",
+        "rvasync (file ledger, listener through a relay agent (in its process))",
     ]
     assert sum(1 for label in cm if label.startswith("NATS (JetStream")) == 3
     assert dict(labels["failover-kill"])["ZeroMQ"] == "n/a"

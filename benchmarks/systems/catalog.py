@@ -34,6 +34,8 @@ NATS = system(
             "fan-out scenarios measure it",
             "inproc-raw": _RAW_ONLY,
             "failover": f"NATS {_NO_FT}; queue groups share load instead",
+            "relay": "NATS has no relay agents (a JetStream durable consumer that reconnects is "
+            "the closest thing; see the certified scenarios)",
         },
         order=1,
     )
@@ -53,6 +55,7 @@ ZMQ = system(
             "inproc-raw": _RAW_ONLY,
             "failover": f"ZeroMQ {_NO_FT}",
             "certified": "ZeroMQ has no persistence or acknowledged delivery",
+            "relay": "ZeroMQ has no persistence or acknowledged delivery to relay",
             "retained": "ZeroMQ keeps no last value per subject (no cache or store)",
         },
         order=2,
@@ -73,6 +76,7 @@ FLOOR = system(
             "inproc-raw": _RAW_ONLY,
             "failover": "a bare socket has no groups or members",
             "certified": "a bare socket has no persistence or acknowledgement",
+            "relay": "a bare socket has no persistence or acknowledgement",
             "retained": "a bare socket keeps no values",
         },
     )

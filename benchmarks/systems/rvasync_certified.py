@@ -3,7 +3,8 @@
 Every process opens ``rv.Transport(service=<the row's UDP port>, network=None)``
 (its in-process daemon) and a ``CmTransport`` with a reusable name unique to
 the process. Rows: a process ledger; a ledger file (written behind the sends,
-group-committed); a ledger file with ``sync_ledger=True`` (a send returns once
+group-committed); the same with each listener behind a relay agent running in
+the listener's process (``relay``); a ledger file with ``sync_ledger=True`` (a send returns once
 its record is fsynced). Awaited one at a time, synchronous sends would each
 wait for an fsync of their own; concurrent sends share them (group commit), so
 that row keeps :data:`SYNC_WINDOW` sends in flight, the way a program needing
@@ -35,6 +36,14 @@ FILE = Variant(name="file", label="file ledger", headline=True)
 #: Concurrent sends of the synchronous-ledger row.
 SYNC_WINDOW = 256
 
+RELAY = Variant(
+    name="relay",
+    label="file ledger, listener through a relay agent (in its process)",
+    headline=False,
+)
+"""Each listener's CM transport names a relay agent that runs in its own process
+(with a ledger file of its own): every message and confirmation goes through it."""
+
 FILE_SYNC = Variant(
     name="file-sync",
     label=f"file ledger, sync_ledger=True, {SYNC_WINDOW} sends in flight",
@@ -58,7 +67,7 @@ class RvCertified(Certified):
 
     @classmethod
     def variants(cls) -> Sequence[Variant]:
-        return (PROCESS, FILE, FILE_SYNC)
+        return (PROCESS, FILE, FILE_SYNC, RELAY)
 
     async def _open(self, role: str) -> None:
         import rvasync as rv
@@ -70,8 +79,17 @@ class RvCertified(Certified):
         await asyncio.wait_for(self.transport.open(), 30)
         name = f"BENCH_{role}_{secrets.token_hex(4).upper()}"
         ledger = None if self.variant.name == PROCESS.name else self.directory / f"{name}.ledger"
+        relay = None
+        if self.variant.name == RELAY.name and role != "S":
+            relay = f"{name}_RA"
+            self.agent = rv.RelayAgent(self.transport, relay, ledger=self.directory / "ra.ledger")
+            await asyncio.wait_for(self.agent.start(), 30)
         self.cm = CmTransport(
-            self.transport, name, ledger=ledger, sync_ledger=self.variant.name == FILE_SYNC.name
+            self.transport,
+            name,
+            ledger=ledger,
+            sync_ledger=self.variant.name == FILE_SYNC.name,
+            relay_agent=relay,
         )
         await asyncio.wait_for(self.cm.open(), 30)
 
@@ -138,6 +156,9 @@ class RvCertified(Certified):
             cm = getattr(self, "cm", None)
             if cm is not None:
                 await asyncio.wait_for(cm.close(), 30)
+            agent = getattr(self, "agent", None)
+            if agent is not None:
+                await asyncio.wait_for(agent.close(), 30)
             transport = getattr(self, "transport", None)
             if transport is not None:
                 await asyncio.wait_for(transport.close(), 30)

@@ -39,6 +39,7 @@ _COMMAND_MODULES = (
     "record",
     "passwd",
     "cache",
+    "relay",
 )
 
 

@@ -63,7 +63,9 @@ from rvasync.protocol.cm.names import (
     new_transient_name,
 )
 from rvasync.protocol.cm.records import DataRecord, Hello, parse_record
+from rvasync.protocol.relay import RelayTiming
 from rvasync.queues import Queue
+from rvasync.relaydriver.link import RelayLink
 from rvasync.subjects import validate_subject
 from rvasync.transport.base import BaseTransport
 
@@ -74,6 +76,9 @@ _DATA = "data"
 _P2P = "p2p"
 _OWN_HELLO = "own-hello"
 _PEER_HELLO = "peer-hello"
+
+RELAY_CLOSE_TIMEOUT = 5.0
+"""How long close() waits for the relay agent to take what is pending."""
 
 _SWEEP_INTERVAL = 0.5
 """How often deliveries waiting in a program's queue are checked for having left it."""
@@ -111,6 +116,7 @@ class CmTransport:
         relay_agent: str | None = None,
         default_time_limit: float = 0,
         timing: CmTiming | None = None,
+        relay_timing: RelayTiming | None = None,
     ) -> None:
         if not isinstance(transport, BaseTransport):
             raise InvalidArgument(
@@ -125,10 +131,11 @@ class CmTransport:
                 raise InvalidArgument(f"{flag} must be a bool, not {type(value).__name__}")
         if relay_agent is not None:
             check_correspondent_name(relay_agent, what="relay agent name")
-            raise NotPermitted(
-                f"relay agent {relay_agent!r}: rvasync does not provide relay agents yet; "
-                "use relay_agent=None"
-            )
+            if name is None:
+                raise NotPermitted(
+                    "a relay agent serves persistent correspondents: give the CM transport a "
+                    "reusable name to use relay_agent="
+                )
         if timing is not None and not isinstance(timing, CmTiming):
             raise InvalidArgument(f"timing must be a CmTiming, not {type(timing).__name__}")
         try:
@@ -167,6 +174,13 @@ class CmTransport:
         self._outbound: dict[tuple[str, int], Message] = {}
         self._backpressure: Any = None  # what the transport asked us to await, if anything
         self._emit = internal_sender(transport)
+        self._relay: RelayLink | None = None
+        if relay_agent is not None:
+            # Every message and internal listener goes through the relay agent;
+            # creating the transport is the implicit connect.
+            self._relay = RelayLink(transport, self._name, relay_agent, timing=relay_timing)
+            self._emit = self._relay.emit
+            self._relay.connect()
         self._confirms: list[tuple[int, str, str, int]] = []
         self._confirm_scheduled = False
         self._timer: asyncio.TimerHandle | None = None
@@ -252,9 +266,7 @@ class CmTransport:
     def _start(self, state: LedgerState | None) -> None:
         transport = self._transport
         try:
-            self._internal.append(
-                transport.listen(instance_route(self._name), queue=self._inbound, closure=_P2P)
-            )
+            self._internal.append(self._net_listen(instance_route(self._name), _P2P))
             core = CmCorrespondent(
                 self._name,
                 self._address,
@@ -266,9 +278,7 @@ class CmTransport:
                 timing=self._timing,
             )
             for subject in core.control_subjects:
-                self._internal.append(
-                    transport.listen(subject, queue=self._inbound, closure=_OWN_HELLO)
-                )
+                self._internal.append(self._net_listen(subject, _OWN_HELLO))
         except BaseException:
             for listener in self._internal:
                 listener.close_now()
@@ -281,6 +291,50 @@ class CmTransport:
         self._core = core
         self._pump_task = self._loop.create_task(self._pump(), name=f"rvcm:{self._name}")
         self._process(core.drain())
+
+    def _net_listen(self, subject: str, role: str) -> Any:
+        """An internal listener feeding the core: on the transport, or kept by the relay agent."""
+        relay = self._relay
+        if relay is not None:
+            return relay.listen(subject, queue=self._inbound, closure=role)
+        return self._transport.listen(subject, queue=self._inbound, closure=role)
+
+    # --- relay agent --------------------------------------------------------------------
+
+    @property
+    def relay_agent(self) -> str | None:
+        """The relay agent this transport's certified traffic flows through, or None."""
+        return None if self._relay is None else self._relay.agent
+
+    @property
+    def relay_state(self) -> str | None:
+        """``connected``, ``locating``, ``disconnected``... (None without a relay agent)."""
+        return None if self._relay is None else self._relay.state
+
+    async def connect_relay(self) -> None:
+        """Connect to the relay agent; returns at once, RELAY.CONNECTED tells when it is done.
+
+        Keeps trying until it succeeds or :meth:`disconnect_relay` is called.
+        """
+        self._relay_link().connect()
+
+    async def disconnect_relay(self) -> None:
+        """Disconnect from the relay agent; returns at once, RELAY.DISCONNECTED tells when done.
+
+        Outbound messages and confirmations are stored from now on (sent at
+        the next connection); the agent stores inbound ones.
+        """
+        self._relay_link().disconnect()
+
+    def _relay_link(self) -> RelayLink:
+        if self._closed:
+            raise TransportClosed(f"CM transport {self._name!r} is closed")
+        relay = self._relay
+        if relay is None:
+            raise NotPermitted(
+                f"CM transport {self._name!r} has no relay agent (create it with relay_agent=...)"
+            )
+        return relay
 
     def _require(self) -> CmCorrespondent:
         core = self._core
@@ -319,6 +373,8 @@ class CmTransport:
             with contextlib.suppress(Exception):
                 await asyncio.shield(self._opening)
         core = self._core
+        if self._relay is not None:
+            self._relay.freeze()  # the agent keeps listening for us while we are away
         if core is not None:
             for listener in list(self._listeners.values()):
                 self._settle_listener(listener)
@@ -330,6 +386,9 @@ class CmTransport:
         ledger = self._ledger
         if ledger is not None:
             await ledger.close()  # last writes release the transmissions they held
+        if self._relay is not None:
+            # The implicit disconnect: what is pending goes to the agent first.
+            await self._relay.close(RELAY_CLOSE_TIMEOUT)
         for listener in self._internal:
             listener.close_now()
         self._internal.clear()
@@ -588,7 +647,7 @@ class CmTransport:
     def _acquire_data_listener(self, pattern: str) -> None:
         entry = self._data_listeners.get(pattern)
         if entry is None:
-            internal = self._transport.listen(pattern, queue=self._inbound, closure=_DATA)
+            internal = self._net_listen(pattern, _DATA)
             self._data_listeners[pattern] = [internal, 1]
         else:
             entry[1] += 1
@@ -790,9 +849,7 @@ class CmTransport:
         """A labeled message from ``sender``, not heard from yet: watch for its restarts."""
         if not is_transient_name(sender) and sender not in self._watched:
             with contextlib.suppress(RvError):
-                self._watched[sender] = self._transport.listen(
-                    hello_subject(sender), queue=self._inbound, closure=_PEER_HELLO
-                )
+                self._watched[sender] = self._net_listen(hello_subject(sender), _PEER_HELLO)
         return any_instance_address(sender)
 
     def _malformed(self, msg: Message, exc: Exception) -> None:

@@ -1,0 +1,99 @@
+"""Kill -9 of real processes behind a relay agent: nothing is lost.
+
+A sender and a listener (tests/cmpeer.py with ``--relay RA``) and the relay
+agent RA (tests/relaypeer.py), each a process with its own file ledger on
+a loopback service. The test kills the agent, the sender, the listener or
+several of them with SIGKILL at random moments and starts them again.
+Afterwards every certified sequence number from the first to the last the
+sender sent reached the listener, and each listener process saw them in
+increasing order without duplicates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import sys
+from pathlib import Path
+
+import pytest
+from test_cm_driver_processes import SUBJECT, Peer, segments, wait_for
+
+RELAY_PEER = str(Path(__file__).with_name("relaypeer.py"))
+
+
+class Agent(Peer):
+    async def start(self) -> None:
+        self.proc = await asyncio.create_subprocess_exec(
+            sys.executable, RELAY_PEER, *self.args, stdout=asyncio.subprocess.PIPE
+        )
+        line = await asyncio.wait_for(self.proc.stdout.readline(), 30)
+        assert line.strip() == b"ready", f"relay agent did not start: {line!r}"
+
+
+SEEDS = [int(s) for s in os.environ.get("RVASYNC_RELAY_KILL_SEEDS", "3").split(",")]
+
+
+@pytest.mark.timeout(150)
+@pytest.mark.parametrize("seed", SEEDS)
+async def test_kill_9_agent_and_clients_loses_nothing(rv_service, tmp_path, seed):
+    rng = random.Random(seed)
+    service, network = rv_service
+    out = tmp_path / "deliveries.txt"
+    net = ["--service", service, "--network", network]
+    common = [*net, "--subject", SUBJECT, "--relay", "RA"]
+    agent = Agent("agent", ["RA", "--ledger", str(tmp_path / "ra.ledger"), *net])
+    listener = Peer(
+        "listener",
+        [*common, "--name", "SUE_REL", "--ledger", str(tmp_path / "sue.ledger"), "--out", str(out)],
+    )
+    sender = Peer(
+        "sender",
+        [
+            *common,
+            "--name",
+            "JOE_REL",
+            "--ledger",
+            str(tmp_path / "joe.ledger"),
+            "--target",
+            "1500",
+            "--pace",
+            "0.004",
+        ],
+    )
+    try:
+        await agent.start()
+        await listener.start()
+        await asyncio.sleep(1.0)  # the listener reaches the agent before the first message
+        await sender.start()
+        await wait_for(lambda: out.exists() and any(segments(out)[0]), 30, "a first delivery")
+        rounds = [["agent"], ["sender"], ["listener"], ["agent", "listener"], ["agent", "sender"]]
+        rng.shuffle(rounds)
+        peers = {"agent": agent, "sender": sender, "listener": listener}
+        for victims in rounds:
+            await asyncio.sleep(rng.uniform(0.2, 1.0))
+            for name in victims:
+                await peers[name].kill()
+            await asyncio.sleep(rng.uniform(0.0, 0.5))
+            rng.shuffle(victims)
+            for name in victims:
+                await peers[name].start()
+        last = await sender.read_done()
+        await wait_for(
+            lambda: max((max(s) for s in segments(out) if s), default=0) >= last,
+            90,
+            f"the listener to receive up to {last}",
+        )
+        await asyncio.sleep(0.5)
+    finally:
+        for peer in (sender, listener, agent):
+            if peer.proc and peer.proc.returncode is None:
+                await peer.stop()
+    seen = segments(out)
+    first = min(values[0] for values in seen if values)
+    for number, values in enumerate(seen):
+        assert values == sorted(set(values)), f"listener process {number} saw numbers out of order"
+    delivered = set().union(*map(set, seen))
+    missing = sorted(set(range(first, last + 1)) - delivered)
+    assert not missing, f"certified messages lost: {missing[:20]}"
