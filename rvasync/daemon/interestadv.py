@@ -23,7 +23,7 @@ from rvasync.fieldtypes import FieldType
 from rvasync.message import Message
 from rvasync.subjects import subject_matches
 
-__all__ = ["LISTEN_START", "LISTEN_STOP", "ROUTER_MARK", "InterestAnnouncer"]
+__all__ = ["LISTEN_START", "LISTEN_STOP", "ROUTER_MARK", "InterestAnnouncer", "is_router"]
 
 #: A transport whose description starts with this is a router's: its interest is not announced.
 ROUTER_MARK = "rvasync-router:"
@@ -31,6 +31,11 @@ LISTEN_START = "_RV.INFO.SYSTEM.LISTEN.START"
 LISTEN_STOP = "_RV.INFO.SYSTEM.LISTEN.STOP"
 
 _SILENT_HEADS = ("_INBOX", "_LOCAL", "_RV", "_RVRD")
+
+
+def is_router(description: str | None) -> bool:
+    """True for a routing daemon's session (it may also publish its ``_RV.`` advisories)."""
+    return description is not None and description.startswith(ROUTER_MARK)
 
 
 def announced(subject: str) -> bool:
@@ -58,7 +63,7 @@ class InterestAnnouncer:
 
     def added(self, description: str | None, subject: str) -> list[Message]:
         """A session started listening to ``subject``: the advisories to publish."""
-        if description is not None and description.startswith(ROUTER_MARK):
+        if is_router(description):
             if subject_matches(subject, LISTEN_START):
                 return self.everything()
             return []
@@ -74,7 +79,7 @@ class InterestAnnouncer:
 
     def removed(self, description: str | None, subject: str) -> list[Message]:
         """A session stopped listening to ``subject`` (or closed)."""
-        if description is not None and description.startswith(ROUTER_MARK):
+        if is_router(description):
             return []
         count = self._counts.get(subject, 0)
         if count <= 0:

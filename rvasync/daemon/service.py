@@ -30,7 +30,7 @@ from typing import Any
 from rvasync import codec
 from rvasync._logging import stderr_logger
 from rvasync.daemon import advisories as adv
-from rvasync.daemon.interestadv import InterestAnnouncer
+from rvasync.daemon.interestadv import InterestAnnouncer, is_router
 from rvasync.daemon.params import NetworkSpec, ServiceSpec
 from rvasync.daemon.routing import LOCAL_ONLY, TO_PEER, TO_SESSION, Router, subject_of
 from rvasync.daemon.session import ClientSession, SessionOwner
@@ -391,8 +391,8 @@ class ServiceEndpoint:
                 self._deliver_local((where,), msg, data)
             return None
         local_only = kind == LOCAL_ONLY
-        if not local_only and session is not None:
-            check_client_subject(subject)
+        if not local_only and session is not None and not is_router(session.description):
+            check_client_subject(subject)  # a router presents its advisories to its networks
         sessions = self._routes.get(subject)
         if sessions is None:
             sessions = self._route(subject)
