@@ -29,6 +29,7 @@ from rvasync.message import CmLabel, Field, Message
 from rvasync.protocol.ft import FtAction
 from rvasync.queues import LimitPolicy, Queue, QueueGroup, default_queue
 from rvasync.rvdatetime import DateTime
+from rvasync.rvrd import Router, RouterConfig
 from rvasync.subjects import SubjectIndex, subject_matches, validate_subject
 from rvasync.timers import Timer
 from rvasync.transport.listener import Listener
@@ -62,6 +63,8 @@ __all__ = [
     "QueueDestroyed",
     "QueueGroup",
     "RequestTimeout",
+    "Router",
+    "RouterConfig",
     "RvError",
     "SubjectIndex",
     "Timer",
