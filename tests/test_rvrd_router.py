@@ -218,3 +218,53 @@ async def test_bad_config_and_unknown_neighbors_are_refused() -> None:
     finally:
         await rb.close()
         await ra.close()
+
+
+async def test_certified_delivery_across_routers() -> None:
+    """Registration, labeled data and confirmations all cross (``_RVCM.`` subjects route)."""
+    (sa, sb), ra, rb = await _pair()
+    pa, pb = await Program(sa).open(), await Program(sb).open()
+    try:
+
+        async def receiver() -> tuple[rv.CmTransport, rv.CmListener]:
+            assert pb.t is not None
+            cm = rv.CmTransport(pb.t, "RECEIVER")
+            return cm, cm.listen("CM.ORDERS")
+
+        async def sender() -> tuple[rv.CmTransport, rv.Listener]:
+            assert pa.t is not None
+            return rv.CmTransport(pa.t, "SENDER"), pa.t.listen("_RV.INFO.RVCM.DELIVERY.>")
+
+        _, orders = await pb.thread.run(receiver())
+        cm, confirms = await pa.thread.run(sender())
+        await ra.wait_for(lambda: "CM.ORDERS" in ra.listening("A"), WAIT)
+        # Until the listener has registered, messages arrive uncertified (as on one network).
+        n = 0
+        async with asyncio.timeout(WAIT):
+            while True:
+                await pa.thread.run(cm.send(rv.Message("CM.ORDERS", {"n": n})))
+                n += 1
+                msg = await pb.next(orders)
+                if msg.cm is not None and msg.cm.sequence is not None:
+                    break
+        first = msg.cm.sequence
+        for k in range(5):
+            await pa.thread.run(cm.send(rv.Message("CM.ORDERS", {"n": n + k})))
+        got = [await pb.next(orders) for _ in range(5)]
+        assert [m["n"] for m in got] == [n + k for k in range(5)]
+        assert [m.cm.sequence for m in got] == [first + 1 + k for k in range(5)]
+        # The confirmations came back across both routers (an iterated message is confirmed
+        # when the next one is taken, so the last one taken is not confirmed yet).
+        async with asyncio.timeout(WAIT):
+            while True:
+                adv = await pa.next(confirms)
+                if (
+                    adv.subject == "_RV.INFO.RVCM.DELIVERY.CONFIRM.CM.ORDERS"
+                    and adv.get("seqno") == first + 4
+                ):
+                    break
+    finally:
+        await pa.close()
+        await pb.close()
+        await rb.close()
+        await ra.close()
