@@ -268,3 +268,32 @@ async def test_certified_delivery_across_routers() -> None:
         await pb.close()
         await rb.close()
         await ra.close()
+
+
+async def test_a_routed_message_republished_under_another_subject_crosses_back() -> None:
+    """The ``_rvrd`` tag is bound to its subject: a relay program's copy is a new message."""
+    (sa, sb), ra, rb = await _pair()
+    pa, pb = await Program(sa).open(), await Program(sb).open()
+    try:
+        la = await pa.listen("BACK.X")
+        lb = await pb.listen("OUT.X")
+        await ra.wait_for(lambda: "OUT.X" in ra.listening("A"), WAIT)
+        await rb.wait_for(lambda: "BACK.X" in rb.listening("B"), WAIT)
+        await pa.send("OUT.X", n=7)
+        routed = await pb.next(lb)
+        assert "_rvrd" in routed  # the tag programs may see (docs/routing.md)
+
+        async def relay() -> None:
+            assert pb.t is not None
+            copy = routed.copy()
+            copy.subject = "BACK.X"
+            await pb.t.send(copy)
+
+        await pb.thread.run(relay())
+        back = await pa.next(la)
+        assert back["n"] == 7 and back.subject == "BACK.X"
+    finally:
+        await pa.close()
+        await pb.close()
+        await rb.close()
+        await ra.close()

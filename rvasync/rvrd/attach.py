@@ -43,12 +43,22 @@ UNREACHABLE = "_RV.INFO.SYSTEM.UNREACHABLE.TRANSPORT.>"
 Tag = tuple[str, str, int, int]
 
 
-def parse_tag(value: Any) -> Tag | None:
-    """The routing tag of a ``_rvrd`` field, None if malformed."""
+def make_tag(tag: Tag, subject: str) -> str:
+    """The ``_rvrd`` field value: the routing tag, bound to the subject it was put on."""
+    return f"{tag[0]} {tag[1]} {tag[2]} {tag[3]} {subject}"
+
+
+def parse_tag(value: Any, subject: str) -> Tag | None:
+    """The routing tag of a ``_rvrd`` field, None if malformed or made for another subject.
+
+    A program that republishes a routed message under a new subject keeps the
+    field; bound to the old subject, it no longer counts, and the router
+    takes the message as a new one instead of dropping it as an echo.
+    """
     if not isinstance(value, str):
         return None
-    parts = value.split(" ")
-    if len(parts) != 4:
+    parts = value.split(" ", 4)
+    if len(parts) != 5 or parts[4] != subject:
         return None
     try:
         return parts[0], parts[1], int(parts[2]), int(parts[3])
@@ -152,12 +162,12 @@ class Attachment:
             return
         tag = None
         if TAG_FIELD in msg:
-            tag = parse_tag(msg.get(TAG_FIELD))
+            tag = parse_tag(msg.get(TAG_FIELD), subject)
             msg = msg.copy()
-            msg.remove(TAG_FIELD)
-            if tag is None:
-                return  # a forged or damaged tag: never re-import
-        else:
+            while msg.remove(TAG_FIELD) is not None:
+                pass
+        if tag is None:
+            # Published here by a program: replies to its inboxes must find their way back.
             reply = domain_reply(self.name, msg.reply_subject)
             if reply != msg.reply_subject:
                 msg = msg.copy()
@@ -188,7 +198,7 @@ class Attachment:
             msg.subject = network_subject(self.name, subject)
             msg.reply_subject = network_reply(self.name, msg.reply_subject, self.prefix)
             if not msg.subject.startswith("_INBOX."):
-                msg.add_reserved(TAG_FIELD, " ".join(map(str, tag)), FieldType.STRING)
+                msg.add_reserved(TAG_FIELD, make_tag(tag, msg.subject), FieldType.STRING)
             self.transport.send_internal(msg)
         except Exception:
             self.publish_failures += 1
