@@ -53,6 +53,8 @@ ZMQ = system(
             "inproc-raw": _RAW_ONLY,
             "failover": f"ZeroMQ {_NO_FT}",
             "certified": "ZeroMQ has no persistence or acknowledged delivery",
+            "routed-pubsub": "ZeroMQ has no brokers to join into a routed domain",
+            "routed-reqrep": "ZeroMQ has no brokers to join into a routed domain",
         },
         order=2,
     )
@@ -72,6 +74,8 @@ FLOOR = system(
             "inproc-raw": _RAW_ONLY,
             "failover": "a bare socket has no groups or members",
             "certified": "a bare socket has no persistence or acknowledgement",
+            "routed-pubsub": "a bare socket has no routers",
+            "routed-reqrep": "a bare socket has no routers",
         },
     )
 )
