@@ -208,7 +208,7 @@ async def test_bad_config_and_unknown_neighbors_are_refused() -> None:
         from rvasync.protocol.rvrd import frames
 
         writer.write(frames.encode(["HELLO", frames.VERSION, "stranger"]))
-        writer.write(b"\x00\x00\x00\x05junk!")
+        writer.write(b"\xc1junk!")
         with contextlib.suppress(Exception):
             async with asyncio.timeout(WAIT):
                 while await reader.read(1024):

@@ -303,11 +303,12 @@ class Router:
     ) -> bool:
         """Handshake, run the link until it ends; True if it was established."""
         cfg = self.config
+        link = NeighborLink(reader, writer)
         try:
-            name = await handshake(reader, writer, self.name, cfg.neighbor_timeout)
+            name = await handshake(link, self.name, cfg.neighbor_timeout)
         except LinkError as exc:
             self._log.warning("neighbor handshake failed", router=self.name, error=str(exc))
-            writer.close()
+            link.close()
             return False
         nbr = self._neighbors.get(name)
         problem = None
@@ -319,24 +320,26 @@ class Router:
             problem = f"a link to {name!r} is already up"
         if problem is not None or nbr is None:
             self._log.warning("neighbor refused", router=self.name, reason=problem)
-            writer.close()
+            link.close()
             return False
-        link = NeighborLink(name, nbr.cost, reader, writer, timeout=cfg.neighbor_timeout)
+        link.cost = nbr.cost
         self._links[name] = link
         reason = "closed"
+        core = self.core
+        run = self._run
         try:
-            self._run(self.core.link_up(name, nbr.cost))
+            run(core.link_up(name, nbr.cost))
             self._neighbor_advisory(name, True, "connected")
             self._changed.set()
             while not self._closed:
-                frame = await link.read()
-                try:
-                    outs = self.core.receive(name, frame)
-                except ValueError as exc:
-                    raise LinkError(f"bad frame: {exc}") from None
-                self._run(outs)
+                for frame in await link.read():
+                    try:
+                        outs = core.receive(name, frame)
+                    except ValueError as exc:
+                        raise LinkError(f"bad frame: {exc}") from None
+                    run(outs)
         except LinkError as exc:
-            reason = str(exc)
+            reason = link.reason or str(exc)
         except asyncio.CancelledError:
             reason = "router closing"
             raise
@@ -363,6 +366,10 @@ class Router:
                     next_ping = now + self.config.heartbeat
                     for link in list(self._links.values()):
                         link.ping()
+                limit = self.config.neighbor_timeout
+                for link in list(self._links.values()):
+                    if link.silent_for(now) > limit:
+                        link.fail(f"neighbor silent for {limit:g} s")
                 self._flush_losses()
             except TransportClosed:
                 return
