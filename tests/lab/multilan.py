@@ -3,9 +3,10 @@
 Each site is a :class:`~tests.lab.lab.Lab` of its own (its bridge, /24,
 multicast group and hosts), so multicast never crosses from one site to
 another: exactly the situation a routing daemon is for. Host 0 of every site
-is its router host: it gets a second interface, ``eth1``, on a WAN bridge with
-an address of its own, over which routers reach each other by TCP. A WAN link
-is cut with ``router_host.block(other.wan)`` and healed with ``unblock()``.
+(and the next ones, with ``routers=``) is a router host: it gets a second
+interface, ``eth1``, on a WAN bridge with an address of its own, over which
+routers reach each other by TCP. A WAN link is cut with
+``router_host.block(wan_address)`` and healed with ``unblock()``.
 """
 
 from __future__ import annotations
@@ -19,9 +20,13 @@ from tests.lab.lab import LAB_RANGE, Host, Lab, run
 
 
 class MultiLab:
-    """``sites`` LANs of ``hosts`` hosts each, their routers joined by a WAN bridge."""
+    """``sites`` LANs of ``hosts`` hosts each, their routers joined by a WAN bridge.
 
-    def __init__(self, sites: int = 3, hosts: int = 2) -> None:
+    The first ``routers`` hosts of every site are router hosts (on the WAN too).
+    """
+
+    def __init__(self, sites: int = 3, hosts: int = 2, routers: int = 1) -> None:
+        self.routers = routers
         self.sites: list[Lab] = []
         while len(self.sites) < sites:
             lan = Lab(hosts)
@@ -44,11 +49,11 @@ class MultiLab:
         self.wan: dict[Host, str] = {}
         self._wan_up = False
 
-    def router_host(self, site: int) -> Host:
-        return self.sites[site].hosts[0]
+    def router_host(self, site: int, k: int = 0) -> Host:
+        return self.sites[site].hosts[k]
 
-    def wan_address(self, site: int) -> str:
-        return self.wan[self.router_host(site)]
+    def wan_address(self, site: int, k: int = 0) -> str:
+        return self.wan[self.router_host(site, k)]
 
     def up(self) -> MultiLab:
         try:
@@ -58,10 +63,12 @@ class MultiLab:
             self._wan_up = True
             run("ip", "link", "set", self.wan_bridge, "up")
             base = int(self.wan_subnet.network_address)
-            for i, lan in enumerate(self.sites):
-                host = lan.hosts[0]
-                outer, inner = f"{self.tag}w{i}", f"{self.tag}x{i}"
-                address = str(ipaddress.ip_address(base + 1 + i))
+            for n, (i, k) in enumerate(
+                (i, k) for i in range(len(self.sites)) for k in range(self.routers)
+            ):
+                host = self.sites[i].hosts[k]
+                outer, inner = f"{self.tag}w{n}", f"{self.tag}x{n}"
+                address = str(ipaddress.ip_address(base + 1 + n))
                 run("ip", "link", "add", outer, "type", "veth", "peer", "name", inner)
                 run("ip", "link", "set", inner, "netns", host.netns)
                 run("ip", "link", "set", outer, "master", self.wan_bridge, "up")
@@ -77,8 +84,8 @@ class MultiLab:
     def down(self) -> None:
         if self._wan_up:
             self._wan_up = False
-            for i in range(len(self.sites)):
-                run("ip", "link", "del", f"{self.tag}w{i}", check=False)
+            for n in range(len(self.sites) * self.routers):
+                run("ip", "link", "del", f"{self.tag}w{n}", check=False)
             run("ip", "link", "del", self.wan_bridge, check=False)
         for lan in self.sites:
             lan.down()

@@ -172,3 +172,92 @@ async def test_ring_of_three_with_a_wan_cut_and_heal(
         )  # fmt: skip
     finally:
         await asyncio.gather(a.close(), _b.close(), c.close(), return_exceptions=True)
+
+
+@pytest.fixture
+async def two_sites_redundant() -> AsyncIterator[MultiLab]:
+    _require_lab()
+    async with MultiLab(2, hosts=3, routers=2) as lab:
+        yield lab
+
+
+def _router_toml(
+    name: str,
+    listen: str,
+    network: tuple[str, str],
+    service: str,
+    neighbors: list[tuple[str, str | None]],
+) -> str:
+    lines = [
+        "[router]",
+        f'name = "{name}"',
+        f'listen = "{listen}:{ROUTER_PORT}"',
+        "retry_min = 0.1",
+        "retry_max = 1.0",
+        "heartbeat = 0.3",
+        "neighbor_timeout = 2.0",
+        "",
+        "[[network]]",
+        f'name = "{network[0]}"',
+        f'service = "{service}"',
+        f'network = "{network[1]}"',
+    ]
+    for other, address in neighbors:
+        lines += ["", "[[neighbor]]", f'name = "{other}"']
+        if address is not None:
+            lines.append(f'address = "{address}:{ROUTER_PORT}"')
+    return "\n".join(lines) + "\n"
+
+
+async def test_two_routers_on_one_lan_one_killed(
+    two_sites_redundant: MultiLab, tmp_path: Path, figures: dict[str, Any]
+) -> None:
+    """Site A has two routers (a1, a2), both linked to site B's router b.
+
+    A stream from B to A arrives once per message (never twice, though both
+    routers of A could deliver it); a1 is killed -9 in the middle: the rest
+    goes through a2, and what was in flight is counted as DATALOSS at B.
+    """
+    lab = two_sites_redundant
+    service = str(free_port())
+    site_a, site_b = lab.sites
+    procs: dict[str, LabProcess] = {}
+    plan = [
+        ("b", lab.router_host(1, 0), "lanB", [("a1", None), ("a2", None)]),
+        ("a1", lab.router_host(0, 0), "lanA", [("b", lab.wan_address(1, 0))]),
+        ("a2", lab.router_host(0, 1), "lanA", [("b", lab.wan_address(1, 0))]),
+    ]
+    for name, host, lan, neighbors in plan:
+        path = tmp_path / f"{name}.toml"
+        network = (lan, host.network())  # each router joins its LAN through its own address
+        path.write_text(_router_toml(name, lab.wan[host], network, service, neighbors))
+        proc = await host.spawn("-m", "rvasync", "router", "--config", str(path))
+        assert b"ready" in await proc.readline(30)
+        procs[name] = proc
+    # Host 2 of each site runs the program.
+    a = await site_a.hosts[2].agent(service)
+    b = await site_b.hosts[2].agent(service)
+    try:
+        await a.call(op="listen", subject="LAB.R")
+        await b.call(op="listen", subject="LAB.NONE")  # B watches DATALOSS advisories
+        await _until_through(b, a, "LAB.R")
+        await asyncio.sleep(1.0)  # both routers of A known to b before the stream starts
+        total = 400
+
+        async def kill_a1() -> None:
+            await asyncio.sleep(1.5)
+            procs["a1"].kill9()
+
+        await asyncio.gather(
+            b.call(op="send", subject="LAB.R", src="b", n=total, pace=0.1, wait=120),
+            kill_a1(),
+        )
+        got = await _wait_all(a, "b", total)
+        report = await b.call(op="report")
+        lost = sum(int(d.get("lost", 0)) for d in report["dataloss"])
+        assert len(got) == len(set(got)), "a message arrived twice"
+        assert len(got) + lost >= total, (len(got), lost, report["dataloss"])
+        assert set(range(total - 40, total)) <= set(got), "the survivor did not take over"
+        figures.update(sites=2, routers=3, sent=total, delivered=len(got), reported_lost=lost)
+    finally:
+        await asyncio.gather(a.close(), b.close(), return_exceptions=True)
