@@ -14,6 +14,7 @@ import pytest
 
 import rvasync as rv
 from rvasync.rvrd import Router
+from rvasync.testing import LOOPBACK
 from tests.rvrd_support import WAIT, Hop, Program, router_config, services
 
 
@@ -294,6 +295,38 @@ async def test_a_routed_message_republished_under_another_subject_crosses_back()
         assert back["n"] == 7 and back.subject == "BACK.X"
     finally:
         await pa.close()
+        await pb.close()
+        await rb.close()
+        await ra.close()
+
+
+async def test_router_through_a_standalone_daemon(rv_daemon: str) -> None:
+    """Network A is reached through a standalone daemon (the router's and the program's)."""
+    sa, sb = services(2)
+    cfg_a = router_config("ra", [("A", sa)], [("rb", None, 1)])
+    cfg_a["network"][0]["daemon"] = rv_daemon
+    ra = await Router(cfg_a).start()
+    rb = await Router(router_config("rb", [("B", sb)], [("ra", ra.port, 1)], listen=False)).start()
+    ta = rv.Transport(sa, LOOPBACK, daemon=rv_daemon)
+    await ta.open()
+    pb = await Program(sb).open()
+    try:
+        adv = ta.listen("_RV.WARN.SYSTEM.ROUTER.>")
+        la = ta.listen("TO.A")
+        lb = await pb.listen("TO.B")
+        await rb.wait_for(lambda: "TO.A" in rb.listening("B"), WAIT)
+        await ra.wait_for(lambda: "TO.B" in ra.listening("A"), WAIT)
+        await ta.send(rv.Message("TO.B", {"n": 1}))
+        assert (await pb.next(lb))["n"] == 1
+        await pb.send("TO.A", n=2)
+        assert (await la.get(WAIT))["n"] == 2
+        await rb.close()
+        # The router's advisory reaches programs of the standalone daemon too.
+        async with asyncio.timeout(WAIT):
+            while (await adv.get(WAIT)).subject != "_RV.WARN.SYSTEM.ROUTER.NEIGHBOR.DISCONNECTED":
+                pass
+    finally:
+        await ta.close()
         await pb.close()
         await rb.close()
         await ra.close()

@@ -36,6 +36,7 @@ from rvasync._version import __version__
 from rvasync.advisories import AdvisoryClass, build_advisory
 from rvasync.busypoll import poller_for
 from rvasync.daemon.advisories import slow_consumer
+from rvasync.daemon.interestadv import is_router
 from rvasync.daemon.service import check_client_subject
 from rvasync.daemon.session import Payload
 from rvasync.errors import (
@@ -449,7 +450,8 @@ class ClientConnection(asyncio.Protocol):
                 # already refused reserved subjects to its user, while the drivers
                 # inside it (certified delivery, fault tolerance) use _RVCM/_RVFT.
                 validate_subject(subject, wildcards=True)
-                check_client_subject(subject)
+                if not is_router(self.session.description):  # a router presents advisories
+                    check_client_subject(subject)
             except (InvalidSubject, NotPermitted) as exc:
                 self._illegal_publish(subject, str(exc))
                 continue

@@ -305,7 +305,7 @@ class ServiceEndpoint:
             subject = msg.subject if msg is not None else subject_of(data)  # type: ignore[arg-type]  # data if no msg
             if subject is None:
                 raise InvalidArgument("cannot publish a message without a subject")
-            if session is not None and subject[:1] == "_":
+            if session is not None and subject[:1] == "_" and not is_router(session.description):
                 check_client_subject(subject)
             plan.append((subject, msg, self._wire(session, msg, data)))
         routes = self._routes
