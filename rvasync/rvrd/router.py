@@ -38,7 +38,7 @@ from rvasync.protocol.rvrd import (
 )
 from rvasync.rvrd.attach import Attachment, Tag
 from rvasync.rvrd.config import RouterConfig, load_config, parse_config
-from rvasync.rvrd.links import LinkError, NeighborLink, handshake
+from rvasync.rvrd.links import NeighborLink
 
 __all__ = ["Router"]
 
@@ -99,7 +99,9 @@ class Router:
                 await attachment.open()
             if self.config.listen is not None:
                 host, port = self.config.listen
-                self._server = await asyncio.start_server(self._accept, host, port)
+                self._server = await asyncio.get_running_loop().create_server(
+                    lambda: self._new_link(None), host, port
+                )
                 self.port = self._server.sockets[0].getsockname()[1]
             for nbr in self.config.neighbors:
                 if nbr.address is not None:
@@ -245,7 +247,7 @@ class Router:
         )
 
     def _advise(self, advisory: Message) -> None:
-        self._log.warning(
+        self._log.info(
             "router advisory", subject=advisory.subject, fields={f.name: f.value for f in advisory}
         )
         for attachment in self.attachments.values():
@@ -253,18 +255,67 @@ class Router:
 
     # ------------------------------------------------------------------ links
 
+    def _new_link(self, expect: str | None) -> NeighborLink:
+        """A protocol for one connection (dialed to ``expect``, or accepted: None)."""
+
+        def hello(link: NeighborLink, name: str) -> str | None:
+            nbr = self._neighbors.get(name)
+            if self._closed:
+                return "the router is closing"
+            if nbr is None:
+                return f"router {name!r} is not a configured neighbor"
+            if expect is not None and name != expect:
+                return f"expected router {expect!r}, reached {name!r}"
+            if name in self._links:
+                return f"a link to {name!r} is already up"
+            link.cost = nbr.cost
+            self._links[name] = link
+            self._run(self.core.link_up(name, nbr.cost))
+            self._neighbor_advisory(name, True, "connected")
+            self._changed.set()
+            return None
+
+        return NeighborLink(
+            self.name,
+            on_hello=hello,
+            on_frame=self._link_frame,
+            on_lost=self._link_lost,
+            handshake_timeout=self.config.neighbor_timeout,
+        )
+
+    def _link_frame(self, link: NeighborLink, frame: list[Any]) -> None:
+        self._run(self.core.receive(link.name, frame))
+
+    def _link_lost(self, link: NeighborLink, reason: str) -> None:
+        name = link.name
+        if self._links.get(name) is not link:
+            return
+        del self._links[name]
+        if self._closed:
+            return
+        self._log.warning("neighbor link lost", router=self.name, neighbor=name, reason=reason)
+        self._run(self.core.link_down(name))
+        self._neighbor_advisory(name, False, reason)
+        self._flush_losses()
+        self._changed.set()
+
     async def _dial_loop(self, name: str) -> None:
         cfg = self.config
         nbr = self._neighbors[name]
         assert nbr.address is not None
+        loop = asyncio.get_running_loop()
         delay = cfg.retry_min
         while not self._closed:
             if name in self._links:
                 await asyncio.sleep(TICK)
                 continue
+            established = False
             try:
                 async with asyncio.timeout(cfg.neighbor_timeout):
-                    reader, writer = await asyncio.open_connection(*nbr.address)
+                    _, link = await loop.create_connection(
+                        lambda: self._new_link(name), *nbr.address
+                    )
+                established = await asyncio.shield(link.done)
             except (OSError, TimeoutError) as exc:
                 self._log.debug(
                     "neighbor not reachable",
@@ -273,86 +324,11 @@ class Router:
                     error=str(exc),
                     retry_in=delay,
                 )
-                await asyncio.sleep(delay * random.uniform(0.8, 1.2))
-                delay = min(cfg.retry_max, delay * 2)
-                continue
-            ok = await self._serve_link(reader, writer, expect=name)
-            if ok:
+            if established:
                 delay = cfg.retry_min
-            else:
-                await asyncio.sleep(delay * random.uniform(0.8, 1.2))
-                delay = min(cfg.retry_max, delay * 2)
-
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if self._closed:
-            writer.close()
-            return
-        task = asyncio.current_task()
-        if task is not None:
-            self._tasks.add(task)
-        try:
-            await self._serve_link(reader, writer, expect=None)
-        except asyncio.CancelledError:
-            return  # the router is closing; asyncio's stream callback must not see it
-        finally:
-            if task is not None:
-                self._tasks.discard(task)
-
-    async def _serve_link(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, expect: str | None
-    ) -> bool:
-        """Handshake, run the link until it ends; True if it was established."""
-        cfg = self.config
-        link = NeighborLink(reader, writer)
-        try:
-            name = await handshake(link, self.name, cfg.neighbor_timeout)
-        except LinkError as exc:
-            self._log.warning("neighbor handshake failed", router=self.name, error=str(exc))
-            link.close()
-            return False
-        nbr = self._neighbors.get(name)
-        problem = None
-        if nbr is None:
-            problem = f"router {name!r} is not a configured neighbor"
-        elif expect is not None and name != expect:
-            problem = f"expected router {expect!r}, reached {name!r}"
-        elif name in self._links:
-            problem = f"a link to {name!r} is already up"
-        if problem is not None or nbr is None:
-            self._log.warning("neighbor refused", router=self.name, reason=problem)
-            link.close()
-            return False
-        link.cost = nbr.cost
-        self._links[name] = link
-        reason = "closed"
-        core = self.core
-        run = self._run
-        try:
-            run(core.link_up(name, nbr.cost))
-            self._neighbor_advisory(name, True, "connected")
-            self._changed.set()
-            while not self._closed:
-                for frame in await link.read():
-                    try:
-                        outs = core.receive(name, frame)
-                    except ValueError as exc:
-                        raise LinkError(f"bad frame: {exc}") from None
-                    run(outs)
-        except LinkError as exc:
-            reason = link.reason or str(exc)
-        except asyncio.CancelledError:
-            reason = "router closing"
-            raise
-        finally:
-            link.close()
-            if self._links.get(name) is link:
-                del self._links[name]
-                if not self._closed:
-                    self._run(self.core.link_down(name))
-                    self._neighbor_advisory(name, False, reason)
-                    self._flush_losses()
-                    self._changed.set()
-        return True
+                continue
+            await asyncio.sleep(delay * random.uniform(0.8, 1.2))
+            delay = min(cfg.retry_max, delay * 2)
 
     async def _ticker(self) -> None:
         loop = asyncio.get_running_loop()
