@@ -330,3 +330,24 @@ async def test_router_through_a_standalone_daemon(rv_daemon: str) -> None:
         await pb.close()
         await rb.close()
         await ra.close()
+
+
+async def test_a_neighbor_sending_garbage_loses_its_link_not_the_router() -> None:
+    (sa,) = services(1)
+    ra = await Router(router_config("ra", [("A", sa)], [("rx", None, 1)])).start()
+    try:
+        from rvasync.protocol.rvrd import frames
+
+        for junk in (b"\xc1\xc1", frames.encode(["DATA", 1]), frames.encode("not a list")):
+            reader, writer = await asyncio.open_connection("127.0.0.1", ra.port)
+            writer.write(frames.encode(["HELLO", frames.VERSION, "rx"]))
+            await ra.wait_for(lambda: ra.neighbors == ["rx"], WAIT)
+            writer.write(junk)
+            await ra.wait_for(lambda: ra.neighbors == [], WAIT)
+            async with asyncio.timeout(WAIT):
+                while await reader.read(4096):
+                    pass
+            writer.close()
+        assert ra.core.stats.bad_frames >= 1
+    finally:
+        await ra.close()
