@@ -31,7 +31,7 @@ from __future__ import annotations
 import itertools
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from rvasync.protocol.rvrd.patterns import overlapping
 from rvasync.protocol.rvrd.topology import (
@@ -85,16 +85,14 @@ class NetworkPolicy:
         return any(subject_matches(p, subject) for p in self.exports)
 
 
-@dataclass(frozen=True)
-class SendFrame:
+class SendFrame(NamedTuple):
     """Send ``frame`` (msgpack-able list) on the link to ``neighbor``."""
 
     neighbor: str
     frame: list[Any]
 
 
-@dataclass(frozen=True)
-class Deliver:
+class Deliver(NamedTuple):
     """Publish ``payload`` (subject ``subject``) into attached ``network``, tagged with
     ``tag`` = (origin network, importer, sequence, hops) so other routers there know it."""
 
@@ -104,16 +102,14 @@ class Deliver:
     tag: tuple[str, str, int, int]
 
 
-@dataclass(frozen=True)
-class ListenSet:
+class ListenSet(NamedTuple):
     """The router must listen to exactly ``subjects`` on attached ``network``."""
 
     network: str
     subjects: frozenset[str]
 
 
-@dataclass(frozen=True)
-class Loss:
+class Loss(NamedTuple):
     """``messages`` could not cross (``reason``); ``subject`` when known."""
 
     messages: int
@@ -122,8 +118,7 @@ class Loss:
     neighbor: str | None = None
 
 
-@dataclass(frozen=True)
-class TopologyChanged:
+class TopologyChanged(NamedTuple):
     """The set of reachable routers changed (for logging and status)."""
 
     reachable: frozenset[str]
