@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from typing import Any
 
 import pytest
 
@@ -350,4 +351,48 @@ async def test_a_neighbor_sending_garbage_loses_its_link_not_the_router() -> Non
             writer.close()
         assert ra.core.stats.bad_frames >= 1
     finally:
+        await ra.close()
+
+
+async def test_fault_tolerance_group_spans_two_networks() -> None:
+    """A member on each network: the heavier one (A) is active, B waits; A leaves, B activates.
+
+    The ``_RVFT.`` heartbeats cross the routers like any subject with interest.
+    """
+    (sa, sb), ra, rb = await _pair()
+    pa, pb = await Program(sa).open(), await Program(sb).open()
+    b_active = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    try:
+
+        async def join(program: Program, weight: int, on_active: Any) -> rv.FtMember:
+            assert program.t is not None
+            member = rv.FtMember(
+                program.t, "RVRD.FT", weight=weight, active_goal=1, heartbeat=0.2,
+                activation=1.0, callback=on_active,
+            )  # fmt: skip
+            await member.__aenter__()
+            return member
+
+        def a_cb(member: rv.FtMember, action: rv.FtAction) -> None:
+            pass
+
+        def b_cb(member: rv.FtMember, action: rv.FtAction) -> None:
+            if action == rv.FtAction.ACTIVATE:
+                loop.call_soon_threadsafe(b_active.set)
+
+        member_a = await pa.thread.run(join(pa, 100, a_cb))
+        await ra.wait_for(lambda: any("_RVFT" in s for s in rb.listening("B")), WAIT)
+        await asyncio.sleep(0.5)  # A's heartbeats reach B before B joins
+        member_b = await pb.thread.run(join(pb, 10, b_cb))
+        await asyncio.sleep(2.0)  # twice the activation interval: B must stay inactive
+        assert not b_active.is_set() and not member_b.active
+        assert member_a.active
+        await pa.thread.run(member_a.__aexit__(None, None, None))
+        await asyncio.wait_for(b_active.wait(), WAIT)
+        await pb.thread.run(member_b.__aexit__(None, None, None))
+    finally:
+        await pa.close()
+        await pb.close()
+        await rb.close()
         await ra.close()
