@@ -123,7 +123,12 @@ async def test_ring_of_three_cut_and_healed() -> None:
         seen = await _advisory(pa, adv, "CONNECTED")
         assert seen["neighbor"] == "rc"
         await ra.wait_for(lambda: "ra" in rc.neighbors, WAIT)
-        await asyncio.sleep(0.2)  # the healed link's records flood
+
+        def direct_again() -> bool:  # the healed link's records have reached ra
+            tree = ra.core.topology.tree("n:A")
+            return tree is not None and tree.parent.get("r:rc") == "r:ra"
+
+        await ra.wait_for(direct_again, WAIT)
         await pa.send("TICK", n=2)
         assert (await pc.next(lc))["n"] == 2
         assert rb.core.stats.forwarded == direct + 1  # direct again
