@@ -36,6 +36,8 @@ class Domain:
         self.delivered: Counter[tuple[str, Any]] = Counter()
         #: (link, message id) -> DATA frames that crossed it (either direction)
         self.crossings: Counter[tuple[frozenset[str], Any]] = Counter()
+        #: (from, to, message id) -> DATA frames sent that way
+        self.directed: Counter[tuple[str, str, Any]] = Counter()
         self.losses: list[Loss] = []
         self.interest: Counter[tuple[str, str]] = Counter()
         for r, core in self.cores.items():
@@ -47,10 +49,16 @@ class Domain:
             self.queue.append((router, out))
 
     def settle(self, limit: int = 1_000_000) -> None:
+        self.step(limit, must_finish=True)
+
+    def step(self, count: int, *, must_finish: bool = False) -> None:
+        """Carry out up to ``count`` queued outputs (all of them with ``must_finish``)."""
         steps = 0
         while self.queue:
             steps += 1
-            assert steps < limit, "the domain never settled (a loop?)"
+            if steps > count:
+                assert not must_finish, "the domain never settled (a loop?)"
+                return
             router, out = self.queue.popleft()
             if isinstance(out, SendFrame):
                 link = frozenset((router, out.neighbor))
@@ -58,6 +66,7 @@ class Domain:
                     continue  # the link broke while the frame was queued
                 if out.frame[0] == "DATA":
                     self.crossings[(link, out.frame[6])] += 1
+                    self.directed[(router, out.neighbor, out.frame[6])] += 1
                 self._take(out.neighbor, self.cores[out.neighbor].receive(router, out.frame))
             elif isinstance(out, Deliver):
                 self.delivered[(out.network, out.payload)] += 1
@@ -79,22 +88,24 @@ class Domain:
 
     # -- events
 
-    def link_up(self, a: str, b: str, cost: int = 1) -> None:
+    def link_up(self, a: str, b: str, cost: int = 1, *, settle: bool = True) -> None:
         link = frozenset((a, b))
         if link in self.up:
             return
         self.up[link] = cost
         self._take(a, self.cores[a].link_up(b, cost))
         self._take(b, self.cores[b].link_up(a, cost))
-        self.settle()
+        if settle:
+            self.settle()
 
-    def link_down(self, a: str, b: str) -> None:
+    def link_down(self, a: str, b: str, *, settle: bool = True) -> None:
         link = frozenset((a, b))
         if self.up.pop(link, None) is None:
             return
         self._take(a, self.cores[a].link_down(b))
         self._take(b, self.cores[b].link_down(a))
-        self.settle()
+        if settle:
+            self.settle()
 
     def listen(self, network: str, subject: str) -> None:
         self.interest[(network, subject)] += 1
@@ -112,11 +123,12 @@ class Domain:
                 self._take(r, self.cores[r].remove_interest(network, subject))
         self.settle()
 
-    def publish(self, network: str, subject: str, msg_id: Any) -> None:
+    def publish(self, network: str, subject: str, msg_id: Any, *, settle: bool = True) -> None:
         for r, nets in self.attach.items():
             if network in nets and self._listens(r, network, subject):
                 self._take(r, self.cores[r].import_message(network, subject, msg_id))
-        self.settle()
+        if settle:
+            self.settle()
 
     # -- the truth the routers must agree with
 

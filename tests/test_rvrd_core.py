@@ -155,6 +155,39 @@ def test_exactly_once_where_a_path_exists(sc: dict) -> None:
         _check(domain, ids)
 
 
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenarios(), st.lists(st.tuples(st.integers(0, 30), st.integers(0, 20)), max_size=12))
+def test_no_loop_while_records_are_still_flooding(sc: dict, plan: list[tuple[int, int]]) -> None:
+    """Links fail and heal between single steps, with messages in flight.
+
+    Whatever the interleaving, the domain settles (no loop), a message goes
+    each way of a link at most once, and a LAN served by one router gets it
+    at most once.
+    """
+    domain = Domain(sc["attach"])
+    for a, b in sc["edges"]:
+        domain.link_up(f"r{a}", f"r{b}", sc["costs"][(a, b)])
+    for node, pattern in sc["listens"]:
+        domain.listen(f"n{node}", pattern)
+    edges = sc["edges"]
+    nets = sorted(domain.networks())
+    for i, (steps, which) in enumerate(plan):
+        domain.publish(nets[which % len(nets)], SUBJECTS[which % len(SUBJECTS)], i, settle=False)
+        if edges:
+            a, b = edges[which % len(edges)]
+            if frozenset((f"r{a}", f"r{b}")) in domain.up:
+                domain.link_down(f"r{a}", f"r{b}", settle=False)
+            else:
+                domain.link_up(f"r{a}", f"r{b}", sc["costs"][(a, b)], settle=False)
+        domain.step(steps)
+    domain.settle()
+    assert all(count == 1 for count in domain.directed.values())
+    for (network, _msg), count in domain.delivered.items():
+        routers = sum(network in nets_of for nets_of in sc["attach"].values())
+        if routers == 1:
+            assert count == 1, (network, count)
+
+
 def test_ring_prefers_the_cheaper_way_and_fails_over() -> None:
     domain = Domain({"a": ["A"], "b": ["B"], "c": ["C"]})
     domain.link_up("a", "b", 1)
