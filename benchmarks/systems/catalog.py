@@ -55,6 +55,7 @@ ZMQ = system(
             "certified": "ZeroMQ has no persistence or acknowledged delivery",
             "routed-pubsub": "ZeroMQ has no brokers to join into a routed domain",
             "routed-reqrep": "ZeroMQ has no brokers to join into a routed domain",
+            "retained": "ZeroMQ keeps no last value per subject (no cache or store)",
         },
         order=2,
     )
@@ -76,6 +77,7 @@ FLOOR = system(
             "certified": "a bare socket has no persistence or acknowledgement",
             "routed-pubsub": "a bare socket has no routers",
             "routed-reqrep": "a bare socket has no routers",
+            "retained": "a bare socket keeps no values",
         },
     )
 )

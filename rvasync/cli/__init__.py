@@ -38,6 +38,8 @@ _COMMAND_MODULES = (
     "listen",
     "record",
     "router",
+    "passwd",
+    "cache",
 )
 
 
