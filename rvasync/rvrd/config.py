@@ -11,7 +11,7 @@ import math
 import re
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -54,7 +54,6 @@ class RouterConfig:
     retry_max: float = 10.0
     heartbeat: float = 1.0
     neighbor_timeout: float = 5.0
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class _Where:
