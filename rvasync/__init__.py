@@ -35,6 +35,7 @@ from rvasync.queues import LimitPolicy, Queue, QueueGroup, default_queue
 from rvasync.relaydriver import RelayAgent
 from rvasync.ropsdriver import RemoteOps, Retention, VerifyResult
 from rvasync.rvdatetime import DateTime
+from rvasync.rvrd import Router, RouterConfig
 from rvasync.security import Security
 from rvasync.subjects import SubjectIndex, subject_matches, validate_subject
 from rvasync.timers import Timer
@@ -76,6 +77,8 @@ __all__ = [
     "RemoteOps",
     "RequestTimeout",
     "Retention",
+    "Router",
+    "RouterConfig",
     "RvError",
     "Security",
     "StoreCorrupt",

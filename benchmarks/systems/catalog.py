@@ -56,6 +56,8 @@ ZMQ = system(
             "failover": f"ZeroMQ {_NO_FT}",
             "certified": "ZeroMQ has no persistence or acknowledged delivery",
             "relay": "ZeroMQ has no persistence or acknowledged delivery to relay",
+            "routed-pubsub": "ZeroMQ has no brokers to join into a routed domain",
+            "routed-reqrep": "ZeroMQ has no brokers to join into a routed domain",
             "retained": "ZeroMQ keeps no last value per subject (no cache or store)",
         },
         order=2,
@@ -77,6 +79,8 @@ FLOOR = system(
             "failover": "a bare socket has no groups or members",
             "certified": "a bare socket has no persistence or acknowledgement",
             "relay": "a bare socket has no persistence or acknowledgement",
+            "routed-pubsub": "a bare socket has no routers",
+            "routed-reqrep": "a bare socket has no routers",
             "retained": "a bare socket keeps no values",
         },
     )

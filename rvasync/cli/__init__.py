@@ -37,6 +37,7 @@ _COMMAND_MODULES = (
     "send",
     "listen",
     "record",
+    "router",
     "passwd",
     "cache",
     "relay",

@@ -37,6 +37,7 @@ from rvasync.advisories import AdvisoryClass, build_advisory
 from rvasync.busypoll import poller_for
 from rvasync.daemon.advisories import slow_consumer
 from rvasync.daemon.auth import DaemonSecurity, LoginRefused, User, Users, cert_subject
+from rvasync.daemon.interestadv import is_router
 from rvasync.daemon.service import check_client_subject
 from rvasync.daemon.session import Payload
 from rvasync.errors import (
@@ -614,7 +615,8 @@ class ClientConnection(asyncio.Protocol):
                 # already refused reserved subjects to its user, while the drivers
                 # inside it (certified delivery, fault tolerance) use _RVCM/_RVFT.
                 validate_subject(subject, wildcards=True)
-                check_client_subject(subject)
+                if not is_router(self.session.description):  # a router presents advisories
+                    check_client_subject(subject)
             except (InvalidSubject, NotPermitted) as exc:
                 self._illegal_publish(subject, str(exc))
                 continue

@@ -30,6 +30,7 @@ from typing import Any
 from rvasync import codec
 from rvasync._logging import stderr_logger
 from rvasync.daemon import advisories as adv
+from rvasync.daemon.interestadv import InterestAnnouncer, is_router
 from rvasync.daemon.params import NetworkSpec, ServiceSpec
 from rvasync.daemon.routing import LOCAL_ONLY, TO_PEER, TO_SESSION, Router, subject_of
 from rvasync.daemon.session import ClientSession, SessionOwner
@@ -47,6 +48,7 @@ from rvasync.protocol.reliable import MAX_MESSAGE, ReliableEndpoint
 from rvasync.protocol.reliable_events import (
     InboundDataLoss,
     OutboundDataLoss,
+    PeerDiscovered,
     PeerSilent,
     RetransmissionRequested,
     RetransmissionSent,
@@ -139,6 +141,8 @@ class ServiceEndpoint:
         self._send_lone = driver.send_lone
         self._multicast = driver.multicast
 
+        #: LISTEN.START / STOP announcements of this daemon's interest (for routers).
+        self._listen_adv = InterestAnnouncer(self.address_hex)
         self._fast_producer_handle: asyncio.TimerHandle | None = None
         self._waiting_sessions: set[ClientSession] = set()
         self._linger: asyncio.TimerHandle | None = None
@@ -194,7 +198,10 @@ class ServiceEndpoint:
         if self.sessions.get(session.token) is not session:
             return
         del self.sessions[session.token]
-        self.router.forget(session, session.interests())
+        subjects = session.interests()
+        self.router.forget(session, subjects)
+        for subject in subjects:
+            self._announce(self._listen_adv.removed(session.description, subject))
         self._waiting_sessions.discard(session)
         if not self.closed:
             try:
@@ -225,10 +232,22 @@ class ServiceEndpoint:
     def add_interest(self, session: ClientSession, subject: str) -> None:
         """``session`` listens to ``subject`` (called once per subject by the session)."""
         self.router.add_interest(session, subject)
+        self._announce(self._listen_adv.added(session.description, subject))
 
     def remove_interest(self, session: ClientSession, subject: str) -> None:
         """Undo :meth:`add_interest`."""
         self.router.remove_interest(session, subject)
+        self._announce(self._listen_adv.removed(session.description, subject))
+
+    def _announce(self, advisories: list[Message]) -> None:
+        """Publish LISTEN.START / STOP advisories (see :mod:`rvasync.daemon.interestadv`)."""
+        for advisory in advisories:
+            if self.closed:
+                return
+            try:
+                self.publish_internal(advisory)
+            except Exception:
+                self._contain("announcing interest", subject=advisory.subject)
 
     # ------------------------------------------------------------------ publishing
 
@@ -286,7 +305,7 @@ class ServiceEndpoint:
             subject = msg.subject if msg is not None else subject_of(data)  # type: ignore[arg-type]  # data if no msg
             if subject is None:
                 raise InvalidArgument("cannot publish a message without a subject")
-            if session is not None and subject[:1] == "_":
+            if session is not None and subject[:1] == "_" and not is_router(session.description):
                 check_client_subject(subject)
             plan.append((subject, msg, self._wire(session, msg, data)))
         routes = self._routes
@@ -372,8 +391,8 @@ class ServiceEndpoint:
                 self._deliver_local((where,), msg, data)
             return None
         local_only = kind == LOCAL_ONLY
-        if not local_only and session is not None:
-            check_client_subject(subject)
+        if not local_only and session is not None and not is_router(session.description):
+            check_client_subject(subject)  # a router presents its advisories to its networks
         sessions = self._routes.get(subject)
         if sessions is None:
             sessions = self._route(subject)
@@ -449,10 +468,14 @@ class ServiceEndpoint:
             message = adv.retransmission("OUTBOUND.SENT", event.dest[0], event.datagrams)
         elif cls is RetransmissionSuppressed:
             message = adv.retransmission("OUTBOUND.SUPPRESSED", event.dest[0], event.datagrams)
+        elif cls is PeerDiscovered:
+            # A new daemon (perhaps a router) joined: tell it what this one listens to.
+            self._announce(self._listen_adv.everything())
+            return
         elif cls is PeerSilent:
             message = adv.unreachable_daemon(address_hex(event.src), event.src[0], event.reason)
         else:
-            return  # PeerDiscovered: nothing to report
+            return
         self.present_all(message)
 
     def _present(self, session: ClientSession, message: Message) -> None:

@@ -260,6 +260,23 @@ class BaseTransport(abc.ABC):
             RetainedHandOver(self, listener)
         return listener
 
+    def listen_inboxes(self, *, callback: Callback) -> Listener:
+        """Listen to every inbox of this transport, made now or later (driver API).
+
+        A routing daemon writes reply subjects of its own under its inbox
+        prefix (``<prefix>.<home network>.<original inbox>``) and must take
+        every reply sent to them; :meth:`listen` refuses wildcard inboxes to
+        programs. Replies a ``send_request`` waits for still go to it first.
+        """
+        self._check_open()
+        if not callable(callback):
+            raise InvalidArgument(f"callback must be callable, got {type(callback).__name__}")
+        prefix = self.create_inbox().rsplit(".", 1)[0]
+        listener = Listener(self, prefix + ".>", callback=callback)
+        self.attach_queue(listener.queue, dispatched=True, shared=False)
+        self._router.add(listener)  # no daemon interest: the daemon routes inboxes by session
+        return listener
+
     async def request_retained(
         self, pattern: str, timeout: float = RETAINED_TIMEOUT
     ) -> list[Message]:

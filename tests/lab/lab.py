@@ -202,6 +202,16 @@ class Host:
         """End a :meth:`partition`."""
         self.clear("partition")
 
+    def block(self, address: str) -> None:
+        """Drop everything to and from ``address`` (a link cut between two hosts); see
+        :meth:`unblock`. Used for the WAN links between routers (tests/lab/multilan.py)."""
+        self._rule("block", "input", "ip", "saddr", address, "counter", "drop")
+        self._rule("block", "output", "ip", "daddr", address, "counter", "drop")
+
+    def unblock(self) -> None:
+        """End every :meth:`block`."""
+        self.clear("block")
+
     def packets(self, action: str = "drop") -> int:
         """How many packets this host's fault rules ending in ``action`` have matched."""
         total = 0

@@ -1,0 +1,59 @@
+"""``rvasync router --config FILE``: run a routing daemon joining networks multicast cannot span.
+
+It validates the file first (a bad one ends with one line naming the line and
+key, status 2), then prints one line once its networks are attached and its
+neighbor port is open (``rvasync router NAME ready; neighbors on HOST:PORT``),
+so scripts and tests can wait for it, and runs until SIGINT or SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+
+
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    p = sub.add_parser(
+        "router",
+        help="run a routing daemon that joins networks multicast cannot span",
+        description="Run a routing daemon (rvrd): attaches to local networks and links to "
+        "neighbor routers over TCP, forwarding only subjects listened to on the far side. "
+        "The TOML configuration is described in docs/routing.md.",
+    )
+    p.add_argument("--config", required=True, metavar="FILE", help="TOML configuration file")
+    p.add_argument(
+        "--check", action="store_true", help="only validate the configuration, then exit"
+    )
+    p.set_defaults(handler=run)
+
+
+async def run(args: argparse.Namespace) -> int:
+    from rvasync.rvrd import Router, load_config
+
+    config = load_config(args.config)
+    if args.check:
+        print(f"{args.config}: router {config.name} configuration is valid", flush=True)
+        return 0
+    router = Router(config)
+    await router.start()
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(signum, stop.set)
+    listen = config.listen
+    where = "none" if listen is None else f"{listen[0]}:{router.port}"
+    print(
+        f"rvasync router {config.name} ready; neighbors on {where} (pid {os.getpid()})",
+        flush=True,
+    )
+    try:
+        await stop.wait()
+    finally:
+        await router.close()
+    print(f"rvasync router {config.name} stopped", file=sys.stderr, flush=True)
+    return 0

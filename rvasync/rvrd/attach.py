@@ -1,0 +1,215 @@
+"""One local network a router is attached to: its transport, its interest, messages in and out.
+
+The router joins the network with an ordinary transport (in-process daemon,
+or a standalone one with ``daemon=``) whose description carries
+:data:`~rvasync.daemon.interestadv.ROUTER_MARK`, so that its own listening is
+never announced as the network's interest. Through it, it
+
+* learns the network's interest from the daemons' LISTEN.START / LISTEN.STOP
+  advisories (per daemon, so a daemon that goes silent takes its interest
+  with it: UNREACHABLE.TRANSPORT);
+* listens to exactly what the rest of the domain wants from this network
+  (:meth:`Attachment.set_listens`) and to replies on its own inboxes;
+* publishes what the domain delivers here (:meth:`Attachment.deliver`),
+  tagged with a reserved ``_rvrd`` field so that other routers on the
+  network know the message is already inside the domain.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from rvasync.daemon.interestadv import LISTEN_START, LISTEN_STOP, ROUTER_MARK
+from rvasync.errors import RvError
+from rvasync.fieldtypes import FieldType
+from rvasync.message import Message
+from rvasync.protocol.rvrd.inbox import (
+    domain_reply,
+    inbox_to_domain,
+    network_reply,
+    network_subject,
+)
+from rvasync.rvrd.config import NetworkConfig
+from rvasync.transport.listener import Listener
+from rvasync.transport.network import Transport
+
+__all__ = ["TAG_FIELD", "Attachment", "parse_tag"]
+
+#: Reserved field on messages a router published into a network: "origin importer seq hops".
+TAG_FIELD = "_rvrd"
+UNREACHABLE = "_RV.INFO.SYSTEM.UNREACHABLE.TRANSPORT.>"
+
+Tag = tuple[str, str, int, int]
+
+
+def make_tag(tag: Tag, subject: str) -> str:
+    """The ``_rvrd`` field value: the routing tag, bound to the subject it was put on."""
+    return f"{tag[0]} {tag[1]} {tag[2]} {tag[3]} {subject}"
+
+
+def parse_tag(value: Any, subject: str) -> Tag | None:
+    """The routing tag of a ``_rvrd`` field, None if malformed or made for another subject.
+
+    A program that republishes a routed message under a new subject keeps the
+    field; bound to the old subject, it no longer counts, and the router
+    takes the message as a new one instead of dropping it as an echo.
+    """
+    if not isinstance(value, str):
+        return None
+    parts = value.split(" ", 4)
+    if len(parts) != 5 or parts[4] != subject:
+        return None
+    try:
+        return parts[0], parts[1], int(parts[2]), int(parts[3])
+    except ValueError:
+        return None
+
+
+class Attachment:
+    """The router's presence on local network ``config``.
+
+    ``on_message(network, subject, payload, tag)``: a message to import;
+    ``on_interest(network, subject, added)``: the network's interest changed.
+    """
+
+    def __init__(
+        self,
+        router: str,
+        config: NetworkConfig,
+        *,
+        on_message: Callable[[str, str, bytes, Tag | None], None],
+        on_interest: Callable[[str, str, bool], None],
+        on_error: Callable[..., None],
+    ) -> None:
+        self.name = config.name
+        self.config = config
+        self._router = router
+        self._on_message = on_message
+        self._on_interest = on_interest
+        self._on_error = on_error
+        self.transport = Transport(
+            config.service,
+            config.network,
+            config.daemon,
+            description=f"{ROUTER_MARK}{router}/{config.name}",
+        )
+        self._listens: dict[str, Listener] = {}
+        #: daemon address -> subjects it announced
+        self._daemons: dict[str, set[str]] = {}
+        self.prefix = ""
+        self.published = 0
+        self.publish_failures = 0
+
+    async def open(self) -> None:
+        t = self.transport
+        await t.open()
+        self.prefix = t.listen_inboxes(callback=self._reply).subject[:-2]
+        t.listen(UNREACHABLE, callback=self._unreachable)
+        # Last: listening to the announcements makes every daemon announce again.
+        t.listen("_RV.INFO.SYSTEM.LISTEN.>", callback=self._announcement)
+
+    async def close(self) -> None:
+        await self.transport.close()
+
+    def interest(self) -> set[str]:
+        """Every subject some daemon of this network announced."""
+        return set().union(*self._daemons.values()) if self._daemons else set()
+
+    # ------------------------------------------------------------------ interest
+
+    def _announcement(self, msg: Message) -> None:
+        sub = msg.get("sub")
+        daemon = msg.get("daemon")
+        if not isinstance(sub, str) or not isinstance(daemon, str):
+            return
+        subjects = self._daemons.setdefault(daemon, set())
+        if msg.subject == LISTEN_START and sub not in subjects:
+            subjects.add(sub)
+            self._on_interest(self.name, sub, True)
+        elif msg.subject == LISTEN_STOP and sub in subjects:
+            subjects.discard(sub)
+            self._on_interest(self.name, sub, False)
+
+    def _unreachable(self, msg: Message) -> None:
+        gone = self._daemons.pop(str(msg.get("tport")), None)
+        for sub in sorted(gone or ()):
+            self._on_interest(self.name, sub, False)
+
+    # ------------------------------------------------------------------ listening
+
+    def set_listens(self, subjects: frozenset[str]) -> None:
+        """Listen to exactly ``subjects`` (what the rest of the domain wants from here)."""
+        for subject in list(self._listens):
+            if subject not in subjects:
+                self._listens.pop(subject).close_now()
+        for subject in sorted(subjects):
+            if subject not in self._listens:
+                try:
+                    self._listens[subject] = self.transport.listen(subject, callback=self._take)
+                except RvError:
+                    self._on_error("cannot listen", network=self.name, subject=subject)
+
+    @property
+    def listening(self) -> frozenset[str]:
+        return frozenset(self._listens)
+
+    # ------------------------------------------------------------------ messages in
+
+    def _take(self, msg: Message) -> None:
+        subject = msg.subject
+        if subject is None:
+            return
+        tag = None
+        if TAG_FIELD in msg:
+            tag = parse_tag(msg.get(TAG_FIELD), subject)
+            msg = msg.copy()
+            while msg.remove(TAG_FIELD) is not None:
+                pass
+        if tag is None:
+            # Published here by a program: replies to its inboxes must find their way back.
+            reply = domain_reply(self.name, msg.reply_subject)
+            if reply != msg.reply_subject:
+                msg = msg.copy()
+                msg.reply_subject = reply
+        try:
+            payload = msg.to_bytes()
+        except RvError:
+            self._on_error("cannot encode a message to route", subject=subject)
+            return
+        self._on_message(self.name, subject, payload, tag)
+
+    def _reply(self, msg: Message) -> None:
+        """A reply to one of the inboxes the router wrote as reply subjects here."""
+        subject = inbox_to_domain(self.prefix, msg.subject or "")
+        if subject is None:
+            return
+        msg = msg.copy()
+        msg.subject = subject
+        msg.reply_subject = domain_reply(self.name, msg.reply_subject)
+        self._on_message(self.name, subject, msg.to_bytes(), None)
+
+    # ------------------------------------------------------------------ messages out
+
+    def deliver(self, subject: str, payload: bytes, tag: Tag) -> bool:
+        """Publish a message of the domain here; False if it could not be sent."""
+        try:
+            msg = Message.from_bytes(payload)
+            msg.subject = network_subject(self.name, subject)
+            msg.reply_subject = network_reply(self.name, msg.reply_subject, self.prefix)
+            if not msg.subject.startswith("_INBOX."):
+                msg.add_reserved(TAG_FIELD, make_tag(tag, msg.subject), FieldType.STRING)
+            self.transport.send_internal(msg)
+        except Exception:
+            self.publish_failures += 1
+            self._on_error("cannot publish a routed message", network=self.name, subject=subject)
+            return False
+        self.published += 1
+        return True
+
+    def publish_advisory(self, advisory: Message) -> None:
+        """Present a router advisory to the programs of this network."""
+        try:
+            self.transport.send_internal(advisory)
+        except Exception:
+            self._on_error("cannot publish an advisory", subject=advisory.subject)

@@ -1,0 +1,353 @@
+"""Router: the routing daemon's asyncio driver around the sans-IO :class:`RouterCore`.
+
+It owns the sockets and tasks: one :class:`~rvasync.rvrd.attach.Attachment`
+per local network, a TCP server for neighbors that dial in, a dial loop with
+exponential backoff per neighbor that has an address, one reader task per
+established link, and a ticker (link pings, acknowledgements, loss reports).
+Every decision (what to listen to, where a message goes, what was lost) is
+the core's; this module only carries them out.
+
+Advisories, published on every attached network:
+``_RV.WARN.SYSTEM.ROUTER.NEIGHBOR.CONNECTED`` / ``.DISCONNECTED`` (fields
+``router``, ``neighbor``, ``reason``) and ``_RV.ERROR.SYSTEM.DATALOSS.ROUTER``
+(fields ``router``, ``lost``, ``reason``, ``subject``), aggregated per tick.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from rvasync._logging import stderr_logger
+from rvasync.advmsg import SYSTEM, AdvisoryClass, make_advisory
+from rvasync.errors import InvalidArgument, TransportClosed
+from rvasync.fieldtypes import FieldType
+from rvasync.message import Message
+from rvasync.protocol.rvrd import (
+    Deliver,
+    ListenSet,
+    Loss,
+    NetworkPolicy,
+    RouterCore,
+    SendFrame,
+    TopologyChanged,
+)
+from rvasync.rvrd.attach import Attachment, Tag
+from rvasync.rvrd.config import RouterConfig, load_config, parse_config
+from rvasync.rvrd.links import NeighborLink
+
+__all__ = ["Router"]
+
+TICK = 0.25
+
+
+class Router:
+    """A routing daemon. ``config``: a :class:`RouterConfig`, a TOML file path, or a dict
+    with the file's structure. ``await router.start()`` (or ``async with``)."""
+
+    def __init__(self, config: RouterConfig | str | Path | Mapping[str, Any]) -> None:
+        if isinstance(config, RouterConfig):
+            self.config = config
+        elif isinstance(config, str | Path):
+            self.config = load_config(config)
+        elif isinstance(config, Mapping):
+            self.config = parse_config(config)
+        else:
+            raise InvalidArgument(
+                f"config must be a RouterConfig, a file path or a dict, got {type(config).__name__}"
+            )
+        cfg = self.config
+        self.name = cfg.name
+        self.core = RouterCore(
+            cfg.name,
+            {n.name: NetworkPolicy(n.imports, n.exports) for n in cfg.networks},
+        )
+        self._log = stderr_logger()
+        self.attachments: dict[str, Attachment] = {}
+        self._links: dict[str, NeighborLink] = {}
+        self._neighbors = {n.name: n for n in cfg.neighbors}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._server: asyncio.Server | None = None
+        self._losses: dict[tuple[str, str | None], int] = {}
+        self._changed = asyncio.Event()
+        self._closed = False
+        self._started = False
+        self.port: int | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> Router:
+        if self._started:
+            return self
+        self._started = True
+        try:
+            for net in self.config.networks:
+                attachment = Attachment(
+                    self.name,
+                    net,
+                    on_message=self._on_message,
+                    on_interest=self._on_interest,
+                    on_error=self._error,
+                )
+                self.attachments[net.name] = attachment
+            self._run(self.core.start())
+            for attachment in self.attachments.values():
+                await attachment.open()
+            if self.config.listen is not None:
+                host, port = self.config.listen
+                self._server = await asyncio.get_running_loop().create_server(
+                    lambda: self._new_link(None), host, port
+                )
+                self.port = self._server.sockets[0].getsockname()[1]
+            for nbr in self.config.neighbors:
+                if nbr.address is not None:
+                    self._spawn(self._dial_loop(nbr.name))
+            self._spawn(self._ticker())
+        except BaseException:
+            await self.close()
+            raise
+        return self
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._server is not None:
+            self._server.close()
+        for link in list(self._links.values()):
+            link.close()
+        for task in list(self._tasks):
+            task.cancel()
+        for task in list(self._tasks):
+            with contextlib.suppress(BaseException):
+                await task
+        if self._server is not None:
+            with contextlib.suppress(Exception):
+                await self._server.wait_closed()
+        for attachment in self.attachments.values():
+            with contextlib.suppress(Exception):
+                await attachment.close()
+
+    async def __aenter__(self) -> Router:
+        return await self.start()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # ------------------------------------------------------------------ status
+
+    @property
+    def neighbors(self) -> list[str]:
+        """Neighbors whose links are up."""
+        return sorted(self._links)
+
+    def listening(self, network: str) -> frozenset[str]:
+        """Subjects the router listens to on ``network`` for the rest of the domain."""
+        return self.attachments[network].listening
+
+    def reachable(self) -> frozenset[str]:
+        """Routers this one has a path to (itself included)."""
+        return frozenset(self.core.topology.reachable)
+
+    async def wait_for(self, predicate: Any, timeout: float = 10.0) -> None:
+        """Wait until ``predicate()`` is true (re-checked on every routing change)."""
+        async with asyncio.timeout(timeout):
+            while not predicate():
+                self._changed.clear()
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(TICK):
+                        await self._changed.wait()
+
+    # ------------------------------------------------------------------ core I/O
+
+    def _run(self, outputs: list[Any]) -> None:
+        for out in outputs:
+            cls = out.__class__
+            if cls is SendFrame:
+                link = self._links.get(out.neighbor)
+                if (link is None or not link.send(out.frame)) and out.frame[0] == "DATA":
+                    self._lost(1, f"link to {out.neighbor} cannot take it", out.frame[5])
+            elif cls is Deliver:
+                attachment = self.attachments[out.network]
+                if not attachment.deliver(out.subject, out.payload, out.tag):
+                    self._lost(1, f"cannot publish into {out.network}", out.subject)
+            elif cls is ListenSet:
+                self.attachments[out.network].set_listens(out.subjects)
+                self._changed.set()
+            elif cls is Loss:
+                self._lost(out.messages, out.reason, out.subject)
+            elif cls is TopologyChanged:
+                self._log.info(
+                    "routing domain changed", router=self.name, reachable=sorted(out.reachable)
+                )
+                self._changed.set()
+
+    def _on_message(self, network: str, subject: str, payload: bytes, tag: Tag | None) -> None:
+        if self._closed:
+            return
+        try:
+            self._run(self.core.import_message(network, subject, payload, tag))
+        except Exception:
+            self._error("routing a message", network=network, subject=subject)
+
+    def _on_interest(self, network: str, subject: str, added: bool) -> None:
+        if self._closed:
+            return
+        core = self.core
+        outs = (
+            core.add_interest(network, subject) if added else core.remove_interest(network, subject)
+        )
+        self._run(outs)
+        self._changed.set()
+
+    def _error(self, doing: str, **details: Any) -> None:
+        self._log.exception("router error; it carries on", router=self.name, doing=doing, **details)
+
+    # ------------------------------------------------------------------ advisories
+
+    def _lost(self, count: int, reason: str, subject: str | None) -> None:
+        key = (reason, subject)
+        self._losses[key] = self._losses.get(key, 0) + count
+
+    def _flush_losses(self) -> None:
+        losses, self._losses = self._losses, {}
+        for (reason, subject), count in losses.items():
+            fields: list[tuple[str, Any, Any]] = [
+                ("router", self.name, FieldType.STRING),
+                ("lost", count, FieldType.U32),
+                ("reason", reason, FieldType.STRING),
+            ]
+            if subject is not None:
+                fields.append(("subject", subject, FieldType.STRING))
+            self._advise(
+                make_advisory(AdvisoryClass.ERROR, SYSTEM, "DATALOSS.ROUTER", fields=fields)
+            )
+
+    def _neighbor_advisory(self, name: str, up: bool, reason: str) -> None:
+        self._advise(
+            make_advisory(
+                AdvisoryClass.WARN,
+                SYSTEM,
+                "ROUTER.NEIGHBOR.CONNECTED" if up else "ROUTER.NEIGHBOR.DISCONNECTED",
+                fields=[
+                    ("router", self.name, FieldType.STRING),
+                    ("neighbor", name, FieldType.STRING),
+                    ("reason", reason, FieldType.STRING),
+                ],
+            )
+        )
+
+    def _advise(self, advisory: Message) -> None:
+        self._log.info(
+            "router advisory", subject=advisory.subject, fields={f.name: f.value for f in advisory}
+        )
+        for attachment in self.attachments.values():
+            attachment.publish_advisory(advisory)
+
+    # ------------------------------------------------------------------ links
+
+    def _new_link(self, expect: str | None) -> NeighborLink:
+        """A protocol for one connection (dialed to ``expect``, or accepted: None)."""
+
+        def hello(link: NeighborLink, name: str) -> str | None:
+            nbr = self._neighbors.get(name)
+            if self._closed:
+                return "the router is closing"
+            if nbr is None:
+                return f"router {name!r} is not a configured neighbor"
+            if expect is not None and name != expect:
+                return f"expected router {expect!r}, reached {name!r}"
+            if name in self._links:
+                return f"a link to {name!r} is already up"
+            link.cost = nbr.cost
+            self._links[name] = link
+            self._run(self.core.link_up(name, nbr.cost))
+            self._neighbor_advisory(name, True, "connected")
+            self._changed.set()
+            return None
+
+        return NeighborLink(
+            self.name,
+            on_hello=hello,
+            on_frame=self._link_frame,
+            on_lost=self._link_lost,
+            handshake_timeout=self.config.neighbor_timeout,
+        )
+
+    def _link_frame(self, link: NeighborLink, frame: list[Any]) -> None:
+        self._run(self.core.receive(link.name, frame))
+
+    def _link_lost(self, link: NeighborLink, reason: str) -> None:
+        name = link.name
+        if self._links.get(name) is not link:
+            return
+        del self._links[name]
+        if self._closed:
+            return
+        self._log.warning("neighbor link lost", router=self.name, neighbor=name, reason=reason)
+        self._run(self.core.link_down(name))
+        self._neighbor_advisory(name, False, reason)
+        self._flush_losses()
+        self._changed.set()
+
+    async def _dial_loop(self, name: str) -> None:
+        cfg = self.config
+        nbr = self._neighbors[name]
+        assert nbr.address is not None
+        loop = asyncio.get_running_loop()
+        delay = cfg.retry_min
+        while not self._closed:
+            if name in self._links:
+                await asyncio.sleep(TICK)
+                continue
+            established = False
+            try:
+                async with asyncio.timeout(cfg.neighbor_timeout):
+                    _, link = await loop.create_connection(
+                        lambda: self._new_link(name), *nbr.address
+                    )
+                established = await asyncio.shield(link.done)
+            except (OSError, TimeoutError) as exc:
+                self._log.debug(
+                    "neighbor not reachable",
+                    router=self.name,
+                    neighbor=name,
+                    error=str(exc),
+                    retry_in=delay,
+                )
+            if established:
+                delay = cfg.retry_min
+                continue
+            await asyncio.sleep(delay * random.uniform(0.8, 1.2))
+            delay = min(cfg.retry_max, delay * 2)
+
+    async def _ticker(self) -> None:
+        loop = asyncio.get_running_loop()
+        next_ping = 0.0
+        while not self._closed:
+            await asyncio.sleep(TICK)
+            now = loop.time()
+            try:
+                self._run(self.core.tick(now))
+                if now >= next_ping:
+                    next_ping = now + self.config.heartbeat
+                    for link in list(self._links.values()):
+                        link.ping()
+                limit = self.config.neighbor_timeout
+                for link in list(self._links.values()):
+                    if link.silent_for(now) > limit:
+                        link.fail(f"neighbor silent for {limit:g} s")
+                self._flush_losses()
+            except TransportClosed:
+                return
+            except Exception:
+                self._error("ticking")

@@ -1,0 +1,263 @@
+"""Routing daemons between separate LANs: a line of three sites, and a ring with a WAN cut.
+
+Each site is its own bridge (no multicast between sites); every site's host 0
+runs ``rvasync router --config`` attached to its LAN and linked over a WAN
+bridge to other sites' routers; host 1 runs a program (tests/lab/agent.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rvasync.testing import free_port
+from tests.lab.conftest import _require_lab
+from tests.lab.lab import LabAgent, LabProcess
+from tests.lab.multilan import MultiLab
+
+pytestmark = pytest.mark.lab
+
+ROUTER_PORT = 7600  # inside each router host's own namespace
+
+
+@pytest.fixture
+async def sites3() -> AsyncIterator[MultiLab]:
+    _require_lab()
+    async with MultiLab(3, hosts=2) as lab:
+        yield lab
+
+
+def _config(lab: MultiLab, site: int, service: str, neighbors: list[int]) -> str:
+    host = lab.router_host(site)
+    lines = [
+        "[router]",
+        f'name = "r{site}"',
+        f'listen = "{lab.wan_address(site)}:{ROUTER_PORT}"',
+        "retry_min = 0.1",
+        "retry_max = 1.0",
+        "heartbeat = 0.3",
+        "neighbor_timeout = 2.0",
+        "",
+        "[[network]]",
+        f'name = "lan{site}"',
+        f'service = "{service}"',
+        f'network = "{host.network()}"',
+    ]
+    for other in neighbors:
+        lines += ["", "[[neighbor]]", f'name = "r{other}"', "cost = 1"]
+        if other > site:  # the lower-numbered router dials
+            lines.append(f'address = "{lab.wan_address(other)}:{ROUTER_PORT}"')
+    return "\n".join(lines) + "\n"
+
+
+async def _routers(
+    lab: MultiLab, tmp: Path, service: str, links: list[tuple[int, int]]
+) -> list[LabProcess]:
+    procs = []
+    for site in range(len(lab.sites)):
+        neighbors = [b if a == site else a for a, b in links if site in (a, b)]
+        path = tmp / f"r{site}.toml"
+        path.write_text(_config(lab, site, service, neighbors))
+        proc = await lab.router_host(site).spawn("-m", "rvasync", "router", "--config", str(path))
+        line = await proc.readline(30)
+        assert b"ready" in line, line
+        procs.append(proc)
+    return procs
+
+
+async def _agents(lab: MultiLab, service: str) -> list[LabAgent]:
+    return [await lan.hosts[1].agent(service) for lan in lab.sites]
+
+
+async def _until_through(sender: LabAgent, receiver: LabAgent, subject: str) -> None:
+    """Send probes until one arrives: interest has propagated and the links are up."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 30
+    n = 0
+    while loop.time() < deadline:
+        await sender.call(op="send", subject=subject, src="probe", n=1, start=n)
+        n += 1
+        await asyncio.sleep(0.3)
+        report = await receiver.call(op="report")
+        if report["got"].get("probe"):
+            return
+    raise AssertionError(f"nothing crossed on {subject} in 30 s")
+
+
+async def _wait_all(receiver: LabAgent, src: str, total: int, timeout: float = 20) -> list[int]:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        got = (await receiver.call(op="report"))["got"].get(src, [])
+        if len(got) >= total or loop.time() > deadline:
+            return list(got)
+        await asyncio.sleep(0.2)
+
+
+async def test_line_of_three_sites(
+    sites3: MultiLab, tmp_path: Path, figures: dict[str, Any]
+) -> None:
+    """A - B - C: pub/sub and request/reply from site A to site C through two routers."""
+    service = str(free_port())
+    await _routers(sites3, tmp_path, service, [(0, 1), (1, 2)])
+    a, b, c = await _agents(sites3, service)
+    try:
+        await c.call(op="listen", subject="LAB.R")
+        await c.call(op="serve", subject="LAB.SVC")
+        await b.call(op="listen", subject="LAB.OTHER")
+        await _until_through(a, c, "LAB.R")
+        total = 300
+        await a.call(op="send", subject="LAB.R", src="a", n=total, pace=0.01)
+        got = await _wait_all(c, "a", total)
+        assert got == list(range(total))
+        # B's program does not listen to LAB.R: nothing of it was delivered there.
+        assert (await b.call(op="report"))["got"] == {}
+        replies = await a.call(op="request", subject="LAB.SVC", n=20, timeout=5.0)
+        assert replies["replies"] == list(range(20)) and replies["timeouts"] == []
+        figures.update(sites=3, topology="line", sent=total, delivered=len(got), requests=20)
+    finally:
+        await asyncio.gather(*(x.close() for x in (a, b, c)), return_exceptions=True)
+
+
+async def test_ring_of_three_with_a_wan_cut_and_heal(
+    sites3: MultiLab, tmp_path: Path, figures: dict[str, Any]
+) -> None:
+    """A-B-C-A: the A-C link is cut under a stream from A to C, then healed.
+
+    Every message arrives at most once; what did not arrive is reported by
+    A's router as DATALOSS; after the cut the stream flows round through B,
+    and after the heal it still flows.
+    """
+    service = str(free_port())
+    await _routers(sites3, tmp_path, service, [(0, 1), (1, 2), (0, 2)])
+    a, _b, c = await _agents(sites3, service)
+    ra = sites3.router_host(0)
+    dropped = []
+    try:
+        await a.call(op="listen", subject="LAB.NONE")  # A watches DATALOSS advisories
+        await c.call(op="listen", subject="LAB.R")
+        await _until_through(a, c, "LAB.R")
+        total = 600
+
+        async def cut_and_heal() -> None:
+            await asyncio.sleep(1.0)
+            ra.block(sites3.wan_address(2))
+            await asyncio.sleep(4.0)
+            dropped.append(ra.packets("drop"))
+            ra.unblock()
+
+        await asyncio.gather(
+            a.call(op="send", subject="LAB.R", src="a", n=total, pace=0.2, wait=120),
+            cut_and_heal(),
+        )
+        got = await _wait_all(c, "a", total)
+        report = await a.call(op="report")
+        lost = sum(int(d.get("lost", 0)) for d in report["dataloss"])
+        assert len(got) == len(set(got)), "a message arrived twice"
+        assert set(got) <= set(range(total))
+        assert len(got) + lost >= total, (len(got), lost, report["dataloss"])
+        assert dropped[0] > 0, "the cut dropped nothing"
+        # The tail, sent after the heal, all arrived.
+        assert set(range(total - 40, total)) <= set(got)
+        # After the heal a fresh batch crosses too.
+        await a.call(op="send", subject="LAB.R", src="after", n=50)
+        assert await _wait_all(c, "after", 50) == list(range(50))
+        figures.update(
+            sites=3, topology="ring", sent=total, delivered=len(got), reported_lost=lost,
+            cut_seconds=4.0,
+        )  # fmt: skip
+    finally:
+        await asyncio.gather(a.close(), _b.close(), c.close(), return_exceptions=True)
+
+
+@pytest.fixture
+async def two_sites_redundant() -> AsyncIterator[MultiLab]:
+    _require_lab()
+    async with MultiLab(2, hosts=3, routers=2) as lab:
+        yield lab
+
+
+def _router_toml(
+    name: str,
+    listen: str,
+    network: tuple[str, str],
+    service: str,
+    neighbors: list[tuple[str, str | None]],
+) -> str:
+    lines = [
+        "[router]",
+        f'name = "{name}"',
+        f'listen = "{listen}:{ROUTER_PORT}"',
+        "retry_min = 0.1",
+        "retry_max = 1.0",
+        "heartbeat = 0.3",
+        "neighbor_timeout = 2.0",
+        "",
+        "[[network]]",
+        f'name = "{network[0]}"',
+        f'service = "{service}"',
+        f'network = "{network[1]}"',
+    ]
+    for other, address in neighbors:
+        lines += ["", "[[neighbor]]", f'name = "{other}"']
+        if address is not None:
+            lines.append(f'address = "{address}:{ROUTER_PORT}"')
+    return "\n".join(lines) + "\n"
+
+
+async def test_two_routers_on_one_lan_one_killed(
+    two_sites_redundant: MultiLab, tmp_path: Path, figures: dict[str, Any]
+) -> None:
+    """Site A has two routers (a1, a2), both linked to site B's router b.
+
+    A stream from B to A arrives once per message (never twice, though both
+    routers of A could deliver it); a1 is killed -9 in the middle: the rest
+    goes through a2, and what was in flight is counted as DATALOSS at B.
+    """
+    lab = two_sites_redundant
+    service = str(free_port())
+    site_a, site_b = lab.sites
+    procs: dict[str, LabProcess] = {}
+    plan = [
+        ("b", lab.router_host(1, 0), "lanB", [("a1", None), ("a2", None)]),
+        ("a1", lab.router_host(0, 0), "lanA", [("b", lab.wan_address(1, 0))]),
+        ("a2", lab.router_host(0, 1), "lanA", [("b", lab.wan_address(1, 0))]),
+    ]
+    for name, host, lan, neighbors in plan:
+        path = tmp_path / f"{name}.toml"
+        network = (lan, host.network())  # each router joins its LAN through its own address
+        path.write_text(_router_toml(name, lab.wan[host], network, service, neighbors))
+        proc = await host.spawn("-m", "rvasync", "router", "--config", str(path))
+        assert b"ready" in await proc.readline(30)
+        procs[name] = proc
+    # Host 2 of each site runs the program.
+    a = await site_a.hosts[2].agent(service)
+    b = await site_b.hosts[2].agent(service)
+    try:
+        await a.call(op="listen", subject="LAB.R")
+        await b.call(op="listen", subject="LAB.NONE")  # B watches DATALOSS advisories
+        await _until_through(b, a, "LAB.R")
+        await asyncio.sleep(1.0)  # both routers of A known to b before the stream starts
+        total = 400
+
+        async def kill_a1() -> None:
+            await asyncio.sleep(1.5)
+            procs["a1"].kill9()
+
+        await asyncio.gather(
+            b.call(op="send", subject="LAB.R", src="b", n=total, pace=0.1, wait=120),
+            kill_a1(),
+        )
+        got = await _wait_all(a, "b", total)
+        report = await b.call(op="report")
+        lost = sum(int(d.get("lost", 0)) for d in report["dataloss"])
+        assert len(got) == len(set(got)), "a message arrived twice"
+        assert len(got) + lost >= total, (len(got), lost, report["dataloss"])
+        assert set(range(total - 40, total)) <= set(got), "the survivor did not take over"
+        figures.update(sites=2, routers=3, sent=total, delivered=len(got), reported_lost=lost)
+    finally:
+        await asyncio.gather(a.close(), b.close(), return_exceptions=True)

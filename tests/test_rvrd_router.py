@@ -1,0 +1,403 @@
+"""The routing daemon over real sockets: separate networks (service ports) joined by routers.
+
+Programs run on their own loops and in-process daemons (as separate processes
+would); routers link over loopback TCP, some through a relay the test cuts
+and heals.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+import pytest
+
+import rvasync as rv
+from rvasync.rvrd import Router
+from rvasync.testing import LOOPBACK
+from tests.rvrd_support import WAIT, Hop, Program, router_config, services
+
+
+async def _advisory(program: Program, listener: rv.Listener, name: str) -> rv.Message:
+    """The next NEIGHBOR.<name> advisory (earlier ones may still be arriving)."""
+    while True:
+        msg = await program.next(listener)
+        if msg.subject == f"_RV.WARN.SYSTEM.ROUTER.NEIGHBOR.{name}":
+            return msg
+
+
+async def _pair() -> tuple[list[str], Router, Router]:
+    sa, sb = services(2)
+    ra = await Router(router_config("ra", [("A", sa)], [("rb", None, 1)])).start()
+    rb = await Router(router_config("rb", [("B", sb)], [("ra", ra.port, 1)], listen=False)).start()
+    await ra.wait_for(lambda: ra.neighbors == ["rb"] and rb.neighbors == ["ra"], WAIT)
+    return [sa, sb], ra, rb
+
+
+async def test_pubsub_and_request_reply_across_two_routers() -> None:
+    (sa, sb), ra, rb = await _pair()
+    pa, pb = await Program(sa).open(), await Program(sb).open()
+    try:
+        lb = await pb.listen("ORDERS.>")
+        await ra.wait_for(lambda: "ORDERS.>" in ra.listening("A"), WAIT)
+        await pa.send("ORDERS.EU", n=1)
+        msg = await pb.next(lb)
+        assert msg.subject == "ORDERS.EU" and msg["n"] == 1
+        # Requests both ways: the reply finds its way back through both routers.
+        await pa.serve("SVC.A")
+        await pb.serve("SVC.B")
+        await rb.wait_for(lambda: "SVC.A" in rb.listening("B"), WAIT)
+        await ra.wait_for(lambda: "SVC.B" in ra.listening("A"), WAIT)
+        assert (await pb.request("SVC.A", q=21))["answer"] == 42
+        assert (await pa.request("SVC.B", q=5))["answer"] == 10
+        # Interest withdrawn: the router stops listening, nothing crosses any more.
+        await pb.thread.run(lb.close())
+        await ra.wait_for(lambda: "ORDERS.>" not in ra.listening("A"), WAIT)
+        assert ra.core.stats.not_exported == 0
+    finally:
+        await pa.close()
+        await pb.close()
+        await rb.close()
+        await ra.close()
+
+
+async def test_only_exported_and_imported_subjects_cross() -> None:
+    sa, sb = services(2)
+    cfg_a = router_config("ra", [("A", sa)], [("rb", None, 1)])
+    cfg_a["network"][0]["export"] = ["PUBLIC.>"]
+    ra = await Router(cfg_a).start()
+    cfg_b = router_config("rb", [("B", sb)], [("ra", ra.port, 1)], listen=False)
+    cfg_b["network"][0]["import"] = ["PUBLIC.>", "OTHER"]
+    rb = await Router(cfg_b).start()
+    pa, pb = await Program(sa).open(), await Program(sb).open()
+    try:
+        await pb.listen("PUBLIC.X")
+        await pb.listen("SECRET.X")
+        await ra.wait_for(lambda: "PUBLIC.X" in ra.listening("A"), WAIT)
+        # B imports no SECRET: not even advertised. A exports no OTHER: never listened to.
+        await pb.listen("OTHER")
+        await asyncio.sleep(0.3)
+        assert ra.listening("A") == frozenset({"PUBLIC.X"})
+    finally:
+        await pa.close()
+        await pb.close()
+        await rb.close()
+        await ra.close()
+
+
+async def test_ring_of_three_cut_and_healed() -> None:
+    """A ring A-B-C: the direct link A-C is cheapest; cut, traffic goes round; healed, back."""
+    sa, sb, sc = services(3)
+    rc = await Router(router_config("rc", [("C", sc)], [("ra", None, 1), ("rb", None, 1)])).start()
+    hop = await Hop(rc.port or 0).start()
+    rb = await Router(
+        router_config("rb", [("B", sb)], [("ra", None, 1), ("rc", rc.port, 1)])
+    ).start()
+    ra = await Router(
+        router_config("ra", [("A", sa)], [("rb", rb.port, 1), ("rc", hop.port, 1)])
+    ).start()
+    routers = (ra, rb, rc)
+    pa, pc = await Program(sa).open(), await Program(sc).open()
+    try:
+        await ra.wait_for(lambda: all(len(r.neighbors) == 2 for r in routers), WAIT)
+        adv = await pa.listen("_RV.*.SYSTEM.ROUTER.NEIGHBOR.>")
+        lc = await pc.listen("TICK")
+        await ra.wait_for(lambda: "TICK" in ra.listening("A"), WAIT)
+        await pa.send("TICK", n=0)
+        assert (await pc.next(lc))["n"] == 0
+        direct = rb.core.stats.forwarded
+        assert direct == 0  # the cheapest path is the direct link: B carried nothing
+
+        await hop.cut()
+        await ra.wait_for(lambda: "rc" not in ra.neighbors and "ra" not in rc.neighbors, WAIT)
+        seen = await _advisory(pa, adv, "DISCONNECTED")
+        assert seen["neighbor"] == "rc" and seen["router"] == "ra"
+        await ra.wait_for(lambda: ra.core.topology.reachable == {"ra", "rb", "rc"}, WAIT)
+        await pa.send("TICK", n=1)
+        assert (await pc.next(lc))["n"] == 1
+        assert rb.core.stats.forwarded == direct + 1  # round the ring, through B
+
+        await hop.heal()
+        await ra.wait_for(lambda: "rc" in ra.neighbors, WAIT)
+        seen = await _advisory(pa, adv, "CONNECTED")
+        assert seen["neighbor"] == "rc"
+        await ra.wait_for(lambda: "ra" in rc.neighbors, WAIT)
+
+        def direct_again() -> bool:  # the healed link's records have reached ra
+            tree = ra.core.topology.tree("n:A")
+            return tree is not None and tree.parent.get("r:rc") == "r:ra"
+
+        await ra.wait_for(direct_again, WAIT)
+        await pa.send("TICK", n=2)
+        assert (await pc.next(lc))["n"] == 2
+        assert rb.core.stats.forwarded == direct + 1  # direct again
+    finally:
+        await pa.close()
+        await pc.close()
+        for r in routers:
+            await r.close()
+        await hop.close()
+
+
+async def test_no_path_is_reported_as_dataloss_and_interest_resyncs() -> None:
+    sa, sb = services(2)
+    rb = await Router(router_config("rb", [("B", sb)], [("ra", None, 1)])).start()
+    hop = await Hop(rb.port or 0).start()
+    ra = await Router(router_config("ra", [("A", sa)], [("rb", hop.port, 1)], listen=False)).start()
+    pa, pb = await Program(sa).open(), await Program(sb).open()
+    try:
+        loss = await pa.listen("_RV.ERROR.SYSTEM.DATALOSS.>")
+        lb = await pb.listen("DATA.X")
+        await ra.wait_for(lambda: "DATA.X" in ra.listening("A"), WAIT)
+        await hop.cut()
+        await ra.wait_for(lambda: ra.neighbors == [], WAIT)
+        await pa.send("DATA.X", n=1)
+        report = await pa.next(loss)
+        assert report.subject == "_RV.ERROR.SYSTEM.DATALOSS.ROUTER"
+        assert report["lost"] >= 1 and report["router"] == "ra"
+        # Interest that appears while the link is down is learned after it heals.
+        await pb.listen("DATA.Y")
+        await hop.heal()
+        await ra.wait_for(lambda: "DATA.Y" in ra.listening("A"), WAIT)
+        await pa.send("DATA.X", n=2)
+        assert (await pb.next(lb))["n"] == 2
+    finally:
+        await pa.close()
+        await pb.close()
+        await ra.close()
+        await rb.close()
+        await hop.close()
+
+
+async def test_two_routers_on_one_lan_deliver_once_and_fail_over() -> None:
+    """LAN A has two routers (redundancy) linked to the router of LAN B."""
+    sa, sb = services(2)
+    rb = Router(router_config("rb", [("B", sb)], [("ra1", None, 1), ("ra2", None, 1)]))
+    await rb.start()
+    ra1 = Router(router_config("ra1", [("A", sa)], [("rb", rb.port, 1)], listen=False))
+    ra2 = Router(router_config("ra2", [("A", sa)], [("rb", rb.port, 1)], listen=False))
+    await ra1.start()
+    await ra2.start()
+    pa, pb = await Program(sa).open(), await Program(sb).open()
+    try:
+        la = await pa.listen("TO.A")
+        await rb.wait_for(lambda: "TO.A" in rb.listening("B") and len(rb.neighbors) == 2, WAIT)
+        await ra1.wait_for(lambda: ra1.core.topology.reachable == {"ra1", "ra2", "rb"}, WAIT)
+        await ra2.wait_for(lambda: ra2.core.topology.reachable == {"ra1", "ra2", "rb"}, WAIT)
+        for n in range(5):
+            await pb.send("TO.A", n=n)
+        got = [(await pa.next(la))["n"] for _ in range(5)]
+        assert got == list(range(5))
+        with pytest.raises(TimeoutError):
+            await pa.next(la, timeout=0.5)  # no duplicate from the second router
+        await ra1.close()
+        await rb.wait_for(lambda: rb.neighbors == ["ra2"], WAIT)
+        await pb.send("TO.A", n=99)
+        assert (await pa.next(la))["n"] == 99
+    finally:
+        await pa.close()
+        await pb.close()
+        for r in (ra1, ra2, rb):
+            with contextlib.suppress(Exception):
+                await r.close()
+
+
+async def test_bad_config_and_unknown_neighbors_are_refused() -> None:
+    with pytest.raises(rv.InvalidArgument, match=r"router\.name"):
+        Router({"router": {"name": "bad name"}, "network": [{"name": "A"}]})
+    with pytest.raises(rv.InvalidArgument, match=r"network"):
+        Router({"router": {"name": "a"}})
+    _, ra, rb = await _pair()
+    try:
+        # A stranger that says HELLO with another name is refused; the router carries on.
+        reader, writer = await asyncio.open_connection("127.0.0.1", ra.port)
+        from rvasync.protocol.rvrd import frames
+
+        writer.write(frames.encode(["HELLO", frames.VERSION, "stranger"]))
+        writer.write(b"\xc1junk!")
+        with contextlib.suppress(Exception):
+            async with asyncio.timeout(WAIT):
+                while await reader.read(1024):
+                    pass
+        writer.close()
+        assert ra.neighbors == ["rb"]
+    finally:
+        await rb.close()
+        await ra.close()
+
+
+async def test_certified_delivery_across_routers() -> None:
+    """Registration, labeled data and confirmations all cross (``_RVCM.`` subjects route)."""
+    (sa, sb), ra, rb = await _pair()
+    pa, pb = await Program(sa).open(), await Program(sb).open()
+    try:
+
+        async def receiver() -> tuple[rv.CmTransport, rv.CmListener]:
+            assert pb.t is not None
+            cm = rv.CmTransport(pb.t, "RECEIVER")
+            return cm, cm.listen("CM.ORDERS")
+
+        async def sender() -> tuple[rv.CmTransport, rv.Listener]:
+            assert pa.t is not None
+            return rv.CmTransport(pa.t, "SENDER"), pa.t.listen("_RV.INFO.RVCM.DELIVERY.>")
+
+        _, orders = await pb.thread.run(receiver())
+        cm, confirms = await pa.thread.run(sender())
+        await ra.wait_for(lambda: "CM.ORDERS" in ra.listening("A"), WAIT)
+        # Until the listener has registered, messages arrive uncertified (as on one network).
+        n = 0
+        async with asyncio.timeout(WAIT):
+            while True:
+                await pa.thread.run(cm.send(rv.Message("CM.ORDERS", {"n": n})))
+                n += 1
+                msg = await pb.next(orders)
+                if msg.cm is not None and msg.cm.sequence is not None:
+                    break
+        first = msg.cm.sequence
+        for k in range(5):
+            await pa.thread.run(cm.send(rv.Message("CM.ORDERS", {"n": n + k})))
+        got = [await pb.next(orders) for _ in range(5)]
+        assert [m["n"] for m in got] == [n + k for k in range(5)]
+        assert [m.cm.sequence for m in got] == [first + 1 + k for k in range(5)]
+        # The confirmations came back across both routers (an iterated message is confirmed
+        # when the next one is taken, so the last one taken is not confirmed yet).
+        async with asyncio.timeout(WAIT):
+            while True:
+                adv = await pa.next(confirms)
+                if (
+                    adv.subject == "_RV.INFO.RVCM.DELIVERY.CONFIRM.CM.ORDERS"
+                    and adv.get("seqno") == first + 4
+                ):
+                    break
+    finally:
+        await pa.close()
+        await pb.close()
+        await rb.close()
+        await ra.close()
+
+
+async def test_a_routed_message_republished_under_another_subject_crosses_back() -> None:
+    """The ``_rvrd`` tag is bound to its subject: a relay program's copy is a new message."""
+    (sa, sb), ra, rb = await _pair()
+    pa, pb = await Program(sa).open(), await Program(sb).open()
+    try:
+        la = await pa.listen("BACK.X")
+        lb = await pb.listen("OUT.X")
+        await ra.wait_for(lambda: "OUT.X" in ra.listening("A"), WAIT)
+        await rb.wait_for(lambda: "BACK.X" in rb.listening("B"), WAIT)
+        await pa.send("OUT.X", n=7)
+        routed = await pb.next(lb)
+        assert "_rvrd" in routed  # the tag programs may see (docs/routing.md)
+
+        async def relay() -> None:
+            assert pb.t is not None
+            copy = routed.copy()
+            copy.subject = "BACK.X"
+            await pb.t.send(copy)
+
+        await pb.thread.run(relay())
+        back = await pa.next(la)
+        assert back["n"] == 7 and back.subject == "BACK.X"
+    finally:
+        await pa.close()
+        await pb.close()
+        await rb.close()
+        await ra.close()
+
+
+async def test_router_through_a_standalone_daemon(rv_daemon: str) -> None:
+    """Network A is reached through a standalone daemon (the router's and the program's)."""
+    sa, sb = services(2)
+    cfg_a = router_config("ra", [("A", sa)], [("rb", None, 1)])
+    cfg_a["network"][0]["daemon"] = rv_daemon
+    ra = await Router(cfg_a).start()
+    rb = await Router(router_config("rb", [("B", sb)], [("ra", ra.port, 1)], listen=False)).start()
+    ta = rv.Transport(sa, LOOPBACK, daemon=rv_daemon)
+    await ta.open()
+    pb = await Program(sb).open()
+    try:
+        adv = ta.listen("_RV.WARN.SYSTEM.ROUTER.>")
+        la = ta.listen("TO.A")
+        lb = await pb.listen("TO.B")
+        await rb.wait_for(lambda: "TO.A" in rb.listening("B"), WAIT)
+        await ra.wait_for(lambda: "TO.B" in ra.listening("A"), WAIT)
+        await ta.send(rv.Message("TO.B", {"n": 1}))
+        assert (await pb.next(lb))["n"] == 1
+        await pb.send("TO.A", n=2)
+        assert (await la.get(WAIT))["n"] == 2
+        await rb.close()
+        # The router's advisory reaches programs of the standalone daemon too.
+        async with asyncio.timeout(WAIT):
+            while (await adv.get(WAIT)).subject != "_RV.WARN.SYSTEM.ROUTER.NEIGHBOR.DISCONNECTED":
+                pass
+    finally:
+        await ta.close()
+        await pb.close()
+        await rb.close()
+        await ra.close()
+
+
+async def test_a_neighbor_sending_garbage_loses_its_link_not_the_router() -> None:
+    (sa,) = services(1)
+    ra = await Router(router_config("ra", [("A", sa)], [("rx", None, 1)])).start()
+    try:
+        from rvasync.protocol.rvrd import frames
+
+        for junk in (b"\xc1\xc1", frames.encode(["DATA", 1]), frames.encode("not a list")):
+            reader, writer = await asyncio.open_connection("127.0.0.1", ra.port)
+            writer.write(frames.encode(["HELLO", frames.VERSION, "rx"]))
+            await ra.wait_for(lambda: ra.neighbors == ["rx"], WAIT)
+            writer.write(junk)
+            await ra.wait_for(lambda: ra.neighbors == [], WAIT)
+            async with asyncio.timeout(WAIT):
+                while await reader.read(4096):
+                    pass
+            writer.close()
+        assert ra.core.stats.bad_frames >= 1
+    finally:
+        await ra.close()
+
+
+async def test_fault_tolerance_group_spans_two_networks() -> None:
+    """A member on each network: the heavier one (A) is active, B waits; A leaves, B activates.
+
+    The ``_RVFT.`` heartbeats cross the routers like any subject with interest.
+    """
+    (sa, sb), ra, rb = await _pair()
+    pa, pb = await Program(sa).open(), await Program(sb).open()
+    b_active = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    try:
+
+        async def join(program: Program, weight: int, on_active: Any) -> rv.FtMember:
+            assert program.t is not None
+            member = rv.FtMember(
+                program.t, "RVRD.FT", weight=weight, active_goal=1, heartbeat=0.2,
+                activation=1.0, callback=on_active,
+            )  # fmt: skip
+            await member.__aenter__()
+            return member
+
+        def a_cb(member: rv.FtMember, action: rv.FtAction) -> None:
+            pass
+
+        def b_cb(member: rv.FtMember, action: rv.FtAction) -> None:
+            if action == rv.FtAction.ACTIVATE:
+                loop.call_soon_threadsafe(b_active.set)
+
+        member_a = await pa.thread.run(join(pa, 100, a_cb))
+        await ra.wait_for(lambda: any("_RVFT" in s for s in rb.listening("B")), WAIT)
+        await asyncio.sleep(0.5)  # A's heartbeats reach B before B joins
+        member_b = await pb.thread.run(join(pb, 10, b_cb))
+        await asyncio.sleep(2.0)  # twice the activation interval: B must stay inactive
+        assert not b_active.is_set() and not member_b.active
+        assert member_a.active
+        await pa.thread.run(member_a.__aexit__(None, None, None))
+        await asyncio.wait_for(b_active.wait(), WAIT)
+        await pb.thread.run(member_b.__aexit__(None, None, None))
+    finally:
+        await pa.close()
+        await pb.close()
+        await rb.close()
+        await ra.close()
