@@ -43,7 +43,7 @@ from rvasync.errors import (
     TransportClosed,
 )
 from rvasync.message import Message
-from rvasync.protocol.reliable import MAX_MESSAGE, ReliableEndpoint
+from rvasync.protocol.reliable import DEFAULT_MAX_RETENTION, MAX_MESSAGE, ReliableEndpoint
 from rvasync.protocol.reliable_events import (
     InboundDataLoss,
     OutboundDataLoss,
@@ -89,6 +89,9 @@ class ServiceEndpoint:
         peer_timeout: float,
         loss: float,
         host_status_interval: float,
+        service_key: bytes | None = None,
+        default_reliability: float | None = None,
+        max_retention: int = DEFAULT_MAX_RETENTION,
     ) -> None:
         self._loop = loop
         self._on_session_closed = on_session_closed
@@ -100,6 +103,12 @@ class ServiceEndpoint:
         self.network = net
         self.counters = ServiceCounters()
         self.closed = False
+        #: The service key's secret (None: datagrams are not authenticated).
+        self.service_key = service_key
+        #: What a session that asks for no particular reliability counts as.
+        self._default_reliability = (
+            reliability if default_reliability is None else (default_reliability)
+        )
         self._log = stderr_logger()
 
         #: The UDP driver (sockets, reliable core, timer, backlog) of this service.
@@ -116,6 +125,8 @@ class ServiceEndpoint:
             heartbeat_interval=heartbeat_interval,
             peer_timeout=peer_timeout,
             loss=loss,
+            service_key=service_key,
+            max_retention=max_retention,
         )
         self.address: tuple[str, int] = driver.address
         self.address_hex = driver.address_hex
@@ -206,6 +217,14 @@ class ServiceEndpoint:
         self._on_session_closed(session)
         if not self.sessions and not self.closed:
             self._start_linger()
+        elif self.sessions and not self.closed:
+            # The largest request wins while its session stays; when it leaves, the
+            # interval falls back to what the remaining sessions ask for.
+            default = self._default_reliability
+            wanted = max(
+                default if s.reliability is None else s.reliability for s in self.sessions.values()
+            )
+            self.driver.lower_reliability(wanted)
 
     def _start_linger(self) -> None:
         """No session left: keep serving retransmissions while sent data is retained, then close."""
@@ -436,21 +455,42 @@ class ServiceEndpoint:
     def _on_event(self, event: Any) -> None:
         """A core event other than a delivery: the advisory it means, to every session."""
         cls = event.__class__
+        # Every per-source advisory names the other daemon exactly: host, port and session.
         if cls is InboundDataLoss:
-            host = event.src[0]
+            src = event.src
             message = adv.data_loss(
-                "INBOUND", event.ptp, host, event.datagrams, messages=event.messages
+                "INBOUND",
+                event.ptp,
+                src[0],
+                event.datagrams,
+                peer=src,
+                session=event.session,
+                messages=event.messages,
             )
         elif cls is OutboundDataLoss:
-            message = adv.data_loss("OUTBOUND", event.ptp, event.dest[0], event.datagrams)
+            dest = event.dest
+            message = adv.data_loss(
+                "OUTBOUND", event.ptp, dest[0], event.datagrams, peer=dest, session=event.session
+            )
         elif cls is RetransmissionRequested:
-            message = adv.retransmission("INBOUND.EXPECTED", event.src[0], event.datagrams)
+            src = event.src
+            message = adv.retransmission(
+                "INBOUND.EXPECTED", src[0], event.datagrams, peer=src, session=event.session
+            )
         elif cls is RetransmissionSent:
-            message = adv.retransmission("OUTBOUND.SENT", event.dest[0], event.datagrams)
+            dest = event.dest
+            message = adv.retransmission(
+                "OUTBOUND.SENT", dest[0], event.datagrams, peer=dest, session=event.session
+            )
         elif cls is RetransmissionSuppressed:
-            message = adv.retransmission("OUTBOUND.SUPPRESSED", event.dest[0], event.datagrams)
+            dest = event.dest
+            message = adv.retransmission(
+                "OUTBOUND.SUPPRESSED", dest[0], event.datagrams, peer=dest, session=event.session
+            )
         elif cls is PeerSilent:
-            message = adv.unreachable_daemon(address_hex(event.src), event.src[0], event.reason)
+            message = adv.unreachable_daemon(
+                address_hex(event.src), event.src[0], event.reason, session=event.session
+            )
         else:
             return  # PeerDiscovered: nothing to report
         self.present_all(message)

@@ -41,6 +41,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rvasync._logging import stderr_logger
+from rvasync._rmwire import MIN_DATAGRAM
 from rvasync.daemon.params import NetworkSpec
 from rvasync.daemon.stats import ServiceCounters
 from rvasync.daemon.udp import (
@@ -52,8 +53,9 @@ from rvasync.daemon.udp import (
     open_unicast,
     set_buffers,
 )
-from rvasync.protocol.reliable import ReliableEndpoint
+from rvasync.protocol.reliable import DEFAULT_MAX_RETENTION, ReliableEndpoint
 from rvasync.protocol.reliable_events import Delivered
+from rvasync.protocol.servicekey import TAG_SIZE, DatagramMac
 
 __all__ = [
     "BACKLOG_HIGH",
@@ -91,6 +93,20 @@ def _transmit(sock: socket.socket, data: Any, address: Any) -> None:
         sock.sendmsg(data.parts, (), 0, address)
 
 
+def _sealing_transmit(mac: DatagramMac) -> Callable[[socket.socket, Any, Any], None]:
+    """:func:`_transmit` for a service with a key: every datagram leaves with its tag."""
+    seal = mac.seal
+    seal_parts = mac.seal_parts
+
+    def transmit(sock: socket.socket, data: Any, address: Any) -> None:
+        if data.__class__ is bytes:
+            sock.sendto(seal(data), address)
+        else:
+            sock.sendmsg(seal_parts(data.parts), (), 0, address)
+
+    return transmit
+
+
 def _ignore(*_args: Any) -> None:
     return None
 
@@ -104,7 +120,10 @@ class UdpDriver:
     driver counts socket errors, own and dropped datagrams, backlog).
     ``contain(doing, **details)``: logs and counts an unexpected exception.
     ``loss``: fraction of received datagrams dropped on purpose (0: none).
-    The rest configure the core. Sockets open here; reading starts with
+    ``service_key``: the secret of the service key (None: none): every datagram
+    sent carries a MAC, every one received without a valid MAC is dropped and
+    counted (``counters.datagrams_unauthenticated``); see
+    rvasync.protocol.servicekey. The rest configure the core. Sockets open here; reading starts with
     :meth:`start`.
     """
 
@@ -123,6 +142,8 @@ class UdpDriver:
         heartbeat_interval: float,
         peer_timeout: float,
         loss: float,
+        service_key: bytes | None = None,
+        max_retention: int = DEFAULT_MAX_RETENTION,
     ) -> None:
         self._name = name
         self._loop = loop
@@ -133,8 +154,15 @@ class UdpDriver:
         self._loss = loss
         self._random = random.Random().random
         self._heartbeat_interval = heartbeat_interval
+        self._max_retention = max_retention
         self._peer_timeout = peer_timeout
-        self._max_datagram = max_datagram
+        #: The MAC of the service key, or None: then datagrams are neither sealed nor checked.
+        self._mac = DatagramMac(service_key, port) if service_key is not None else None
+        self._transmit = _transmit if self._mac is None else _sealing_transmit(self._mac)
+        # The tag travels inside the datagram size the network allows.
+        self._max_datagram = (
+            max_datagram if self._mac is None else max(MIN_DATAGRAM, max_datagram - TAG_SIZE)
+        )
         self.closed = False
 
         self._uc = open_unicast(net)
@@ -180,6 +208,7 @@ class UdpDriver:
         core = ReliableEndpoint(
             now=now,
             reliability=reliability,
+            max_retention=self._max_retention,
             max_datagram=self._max_datagram,
             heartbeat_interval=self._heartbeat_interval,
             peer_timeout=self._peer_timeout,
@@ -220,6 +249,11 @@ class UdpDriver:
         return self._core
 
     @property
+    def keyed(self) -> bool:
+        """True when the service runs with a service key (every datagram authenticated)."""
+        return self._mac is not None
+
+    @property
     def backlog_length(self) -> int:
         """Datagrams waiting for the socket."""
         return len(self._backlog)
@@ -244,6 +278,14 @@ class UdpDriver:
         self._core = self._new_core(wanted, now)
         self._rearm()
 
+    def lower_reliability(self, wanted: float) -> None:
+        """Retain for ``wanted`` seconds from now on if that is shorter (the client that
+        asked for more left). Not to 0: turning retention off would replace the core
+        (a new session for peers); a service keeps the shortest non-zero interval."""
+        core = self._core
+        if 0 < wanted < core.reliability:
+            core.reliability = wanted
+
     # ------------------------------------------------------------------ sending
 
     def send_lone(self, data: bytes, dest: Any) -> bool:
@@ -264,8 +306,12 @@ class UdpDriver:
             return False
         # Straight to the socket, not through _transmit_all and _transmit: two calls
         # fewer on the latency path (the backlog is empty, the datagram is bytes).
+        mac = self._mac
         try:
-            self._uc.sendto(datagram, self._group if dest is None else dest)
+            self._uc.sendto(
+                datagram if mac is None else mac.seal(datagram),
+                self._group if dest is None else dest,
+            )
         except BlockingIOError:
             self._queue([(datagram, dest)], 0)
         except OSError as exc:
@@ -361,9 +407,10 @@ class UdpDriver:
             return
         sock = self._uc
         group = self._group
+        transmit = self._transmit
         for index, (data, dest) in enumerate(out):
             try:
-                _transmit(sock, data, group if dest is None else dest)
+                transmit(sock, data, group if dest is None else dest)
             except BlockingIOError:
                 self._queue(out, index)
                 return
@@ -400,10 +447,11 @@ class UdpDriver:
             backlog = self._backlog
             sock = self._uc
             group = self._group
+            transmit = self._transmit
             while backlog:
                 data, dest = backlog[0]
                 try:
-                    _transmit(sock, data, group if dest is None else dest)
+                    transmit(sock, data, group if dest is None else dest)
                 except BlockingIOError:
                     break
                 except OSError as exc:
@@ -434,6 +482,7 @@ class UdpDriver:
             loss = self._loss
             now = self._loop.time()
             counters = self._counters
+            mac = self._mac
             settle = False
             for _ in range(READ_BATCH):
                 try:
@@ -446,6 +495,12 @@ class UdpDriver:
                 if data[8:16] in own:
                     counters.own_datagrams += 1
                     continue
+                if mac is not None:
+                    opened = mac.open(data)
+                    if opened is None:
+                        counters.datagrams_unauthenticated += 1
+                        continue
+                    data = opened
                 if loss and self._random() < loss:
                     counters.datagrams_dropped_on_purpose += 1
                     continue

@@ -19,9 +19,11 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from rvasync.busypoll import BusyPoller, check_window, poller_for
+from rvasync.daemon.engine import check_reliability
 from rvasync.errors import DaemonUnavailable, InvalidArgument, RequestTimeout, TransportClosed
 from rvasync.message import Message
 from rvasync.protocol.clientproto.address import parse_daemon
+from rvasync.protocol.servicekey import check_service_key
 from rvasync.subjects import check_send_subject
 from rvasync.transport.base import (
     BaseTransport,
@@ -90,6 +92,9 @@ class Transport(BaseTransport):
     ``send_request`` keeps the loop polling while it waits for its reply (None:
     ``REPLY_POLL``, 0.5 ms, or 0 on a single usable CPU; 0 never): a reply that
     comes within it is picked up without the loop sleeping and being woken.
+    ``service_key`` (in-process daemon only): a secret (bytes or str, 16 bytes at
+    least) the service authenticates every datagram between daemons with; daemons
+    without it, and forgers, are not heard (docs/service-key.md).
 
     Use as ``async with rv.Transport(...) as t:`` or ``await t.open()`` /
     ``await t.close()``.
@@ -109,6 +114,7 @@ class Transport(BaseTransport):
         batch: bool = False,
         busy_poll: float | None = None,
         reply_poll: float | None = None,
+        service_key: bytes | str | None = None,
     ) -> None:
         self.service = _optional_str("service", service)
         self.network = _optional_str("network", network)
@@ -116,15 +122,15 @@ class Transport(BaseTransport):
         description = _optional_str("description", description)
         if daemon is not None:
             parse_daemon(daemon)  # refuse a bad daemon parameter now, not at open
-        if reliability is not None:
-            if isinstance(reliability, bool) or not isinstance(reliability, int | float):
-                raise InvalidArgument(
-                    f"reliability must be a number of seconds or None, got {reliability!r}"
-                )
-            if not math.isfinite(reliability) or reliability < 0:
-                raise InvalidArgument(
-                    f"reliability must be finite and >= 0 seconds, got {reliability!r}"
-                )
+        # Finite, >= 0 and at most MAX_RELIABILITY (an hour): the rule the daemon applies
+        # to every client, raw HELLO frames included.
+        reliability = check_reliability(reliability)
+        self.service_key = check_service_key(service_key)
+        if self.service_key is not None and daemon is not None:
+            raise InvalidArgument(
+                "service_key is for the in-process daemon; a standalone daemon takes its key "
+                "from its own configuration (rvasync daemon --service-key-file)"
+            )
         if not isinstance(batch, bool):
             raise InvalidArgument(f"batch must be True or False, got {batch!r}")
         super().__init__(description=description)
@@ -197,6 +203,7 @@ class Transport(BaseTransport):
                 description=self.description,
                 reliability=self.reliability,
                 batch=self.batch,
+                service_key=self.service_key,
             )
         try:
             from rvasync.transport.tcplink import TcpLink
