@@ -126,3 +126,41 @@ def test_outbound_reports_name_the_requesting_session(frame):
     a.receive_datagram(nak, "r", 5.0)
     (loss,) = [e for e in a.events() if isinstance(e, OutboundDataLoss)]
     assert loss.session == 42 and loss.dest == "r"
+
+
+def test_retention_is_bounded_in_bytes_and_what_it_drops_is_reported(frame):
+    """Over max_retention the oldest datagrams go early; a receiver asking for them is told
+    (OutboundDataLoss here, the heartbeat's low mark there), never silently."""
+    a = ReliableEndpoint(
+        now=0.0, session_id=1, frame=frame, max_datagram=1400, max_retention=20_000
+    )
+    for n in range(100):
+        a.send_multicast(bytes(1000))
+        a.flush_datagrams(n * 0.001)
+    assert a.retained_bytes() <= 20_000
+    assert a.stats.retention_trimmed >= 80
+    assert a.retained_datagrams() < 25
+    # A receiver that missed everything asks for it all: the trimmed ones are reported gone.
+    a.receive_datagram(frame.build_nak(9, 1, 0, [(1, 100)]), "r", 0.2)
+    (loss,) = [e for e in a.events() if isinstance(e, OutboundDataLoss)]
+    assert loss.datagrams == 100 - a.retained_datagrams()
+
+
+def test_a_receiver_reports_datagrams_trimmed_from_retention_as_lost(frame):
+    net = SimNet(seed=5)
+    a = net.add(
+        "a",
+        ReliableEndpoint(now=0.0, session_id=1, frame=frame, max_datagram=1400, max_retention=8000),
+    )
+    net.add("b", ReliableEndpoint(now=0.0, session_id=2, frame=frame))
+    ledger = Ledger(net)
+    ledger.multicast("a")
+    net.run_for(2.0)  # b knows a, a is confirmed
+    net.isolated.add("b")
+    for _ in range(40):
+        ledger.multicast("a", size=1000)
+        net.run_for(0.001)
+    net.isolated.discard("b")
+    net.run_for(5.0)
+    assert a.stats.retention_trimmed > 0
+    ledger.check("b")  # every message delivered or counted in a loss report, exactly

@@ -41,6 +41,7 @@ from rvasync.daemon.session import Payload
 from rvasync.errors import (
     InvalidArgument,
     InvalidSubject,
+    MalformedMessage,
     NotPermitted,
     RvError,
 )
@@ -308,6 +309,11 @@ class ClientConnection(asyncio.Protocol):
             except cp.ProtocolError as exc:
                 self._drop_for_garbage(str(exc))
                 return
+            except RvError as exc:
+                # Any other refusal of what the client sent (a reserved subject, a bad
+                # value): the documented ERROR frame and close, never a transport crash.
+                self._drop_for_garbage(f"{type(exc).__name__}: {exc}")
+                return
         if garbage is not None:
             self._drop_for_garbage(str(garbage))
 
@@ -428,7 +434,7 @@ class ClientConnection(asyncio.Protocol):
     def _listen(self, subject: str) -> None:
         try:
             check_listen_subject(subject)
-        except InvalidSubject as exc:
+        except (InvalidSubject, NotPermitted) as exc:  # NotPermitted: _INBOX.> and the like
             raise cp.ProtocolError(f"LISTEN on an invalid subject: {exc}") from None
         self._interests[subject] = self._interests.get(subject, 0) + 1
         self.session.add_interest(subject)
@@ -453,6 +459,15 @@ class ClientConnection(asyncio.Protocol):
             except (InvalidSubject, NotPermitted) as exc:
                 self._illegal_publish(subject, str(exc))
                 continue
+            try:
+                # The whole message, not only its header: bytes that begin with a readable
+                # subject and go on with garbage must not reach other clients (they would
+                # fail there, one by one). The decoded form is kept for local delivery.
+                payload.message()
+            except MalformedMessage as exc:
+                raise cp.ProtocolError(
+                    f"PUBLISH carried a malformed message on {subject!r}: {exc}"
+                ) from None
             payloads.append(payload)
         if not payloads:
             return

@@ -369,6 +369,12 @@ class ServiceEndpoint:
         if kind == TO_PEER:
             data = self._wire(session, msg, data)
             driver = self.driver
+            if not driver.knows_address(where):
+                # The inbox names a daemon never heard on this service: the address may be
+                # anyone's (a crafted _INBOX.<address> subject). Not sent; counted, and the
+                # sender is told its message is lost.
+                self._ptp_refused(session, subject, where)
+                return None
             batch = session is not None and session.batch
             if batch or not self._send_lone(data, where):
                 driver.ptp(where, data, batch)
@@ -411,6 +417,26 @@ class ServiceEndpoint:
         if driver.drained is None:  # as for replies: no call for the common case
             return None
         return self._pressure(session)
+
+    def _ptp_refused(
+        self, session: ClientSession | None, subject: str, where: tuple[str, int]
+    ) -> None:
+        counters = self.counters
+        counters.ptp_refused += 1
+        if counters.ptp_refused == 1 or counters.ptp_refused % 1000 == 0:
+            self._log.warning(
+                "point-to-point message to an unknown daemon address not sent",
+                service=self.spec.text,
+                subject=subject[:200],
+                ptp_refused=counters.ptp_refused,
+            )
+        if session is not None:
+            self._present(
+                session,
+                adv.data_loss(
+                    "OUTBOUND", True, where[0], 1, peer=where, messages=1, unknown_address=1
+                ),
+            )
 
     def _too_large(self, session: ClientSession | None, size: int | None) -> None:
         self.counters.messages_too_large += 1

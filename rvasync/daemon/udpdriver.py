@@ -183,6 +183,8 @@ class UdpDriver:
         self._group = (net.send_address, port)
 
         self._own_sessions: set[bytes] = set()
+        #: Addresses the cores replaced by raise_reliability knew (see knows_address).
+        self._known_before: set[Any] = set()
         self._core = self._new_core(reliability, loop.time())
 
         self._deliver_multicast: Callable[[list[bytes]], None] = _ignore
@@ -248,6 +250,12 @@ class UdpDriver:
         """The reliable multicast core (replaced by :meth:`raise_reliability` from 0)."""
         return self._core
 
+    def knows_address(self, address: Any) -> bool:
+        """Whether a daemon was heard on this service from ``address`` (a datagram of a
+        session the core tracks, or of one a replaced core tracked): where point-to-point
+        traffic may go."""
+        return self._core.knows_address(address) or address in self._known_before
+
     @property
     def keyed(self) -> bool:
         """True when the service runs with a service key (every datagram authenticated)."""
@@ -275,6 +283,7 @@ class UdpDriver:
         core.flush(now)
         core.close(now)
         self._send_out()
+        self._known_before.update(core.peers().values())
         self._core = self._new_core(wanted, now)
         self._rearm()
 

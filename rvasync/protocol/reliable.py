@@ -402,6 +402,8 @@ class ReliableEndpoint:
         self._touched: set[_Outbound] = set()
         self._dirty: set[_Outbound] = set()
         self._peers: dict[int, _Peer] = {}
+        #: the addresses of the known sessions (how many sessions each), for knows_address
+        self._addresses: dict[Address, int] = {}
         #: how many of _peers are unconfirmed, and the NAKs they may still cause this interval
         self._unconfirmed = 0
         self._probation_left = self.probation_naks
@@ -487,6 +489,17 @@ class ReliableEndpoint:
     def retained_datagrams(self) -> int:
         """Datagrams currently kept for retransmission, over all outbound streams."""
         return sum(len(ob.retained) for ob in self._out_by_id.values())
+
+    def knows_address(self, address: Address) -> bool:
+        """Whether a sender session currently known here was heard from ``address``.
+
+        A driver sends point-to-point traffic only to such addresses (or ones it
+        verified otherwise): an address read from a message (an inbox) may be made up.
+        """
+        try:
+            return address in self._addresses
+        except TypeError:  # unhashable: no address of ours
+            return False
 
     def peers(self) -> dict[int, Address]:
         """The sender sessions currently known, with the address each was last heard from."""
@@ -1024,6 +1037,7 @@ class ReliableEndpoint:
             return None
         peer = _Peer(session, src, now)
         self._peers[session] = peer
+        self._addresses[src] = self._addresses.get(src, 0) + 1
         self._unconfirmed += 1
         self._events.append(PeerDiscovered(session, src))
         return peer
@@ -1330,6 +1344,9 @@ class ReliableEndpoint:
                 del self._peers[session]
                 if not peer.confirmed:
                     self._unconfirmed -= 1
+                left = self._addresses.pop(peer.src, 1) - 1
+                if left > 0:
+                    self._addresses[peer.src] = left
                 self._events.append(PeerSilent(session, peer.src, reason))
                 continue
             for stream_id, st in list(peer.streams.items()):
