@@ -389,8 +389,11 @@ class ClientConnection(asyncio.Protocol):
                     self._interests[frame.subject] = count - 1
                 self.session.remove_interest(frame.subject)
         elif frame.__class__ is cp.Ping:
-            self._write_pending()  # deliveries made before the PING go first
-            self._write(self._conn.send(cp.Pong(frame.token)))
+            # Answered after this loop turn: the datagrams of the messages published
+            # before the PING are flushed to the network at the end of the turn
+            # (call_soon, scheduled earlier), so a PONG confirms they left this daemon
+            # (the client counts what is unconfirmed when the daemon dies).
+            self._loop.call_soon(self._pong, frame.token)
         elif frame.__class__ is cp.Hello:
             self._hello(frame)
         elif frame.__class__ is cp.Bye:
@@ -430,6 +433,12 @@ class ClientConnection(asyncio.Protocol):
             if isinstance(value, str):
                 info[name] = value
         self._write(self._conn.send(cp.Welcome(self.session.inbox_prefix, info)))
+
+    def _pong(self, token: int) -> None:
+        if self._transport is None or self._transport.is_closing():
+            return
+        self._write_pending()  # deliveries made before the PING go first
+        self._write(self._conn.send(cp.Pong(token)))
 
     def _listen(self, subject: str) -> None:
         try:

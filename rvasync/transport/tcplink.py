@@ -298,6 +298,7 @@ class TcpLink:
             stderr_logger().error("message not sent", daemon=self.where, error=str(exc))
             return
         conn.writelines(buffers)
+        conn.wrote_messages(len(batch))
 
     def _send_control(self, frame: cp.Frame) -> None:
         # Messages published before this frame must reach the daemon before it.
@@ -366,13 +367,19 @@ class TcpLink:
         if self._state != "connected":
             return
         self._state = "disconnected"
+        # Messages send() accepted that the daemon never confirmed: queued but not yet
+        # written, or written after its last acknowledgment. They may be lost with the
+        # connection (docs/daemon.md, "What a disconnection may lose").
+        unconfirmed = len(self._batch) + conn.written - conn.acked
         self._batch.clear()
         self._batch_bytes = 0
-        stderr_logger().warning("lost the daemon", daemon=self.where, reason=reason)
+        stderr_logger().warning(
+            "lost the daemon", daemon=self.where, reason=reason, unconfirmed=unconfirmed
+        )
         self._present(
             AdvisoryClass.WARN,
             "RVD.DISCONNECTED",
-            {"daemon": self.where, "reason": reason},
+            {"daemon": self.where, "reason": reason, "unconfirmed": unconfirmed},
         )
         loop = self._loop
         if loop is not None and not loop.is_closed():
@@ -521,6 +528,13 @@ class _Connection(asyncio.Protocol):
         self.welcome: asyncio.Future[cp.Welcome] = self.loop.create_future()
         self.gone: asyncio.Future[None] = self.loop.create_future()
         self.pings: dict[int, asyncio.Future[None]] = {}
+        #: Messages written to the daemon on this connection, and how many of them the
+        #: daemon has confirmed processing (the PONG of a PING written after them); the
+        #: rest may be lost if the daemon dies (``unconfirmed`` of RVD.DISCONNECTED).
+        self.written = 0
+        self.acked = 0
+        #: The acknowledgment PING in flight: (token, messages written before it).
+        self._ack_ping: tuple[int, int] | None = None
         self.paused = False
         self.waiting = 0  # messages published while paused
         self._drain: asyncio.Future[None] | None = None
@@ -560,6 +574,12 @@ class _Connection(asyncio.Protocol):
             elif frame.__class__ is cp.Advisory:
                 link.on_advisory(frame.message)
             elif frame.__class__ is cp.Pong:
+                ack = self._ack_ping
+                if ack is not None and frame.token == ack[0]:
+                    self._ack_ping = None
+                    self.acked = ack[1]
+                    if self.written > self.acked:
+                        self._ask_ack()
                 waiter = self.pings.pop(frame.token, None)
                 if waiter is not None and not waiter.done():
                     waiter.set_result(None)
@@ -634,6 +654,22 @@ class _Connection(asyncio.Protocol):
         if self.transport is not None and not self.transport.is_closing():
             self.transport.writelines(buffers)
             self._touch()
+
+    def wrote_messages(self, count: int) -> None:
+        """``count`` messages were just written: have the daemon confirm them.
+
+        One acknowledgment PING at a time (at most one per round trip, whatever
+        the rate): its PONG confirms every message written before it, since the
+        daemon handles frames in order.
+        """
+        self.written += count
+        if self._ack_ping is None:
+            self._ask_ack()
+
+    def _ask_ack(self) -> None:
+        token = next(_ping_tokens)
+        self._ack_ping = (token, self.written)
+        self.send(cp.Ping(token))
 
     def drained(self) -> asyncio.Future[None]:
         if self._drain is None:
