@@ -138,3 +138,66 @@ async def test_raw_listen_on_inboxes_gets_the_documented_error_frame(service, st
     (error,) = [f for f in frames if type(f) is cp.Error]
     assert error.code == "PROTOCOL" and "_INBOX" in error.text
     assert standalone.running
+
+
+def _flood(address, group_port: int, count: int) -> None:
+    """Forged datagrams under made-up sessions (valid framing, each a gap to NAK)."""
+    import os as _os
+
+    from rvasync import _accel
+    from rvasync.daemon.params import DEFAULT_GROUP
+
+    frame = _accel.load("rmframe")
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton("127.0.0.1"))
+        s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, 0)
+        for n in range(count):
+            session = int.from_bytes(_os.urandom(8), "little") | 1
+            packer = frame.Packer(1400, session, 0)
+            for _ in range(3):
+                packer.add(Message("NEWS", {"forged": n}).to_bytes())
+                packer.flush()
+            datagram = packer.take()[-1]  # seq 3: datagrams 1 and 2 "missing"
+            s.sendto(datagram, address if n % 2 else (DEFAULT_GROUP, group_port))
+
+
+async def test_a_flood_of_invented_sessions_leaves_a_known_peer_whole(service):
+    """Item 1 over real sockets: the forger's sessions stay within the core's bounds and the
+    legitimate exchange loses nothing."""
+    lt = LoopThread()
+    try:
+        a = await lt.run(Transport(service).open())
+        async with Transport(service) as b:
+            news = b.listen("NEWS")
+            lost = b.listen("_RV.ERROR.SYSTEM.DATALOSS.>")
+            endpoint = b.link.session._service
+            await lt.run(a.send(Message("NEWS", {"n": -1})))
+            assert (await news.get(WAIT))["n"] == -1
+            await asyncio.sleep(1.2)  # a's daemon heartbeats: b has confirmed its session
+            flood = asyncio.create_task(
+                asyncio.to_thread(_flood, endpoint.address, int(service), 5000)
+            )
+
+            async def send_all():
+                for n in range(2000):
+                    await a.send(Message("NEWS", {"n": n}))
+                    if n % 100 == 0:
+                        await asyncio.sleep(0.001)
+
+            await lt.run(send_all())
+            await flood
+            got = []
+            async with asyncio.timeout(2 * WAIT):
+                while len(got) < 2000:
+                    msg = await news.get()
+                    if "n" in msg:
+                        got.append(msg["n"])
+            assert got == list(range(2000))
+            core = endpoint.core
+            assert len(core.peers()) <= core.max_new_peers + 1
+            assert core.stats.peers_refused > 0
+            a_session = a.link.session._service.core.session_id
+            while (adv := lost.queue.poll()) is not None:
+                assert adv["session"] != a_session  # only forged sessions report loss
+    finally:
+        lt.stop()
