@@ -445,7 +445,7 @@ CASES: list[Case] = [
             "--duration",
             "5",
         ],
-        ["--ledger", "No such file or directory"],
+        ["--ledger", "does not exist"],
     ),
     (
         "record-ledger-directory",
