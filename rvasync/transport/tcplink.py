@@ -65,6 +65,9 @@ RECONNECT_MAX_DELAY = 2.0
 RECONNECT_FAILED_AFTER = 10.0
 #: Liveness: PING this often; a daemon silent for 3 intervals is taken for dead.
 HEARTBEAT_INTERVAL = 5.0
+#: Delay after an unconfirmed write before the link asks the daemon to confirm it
+#: (see _Connection.wrote_messages and RVD.DISCONNECTED's ``unconfirmed``).
+ACK_DELAY = 0.01
 #: Seconds outbound data may wait before CLIENT.FASTPRODUCER (spec: 5 s).
 FAST_PRODUCER_AFTER = 5.0
 #: Timer batch mode: how long small messages may wait to share a frame (spec: about 25 ms).
@@ -535,6 +538,7 @@ class _Connection(asyncio.Protocol):
         self.acked = 0
         #: The acknowledgment PING in flight: (token, messages written before it).
         self._ack_ping: tuple[int, int] | None = None
+        self._ack_timer: asyncio.TimerHandle | None = None
         self.paused = False
         self.waiting = 0  # messages published while paused
         self._drain: asyncio.Future[None] | None = None
@@ -578,8 +582,8 @@ class _Connection(asyncio.Protocol):
                 if ack is not None and frame.token == ack[0]:
                     self._ack_ping = None
                     self.acked = ack[1]
-                    if self.written > self.acked:
-                        self._ask_ack()
+                    if self.written > self.acked and self._ack_timer is None:
+                        self._ack_timer = self.loop.call_later(ACK_DELAY, self._ask_ack)
                 waiter = self.pings.pop(frame.token, None)
                 if waiter is not None and not waiter.done():
                     waiter.set_result(None)
@@ -598,10 +602,10 @@ class _Connection(asyncio.Protocol):
                 )
 
     def connection_lost(self, exc: Exception | None) -> None:
-        for timer in (self._fast_timer, self._heartbeat):
+        for timer in (self._fast_timer, self._heartbeat, self._ack_timer):
             if timer is not None:
                 timer.cancel()
-        self._fast_timer = self._heartbeat = None
+        self._fast_timer = self._heartbeat = self._ack_timer = None
         if exc is not None and self._reason == "connection closed by the daemon":
             self._reason = f"connection lost: {exc}"
         if not self.welcome.done():
@@ -658,15 +662,19 @@ class _Connection(asyncio.Protocol):
     def wrote_messages(self, count: int) -> None:
         """``count`` messages were just written: have the daemon confirm them.
 
-        One acknowledgment PING at a time (at most one per round trip, whatever
-        the rate): its PONG confirms every message written before it, since the
-        daemon handles frames in order.
+        An acknowledgment PING goes :data:`ACK_DELAY` after the first unconfirmed
+        write, one at a time: its PONG confirms every message written before it
+        (the daemon handles frames in order). Off the latency path of a send, and
+        at most one per ACK_DELAY or round trip whatever the message rate.
         """
         self.written += count
-        if self._ack_ping is None:
-            self._ask_ack()
+        if self._ack_ping is None and self._ack_timer is None:
+            self._ack_timer = self.loop.call_later(ACK_DELAY, self._ask_ack)
 
     def _ask_ack(self) -> None:
+        self._ack_timer = None
+        if self.transport is None or self.written <= self.acked:
+            return
         token = next(_ping_tokens)
         self._ack_ping = (token, self.written)
         self.send(cp.Ping(token))
