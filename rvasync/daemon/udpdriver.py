@@ -26,9 +26,14 @@ the core never raises on input.
 
 Public interface used by the service: :meth:`start`, :meth:`send_lone`,
 :meth:`multicast`, :meth:`multicast_many`, :meth:`ptp`, :meth:`raise_reliability`,
-:meth:`close`, and the read-only attributes :attr:`core`, :attr:`address`,
-:attr:`address_hex`, :attr:`buffers`, :attr:`flush_scheduled`, :attr:`drained`,
-:attr:`backlog_length`.
+:meth:`lower_reliability`, :meth:`knows_address`, :meth:`close`, and the
+read-only attributes :attr:`core`, :attr:`address`, :attr:`address_hex`,
+:attr:`buffers`, :attr:`flush_scheduled`, :attr:`drained`, :attr:`backlog_length`,
+:attr:`keyed`.
+
+With a service key (rvasync.protocol.servicekey), every datagram leaves with a
+MAC appended, and every datagram received is checked and stripped of it before
+the core sees it; one without a valid MAC is dropped and counted.
 """
 
 from __future__ import annotations
@@ -123,8 +128,8 @@ class UdpDriver:
     ``service_key``: the secret of the service key (None: none): every datagram
     sent carries a MAC, every one received without a valid MAC is dropped and
     counted (``counters.datagrams_unauthenticated``); see
-    rvasync.protocol.servicekey. The rest configure the core. Sockets open here; reading starts with
-    :meth:`start`.
+    rvasync.protocol.servicekey. The rest configure the core. Sockets open here;
+    reading starts with :meth:`start`.
     """
 
     def __init__(
@@ -289,8 +294,8 @@ class UdpDriver:
 
     def lower_reliability(self, wanted: float) -> None:
         """Retain for ``wanted`` seconds from now on if that is shorter (the client that
-        asked for more left). Not to 0: turning retention off would replace the core
-        (a new session for peers); a service keeps the shortest non-zero interval."""
+        asked for more left). Never down to 0: turning retention off would replace the
+        core (a new session for peers), so a ``wanted`` of 0 leaves the interval as it is."""
         core = self._core
         if 0 < wanted < core.reliability:
             core.reliability = wanted
