@@ -8,6 +8,7 @@ subject rules, queues and timers, transports and listeners, and the errors.
 from rvasync import codec as codec
 from rvasync._accel import native_enabled
 from rvasync._version import __version__
+from rvasync.cache import CurrentValueCache, StoreCorrupt, is_retained_deletion, retained_deletion
 from rvasync.cmdriver import CmListener, CmTransport, LedgerCorrupt
 from rvasync.daemon import Daemon
 from rvasync.errors import (
@@ -29,6 +30,7 @@ from rvasync.message import CmLabel, Field, Message
 from rvasync.protocol.ft import FtAction
 from rvasync.queues import LimitPolicy, Queue, QueueGroup, default_queue
 from rvasync.rvdatetime import DateTime
+from rvasync.security import Security
 from rvasync.subjects import SubjectIndex, subject_matches, validate_subject
 from rvasync.timers import Timer
 from rvasync.transport.listener import Listener
@@ -40,6 +42,7 @@ __all__ = [
     "CmListener",
     "CmTransport",
     "ConversionError",
+    "CurrentValueCache",
     "Daemon",
     "DaemonUnavailable",
     "DateTime",
@@ -63,14 +66,18 @@ __all__ = [
     "QueueGroup",
     "RequestTimeout",
     "RvError",
+    "Security",
+    "StoreCorrupt",
     "SubjectIndex",
     "Timer",
     "Transport",
     "TransportClosed",
     "__version__",
     "default_queue",
+    "is_retained_deletion",
     "native_enabled",
     "process_transport",
+    "retained_deletion",
     "subject_matches",
     "validate_subject",
 ]

@@ -30,6 +30,7 @@ from typing import Any
 from rvasync._logging import stderr_logger
 from rvasync._wire import LOOPBACK_DATAGRAM, NETWORK_DATAGRAM
 from rvasync.busypoll import BusyPoller, check_window, poller_for
+from rvasync.daemon.auth import DaemonSecurity
 from rvasync.daemon.params import parse_network, parse_service
 from rvasync.daemon.service import ServiceEndpoint
 from rvasync.daemon.session import ClientSession, SessionOwner
@@ -99,6 +100,9 @@ class Daemon:
     ``max_consumer_buffer``: bytes of undelivered messages kept for each
     standalone client that does not read before its oldest are dropped
     (CLIENT.SLOWCONSUMER; None: 128 MiB, ``rvasync.daemon.server``).
+    ``security``: a :class:`~rvasync.daemon.auth.DaemonSecurity` for a secure
+    client port (TLS, users, subject permissions; needs ``listen``; see
+    docs/security.md).
     ``service_key``: the secret every service of this daemon authenticates its
     datagrams with (bytes or str, 16 bytes at least; None: no key). See
     docs/service-key.md. ``max_retention``: bytes of sent datagrams a service
@@ -122,6 +126,7 @@ class Daemon:
         host_status_interval: float = 90.0,
         busy_poll: float = 0.0,
         max_consumer_buffer: int | None = None,
+        security: DaemonSecurity | None = None,
         service_key: bytes | str | None = None,
         max_retention: int = DEFAULT_MAX_RETENTION,
     ) -> None:
@@ -174,6 +179,15 @@ class Daemon:
                 f"got {max_consumer_buffer!r}"
             )
         self._max_consumer_buffer = max_consumer_buffer
+        if security is not None and not isinstance(security, DaemonSecurity):
+            raise InvalidArgument(
+                "security must be a rvasync.daemon.auth.DaemonSecurity, "
+                f"got {type(security).__name__}"
+            )
+        if security is not None and listen is None:
+            raise InvalidArgument("security applies to the TCP client port: give listen=PORT too")
+        self._security = security
+        self._started_at: float | None = None
         self._poller: BusyPoller | None = None
         self._listen = listen
         self._host = host
@@ -231,6 +245,23 @@ class Daemon:
     def session_count(self) -> int:
         return self._session_count
 
+    @property
+    def client_server(self) -> Any:
+        """The TCP client port (``rvasync.daemon.server.ClientServer``), None when not listening."""
+        return self._server
+
+    @property
+    def security(self) -> DaemonSecurity | None:
+        """The secure daemon's ``DaemonSecurity`` (None: a plain daemon)."""
+        return self._security
+
+    @property
+    def uptime(self) -> float:
+        """Seconds since the daemon started (0 before)."""
+        if self._started_at is None or self._loop is None:
+            return 0.0
+        return max(0.0, self._loop.time() - self._started_at)
+
     # -- lifecycle -------------------------------------------------------------
 
     async def start(self) -> None:
@@ -250,6 +281,7 @@ class Daemon:
                     self._host,
                     self._listen,
                     max_consumer_buffer=self._max_consumer_buffer,
+                    security=self._security,
                 )
             except BaseException:
                 self._shutdown_now()
@@ -277,6 +309,7 @@ class Daemon:
         self._poller = poller_for(self._loop)
         self._poller.want(self._busy_poll)
         self._stopped_event = asyncio.Event()
+        self._started_at = self._loop.time()
         self._state = "running"
 
     async def stop(self) -> None:
