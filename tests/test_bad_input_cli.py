@@ -81,6 +81,16 @@ CASES: list[Case] = [
         ["--reliability", "0 or more"],
     ),
     ("daemon-reliability-nan", ["daemon", "--reliability", "nan"], ["--reliability", "finite"]),
+    # issue #24: bounded reliability, the service key file, a port of 5000 digits
+    ("daemon-reliability-1e308", ["daemon", "--reliability", "1e308"], ["reliability", "at most"]),
+    ("daemon-key-missing", ["daemon", "--service-key-file", "{missing}"], ["--service-key-file"]),
+    ("daemon-key-empty", ["daemon", "--service-key-file", "{empty}"], ["16..4096 bytes"]),
+    ("daemon-max-retention-0", ["daemon", "--max-retention", "0"], ["--max-retention"]),
+    (
+        "send-daemon-5000-digits",
+        ["send", "--daemon", "9" * 5000, "A.B", "x"],
+        ["--daemon", "within 1..65535"],
+    ),
     ("daemon-reliability-inf", ["daemon", "--reliability", "inf"], ["--reliability", "finite"]),
     ("daemon-idle-exit-zero", ["daemon", "--idle-exit", "0"], ["--idle-exit", "more than 0"]),
     ("daemon-idle-exit-negative", ["daemon", "--idle-exit", "-5"], ["--idle-exit", "more than 0"]),
@@ -435,7 +445,7 @@ CASES: list[Case] = [
             "--duration",
             "5",
         ],
-        ["--ledger", "No such file or directory"],
+        ["--ledger", "does not exist"],
     ),
     (
         "record-ledger-directory",

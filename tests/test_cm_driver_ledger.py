@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import struct
 
 import pytest
 from cm_driver_support import FAST, Advisories, crash, payloads, until
@@ -277,12 +278,34 @@ async def test_a_torn_last_record_is_discarded_on_open(t, tmp_path):
     path = tmp_path / "joe.ledger"
     await write_ledger(t, path, count=5)
     intact = path.read_bytes()
-    path.write_bytes(intact + intact[-30:-5])  # half a record: a crash mid-append
+    # A crash mid-append leaves a prefix of the frame being written (here: the first
+    # half of a copy of the header frame, its length intact), not bytes from anywhere.
+    (length,) = struct.unpack_from("<I", intact, 8)
+    frame = intact[8 : 8 + 12 + length]
+    path.write_bytes(intact + frame[: len(frame) // 2])
     async with CmTransport(t, "JOE", ledger=path) as joe:
         assert review(joe, "FOO").total_messages == 5
         await joe.send(Message("FOO", {"n": 5}))
     async with CmTransport(t, "JOE", ledger=path) as joe:
         assert review(joe, "FOO").total_messages == 6
+
+
+@pytest.mark.parametrize("tail", ["garbage", "zeros-after-a-torn-length"])
+async def test_garbage_after_the_magic_is_corruption_not_a_crash(t, tmp_path, tail):
+    """Issue #24 item 8: 4 KiB of garbage after intact magic used to be taken for a torn
+    append and the ledger silently reset; only a prefix (and zeros) is a torn append."""
+    path = tmp_path / "joe.ledger"
+    await write_ledger(t, path, count=3)
+    intact = path.read_bytes()
+    if tail == "garbage":
+        path.write_bytes(intact[:8] + bytes((i * 131 + 7) % 251 for i in range(4096)))
+        with pytest.raises(rv.LedgerCorrupt, match="not what an interrupted append leaves"):
+            await CmTransport(t, "JOE", ledger=path).open()
+    else:
+        # The write stopped inside the next frame's length: a torn append, discarded.
+        path.write_bytes(intact + b"\x07\x01" + bytes(300))
+        async with CmTransport(t, "JOE", ledger=path) as joe:
+            assert review(joe, "FOO").total_messages == 3
 
 
 async def test_a_ledger_of_another_correspondent_is_refused(t, tmp_path):

@@ -36,3 +36,12 @@ def test_str_and_pathlike_paths_are_strings(tmp_path: Path) -> None:
 def test_bad_ledgers_are_named(ledger: object, match: str) -> None:
     with pytest.raises(rv.InvalidArgument, match=match):
         check_ledger_path(ledger)
+
+
+async def test_a_ledger_in_a_missing_directory_is_a_clear_error(tmp_path: Path) -> None:
+    """Issue #24 item 5: not a raw FileNotFoundError from deep inside the driver."""
+    from rvasync.cmdriver import CmTransport
+
+    async with rv.Transport() as t:
+        with pytest.raises(rv.InvalidArgument, match="does not exist; create it first"):
+            await CmTransport(t, "JOE", ledger=tmp_path / "missing" / "joe.ledger").open()

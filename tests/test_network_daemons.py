@@ -246,6 +246,11 @@ async def test_dataloss_presented_without_reliability(service, loops):
             adv = await losses.get(WAIT)
             assert str(adv["host"]) == "127.0.0.1"
             assert adv["lost"] >= 1 and adv["messages"] >= 1
+            # The source daemon exactly, not only its host (issue #24): its UDP port and
+            # its reliable-protocol session.
+            a_endpoint = a.link.session._service
+            assert adv["port"] == a_endpoint.address[1]
+            assert adv["session"] == a_endpoint.core.session_id
             got = await collect(listener, 60, timeout=0.5)
             assert len(got) < 60
             indices = [m["i"] for m in got]

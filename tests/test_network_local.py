@@ -6,7 +6,7 @@ import pytest
 from netutil import WAIT, collect
 
 import rvasync as rv
-from rvasync.daemon.engine import Daemon, running_in_process_daemon
+from rvasync.daemon.engine import MAX_RELIABILITY, Daemon, running_in_process_daemon
 from rvasync.message import Message
 from rvasync.transport.network import Transport
 
@@ -208,8 +208,16 @@ async def test_reliability_the_larger_wins(service):
         assert endpoint.reliability == 2.0
         async with Transport(service, reliability=9.0):
             assert endpoint.reliability == 9.0
+        # The session that asked for more left: the interval falls back (issue #24).
+        assert endpoint.reliability == 2.0
         async with Transport(service, reliability=1.0):
-            assert endpoint.reliability == 9.0  # never lowered while the service is open
+            assert endpoint.reliability == 2.0  # the larger of those attached wins
+
+
+async def test_reliability_requests_are_bounded(service):
+    for bad in (1e308, MAX_RELIABILITY + 1, float("inf"), -1, "5"):
+        with pytest.raises(rv.InvalidArgument, match="reliability"):
+            Transport(service, reliability=bad)
 
 
 async def test_reliability_raised_from_zero_replaces_the_core(service):

@@ -306,3 +306,53 @@ def test_a_client_on_uvloop_talks_to_a_standalone_daemon(rv_daemon, rv_service):
 
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         assert runner.run(exchange()) == 7
+
+
+async def test_a_killed_daemon_reports_what_may_have_been_lost_with_it(rv_service, monkeypatch):
+    """Issue #24 item 8: messages send() accepted but the daemon never confirmed are counted
+    on RVD.DISCONNECTED (``unconfirmed``); every other message arrives or is reported lost."""
+    monkeypatch.setattr(tcplink, "RECONNECT_MAX_DELAY", 0.2)
+    service = rv_service[0]
+    port = free_port(socket.SOCK_STREAM)
+    with processes() as start:
+        daemon, _ = start_daemon(start, port)
+        async with (
+            Transport(service) as receiver,  # its own in-process daemon, on the service
+            Transport(service, daemon=f"127.0.0.1:{port}") as sender,
+        ):
+            feed = receiver.listen("FEED")
+            losses = receiver.listen("_RV.ERROR.SYSTEM.DATALOSS.>")
+            status = sender.listen("_RV.*.SYSTEM.RVD.>")
+            await sender.send(Message("FEED", {"n": -1}))
+            assert (await feed.get(WAIT))["n"] == -1  # both daemons know each other
+            sent = 0
+            killed = False
+            while True:
+                try:
+                    await sender.send(Message("FEED", {"n": sent}))
+                except rv.DaemonUnavailable:
+                    break
+                sent += 1
+                if sent == 300 and not killed:
+                    os.killpg(daemon.pid, signal.SIGKILL)
+                    killed = True
+                if sent % 50 == 0:
+                    await asyncio.sleep(0)  # let the link flush and notice the loss
+            down = await status.get(WAIT)
+            assert down.subject == "_RV.WARN.SYSTEM.RVD.DISCONNECTED"
+            unconfirmed = down["unconfirmed"]
+            assert 0 <= unconfirmed <= sent + 1  # + the first message (n = -1)
+            got = [m async for m in _until_quiet(feed)]
+            reported = sum(
+                m.get("messages", 0) or 0 for m in [m async for m in _until_quiet(losses)]
+            )
+            assert len(got) + unconfirmed + reported >= sent, (len(got), unconfirmed, sent)
+
+
+async def _until_quiet(listener, quiet: float = 1.0):
+    """What ``listener`` gets until nothing more comes for ``quiet`` seconds."""
+    while True:
+        try:
+            yield await listener.get(quiet)
+        except TimeoutError:
+            return

@@ -12,6 +12,9 @@ Rows (variants):
 - *busy polling* (request/reply only): the in-process daemon with
   ``rv.Transport(busy_poll=0.001)``, which keeps each process's loop polling
   for 1 ms after traffic instead of sleeping (a CPU core for lower latency).
+- *service key*: the in-process daemon with ``rv.Transport(service_key=...)``:
+  every datagram between the daemons carries a keyed BLAKE2b MAC, checked on
+  arrival (issue #24; what authenticating the service costs).
 - *no reply polling* (request/reply only): the in-process daemon with
   ``rv.Transport(reply_poll=0)``: the requester sleeps while its request is out
   instead of polling for the reply (the default polls up to 0.5 ms), so the
@@ -49,6 +52,15 @@ NO_REPLY_POLL = Variant(
     headline=False,
     unavailable=lambda: missing_module("rvasync.transport.network", "REPLY_POLL"),
 )
+#: The in-process daemon with a service key (a MAC on every datagram between daemons).
+SERVICE_KEY = Variant(
+    name="ipm-service-key",
+    label="in-process daemon, service key",
+    headline=False,
+    unavailable=lambda: missing_module("rvasync.protocol.servicekey", "DatagramMac"),
+)
+#: The secret the service-key rows share (any 16 bytes or more will do).
+BENCH_SERVICE_KEY = "rvasync-benchmark-service-key"
 STANDALONE_DAEMON = Variant(
     name="standalone",
     label="standalone daemon",
@@ -101,18 +113,20 @@ class _RvNetwork:
 
     @classmethod
     def variants(cls) -> Sequence[Variant]:
-        return (IN_PROCESS_DAEMON, STANDALONE_DAEMON)
+        return (IN_PROCESS_DAEMON, SERVICE_KEY, STANDALONE_DAEMON)
 
     async def connect(self) -> None:
         import rvasync as rv
 
         self.rv = rv
         self.listeners: list[Any] = []
-        options: dict[str, float] = {}
+        options: dict[str, Any] = {}
         if self.variant.name == BUSY_POLL.name:
             options["busy_poll"] = BUSY_POLL_SECONDS
         elif self.variant.name == NO_REPLY_POLL.name:
             options["reply_poll"] = 0.0
+        elif self.variant.name == SERVICE_KEY.name:
+            options["service_key"] = BENCH_SERVICE_KEY
         self.transport = rv.Transport(
             service=str(self.env["ports"][0]),
             network=None,
@@ -146,7 +160,7 @@ class RvNetworkReqRep(_RvNetwork, ReqRep):
 
     @classmethod
     def variants(cls) -> Sequence[Variant]:
-        return (IN_PROCESS_DAEMON, NO_REPLY_POLL, BUSY_POLL, STANDALONE_DAEMON)
+        return (IN_PROCESS_DAEMON, NO_REPLY_POLL, BUSY_POLL, SERVICE_KEY, STANDALONE_DAEMON)
 
     async def serve(self, subject: str) -> None:
         listener = self.transport.listen(subject)

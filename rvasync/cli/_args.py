@@ -28,6 +28,7 @@ __all__ = [
     "port",
     "seconds",
     "send_subject",
+    "service_key_file",
     "subject",
 ]
 
@@ -81,6 +82,23 @@ def busy_poll(text: str) -> float:
     if value > MAX_WINDOW:
         raise argparse.ArgumentTypeError(f"{text!r}: must be within 0..{MAX_WINDOW} seconds")
     return value
+
+
+def service_key_file(text: str) -> bytes:
+    """A file holding the service key: its bytes, without surrounding white space."""
+    from rvasync.protocol.servicekey import check_service_key
+
+    try:
+        with open(text, "rb") as f:
+            data = f.read(1 << 16)
+    except OSError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r}: {exc.strerror or exc}") from None
+    key = data.strip()
+    try:
+        check_service_key(key, "the service key")
+    except InvalidArgument as exc:
+        raise argparse.ArgumentTypeError(f"{text!r}: {exc}") from None
+    return key
 
 
 def port(text: str) -> int:

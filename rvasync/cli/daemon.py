@@ -49,6 +49,23 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="how long sent messages are kept for retransmission (default 60; 0 disables)",
     )
     p.add_argument(
+        "--max-retention",
+        type=_args.byte_count,
+        default=None,
+        metavar="BYTES",
+        help="most bytes of sent data kept for retransmission per service, whatever "
+        "--reliability says (default 256 MiB)",
+    )
+    p.add_argument(
+        "--service-key-file",
+        type=_args.service_key_file,
+        default=None,
+        metavar="PATH",
+        help="authenticate every datagram exchanged with other daemons with the key in "
+        "this file (16 bytes or more); datagrams without it are dropped and counted. "
+        "Every daemon of the service needs the same key (docs/service-key.md)",
+    )
+    p.add_argument(
         "--idle-exit",
         type=_args.seconds(),
         default=None,
@@ -156,6 +173,8 @@ async def serve(args: argparse.Namespace) -> int:
         idle_exit=args.idle_exit,
         busy_poll=args.busy_poll,
         max_consumer_buffer=args.max_consumer_buffer,
+        service_key=args.service_key_file,
+        **({} if args.max_retention is None else {"max_retention": args.max_retention}),
     )
     try:
         await daemon.start()

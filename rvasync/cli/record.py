@@ -22,7 +22,7 @@ from typing import Any
 
 from rvasync.cli import _args
 from rvasync.cli.send import add_transport_options, open_transport
-from rvasync.errors import InvalidArgument, InvalidSubject
+from rvasync.errors import InvalidArgument, InvalidSubject, NotPermitted
 
 __all__ = ["parse_size", "register"]
 
@@ -154,6 +154,10 @@ async def _certified(transport: Any, args: argparse.Namespace) -> Any:
             await cm.close()
         reason = exc.strerror or str(exc)
         raise InvalidArgument(f"--ledger {args.ledger!r}: {reason}") from None
+    except (InvalidArgument, NotPermitted) as exc:  # the ledger path refused by the driver
+        with contextlib.suppress(Exception):
+            await cm.close()
+        raise type(exc)(f"--ledger: {exc}") from None
     async with cm:
         yield cm
 

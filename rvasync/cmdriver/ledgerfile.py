@@ -304,6 +304,13 @@ def _open_file(path: str, name: str) -> tuple[int, LedgerReplay, int]:
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     except IsADirectoryError:
         raise InvalidArgument(f"ledger path {path!r} is a directory; give a file path") from None
+    except (FileNotFoundError, NotADirectoryError):
+        raise InvalidArgument(
+            f"ledger path {path!r}: the directory {os.path.dirname(path) or '.'!r} does not "
+            "exist; create it first (the ledger file itself is created on open)"
+        ) from None
+    except PermissionError as exc:
+        raise NotPermitted(f"ledger path {path!r}: {exc.strerror or exc}") from None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

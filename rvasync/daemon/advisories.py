@@ -34,11 +34,33 @@ __all__ = [
 ]
 
 
-def data_loss(direction: str, ptp: bool, host: str, lost: int, **extra: int) -> Message:
+def _source(peer: tuple[str, int] | None, session: int | None) -> list[tuple[str, Any, Any]]:
+    """The fields beyond the spec that name the other daemon exactly: its UDP ``port``
+    and its reliable-protocol ``session`` id (one host runs many daemons, and a
+    forger can claim any session: an application tells them apart by these)."""
+    items: list[tuple[str, Any, Any]] = []
+    if peer is not None:
+        items.append(("port", int(peer[1]) & 0xFFFF, FieldType.U16))
+    if session:
+        items.append(("session", int(session) & 0xFFFFFFFFFFFFFFFF, FieldType.U64))
+    return items
+
+
+def data_loss(
+    direction: str,
+    ptp: bool,
+    host: str,
+    lost: int,
+    *,
+    peer: tuple[str, int] | None = None,
+    session: int | None = None,
+    **extra: int,
+) -> Message:
     """``_RV.ERROR.SYSTEM.DATALOSS.<INBOUND|OUTBOUND>.<BCAST|PTP>``.
 
     ``host`` is the other daemon's address, ``lost`` the packets (datagrams) that
     will never arrive; ``extra`` adds unsigned fields (``messages=`` for inbound loss).
+    ``peer`` (its UDP address) and ``session`` add the ``port`` and ``session`` fields.
     """
     kind = "PTP" if ptp else "BCAST"
     items = [
@@ -46,12 +68,21 @@ def data_loss(direction: str, ptp: bool, host: str, lost: int, **extra: int) -> 
         ("lost", count_field(lost), FieldType.U32),
     ]
     items += [(name, count_field(value), FieldType.U32) for name, value in extra.items()]
+    items += _source(peer, session)
     return make_advisory(AdvisoryClass.ERROR, SYSTEM, f"DATALOSS.{direction}.{kind}", fields=items)
 
 
-def retransmission(name: str, host: str, lost: int) -> Message:
+def retransmission(
+    name: str,
+    host: str,
+    lost: int,
+    *,
+    peer: tuple[str, int] | None = None,
+    session: int | None = None,
+) -> Message:
     """``_RV.INFO.SYSTEM.RETRANSMISSION.<name>`` (INBOUND.EXPECTED, OUTBOUND.SENT,
-    OUTBOUND.SUPPRESSED) with the spec's ``host`` and ``lost`` fields."""
+    OUTBOUND.SUPPRESSED) with the spec's ``host`` and ``lost`` fields, and the
+    ``port`` and ``session`` fields of :func:`data_loss`."""
     return make_advisory(
         AdvisoryClass.INFO,
         SYSTEM,
@@ -59,6 +90,7 @@ def retransmission(name: str, host: str, lost: int) -> Message:
         fields=[
             ("host", host_field(host), FieldType.IPADDR32),
             ("lost", count_field(lost), FieldType.U32),
+            *_source(peer, session),
         ],
     )
 
@@ -73,9 +105,12 @@ def unreachable_transport(transport_id: str, description: str | None) -> Message
     )
 
 
-def unreachable_daemon(address_hex: str, host: str, reason: str) -> Message:
+def unreachable_daemon(
+    address_hex: str, host: str, reason: str, *, session: int | None = None
+) -> Message:
     """``_RV.INFO.SYSTEM.UNREACHABLE.TRANSPORT.<daemon address>``: every transport of a
-    peer daemon is gone (it closed the service, or fell silent: ``reason``)."""
+    peer daemon is gone (it closed the service, or fell silent: ``reason``); ``session``
+    is the reliable-protocol session that went away."""
     return make_advisory(
         AdvisoryClass.INFO,
         SYSTEM,
@@ -85,6 +120,7 @@ def unreachable_daemon(address_hex: str, host: str, reason: str) -> Message:
             ("tport", address_hex, FieldType.STRING),
             ("host", host_field(host), FieldType.IPADDR32),
             ("reason", reason, FieldType.STRING),
+            *_source(None, session),
         ],
     )
 

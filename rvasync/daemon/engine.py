@@ -35,13 +35,35 @@ from rvasync.daemon.params import parse_network, parse_service
 from rvasync.daemon.service import ServiceEndpoint
 from rvasync.daemon.session import ClientSession, SessionOwner
 from rvasync.errors import DaemonUnavailable, InvalidArgument, NotPermitted
+from rvasync.protocol.reliable import DEFAULT_MAX_RETENTION
+from rvasync.protocol.servicekey import check_service_key
 
-__all__ = ["IN_PROCESS_RELIABILITY", "STANDALONE_RELIABILITY", "Daemon", "in_process_daemon"]
+__all__ = [
+    "IN_PROCESS_RELIABILITY",
+    "MAX_RELIABILITY",
+    "STANDALONE_RELIABILITY",
+    "Daemon",
+    "in_process_daemon",
+]
 
 #: Default reliability interval (seconds) of a standalone daemon, as rvd.
 STANDALONE_RELIABILITY = 60.0
 #: Default reliability interval of the in-process daemon, as IPM.
 IN_PROCESS_RELIABILITY = 5.0
+#: Longest reliability interval a daemon or a client may ask for (one hour). Retention
+#: is also bounded in bytes (``max_retention``); this keeps a client from pinning it
+#: for the daemon's lifetime (see docs/reliability.md, "Bounds").
+MAX_RELIABILITY = 3600.0
+
+
+def check_reliability(value: Any, name: str = "reliability") -> float | None:
+    """A requested reliability interval: None, or finite seconds within 0..MAX_RELIABILITY."""
+    seconds = _optional_seconds(name, value, zero_ok=True)
+    if seconds is not None and seconds > MAX_RELIABILITY:
+        raise InvalidArgument(
+            f"{name} must be at most {MAX_RELIABILITY:g} seconds, got {seconds!r}"
+        )
+    return seconds
 
 
 def _seconds(name: str, value: Any, *, zero_ok: bool) -> float:
@@ -81,6 +103,11 @@ class Daemon:
     ``security``: a :class:`~rvasync.daemon.auth.DaemonSecurity` for a secure
     client port (TLS, users, subject permissions; needs ``listen``; see
     docs/security.md).
+    ``service_key``: the secret every service of this daemon authenticates its
+    datagrams with (bytes or str, 16 bytes at least; None: no key). See
+    docs/service-key.md. ``max_retention``: bytes of sent datagrams a service
+    keeps for retransmission at most, whatever the reliability interval (the
+    oldest go first; receivers asking for them get the usual DATALOSS advisories).
     """
 
     version = "rvasync-0.1"
@@ -100,6 +127,8 @@ class Daemon:
         busy_poll: float = 0.0,
         max_consumer_buffer: int | None = None,
         security: DaemonSecurity | None = None,
+        service_key: bytes | str | None = None,
+        max_retention: int = DEFAULT_MAX_RETENTION,
     ) -> None:
         if listen is not None and (
             isinstance(listen, bool) or not isinstance(listen, int) or not 0 <= listen <= 0xFFFF
@@ -108,6 +137,20 @@ class Daemon:
         if not isinstance(host, str) or not host:
             raise InvalidArgument(f"host must be a non-empty str, got {host!r}")
         self._reliability = _seconds("reliability", reliability, zero_ok=True)
+        if self._reliability > MAX_RELIABILITY:
+            raise InvalidArgument(
+                f"reliability must be at most {MAX_RELIABILITY:g} seconds, got {reliability!r}"
+            )
+        self._service_key = check_service_key(service_key)
+        if (
+            isinstance(max_retention, bool)
+            or not isinstance(max_retention, int)
+            or (max_retention <= 0)
+        ):
+            raise InvalidArgument(
+                f"max_retention must be a positive number of bytes, got {max_retention!r}"
+            )
+        self._max_retention = max_retention
         self._idle_exit = _optional_seconds("idle_exit", idle_exit, zero_ok=True)
         if max_datagram is not None and (
             isinstance(max_datagram, bool)
@@ -336,19 +379,30 @@ class Daemon:
         network: str | None,
         description: str | None = None,
         reliability: float | None = None,
+        service_key: bytes | str | None = None,
     ) -> ClientSession:
         """Attach a client session to ``service`` (opened on first use) on ``network``.
 
         Raises InvalidArgument for a bad parameter (naming it), NotPermitted when
         this daemon already runs ``service`` on another network (a service is
-        bound to one network per daemon), DaemonUnavailable when not running.
+        bound to one network per daemon) or with another service key,
+        DaemonUnavailable when not running. ``service_key`` (in-process
+        transports): the key the service must run with; a session without one
+        joins the service as it is (the key protects the daemons' datagrams, not
+        the sessions of this process).
         """
         if self._state != "running":
             raise DaemonUnavailable("the daemon is not running")
         spec = parse_service(service)
         net = parse_network(network)
-        wanted = _optional_seconds("reliability", reliability, zero_ok=True)
+        wanted = check_reliability(reliability)
+        key = check_service_key(service_key)
         endpoint = self._services.get(spec.port)
+        if key is not None and endpoint is not None and endpoint.service_key != key:
+            raise NotPermitted(
+                f"service {spec.text} is already open in this daemon "
+                f"{'with another service key' if endpoint.service_key else 'without a service key'}"
+            )
         if endpoint is not None and endpoint.network.key != net.key:
             raise NotPermitted(
                 f"service {spec.text} is already bound to network "
@@ -373,6 +427,9 @@ class Daemon:
                 peer_timeout=self._peer_timeout,
                 loss=self._loss,
                 host_status_interval=self._status_interval,
+                service_key=key if key is not None else self._service_key,
+                default_reliability=self._reliability,
+                max_retention=self._max_retention,
             )
             self._services[spec.port] = endpoint
         token = f"{self._instance}{next(self._tokens):x}"

@@ -85,7 +85,8 @@ def parse_service(service: str | None) -> ServiceSpec:
             "are not supported; give one port number or service name"
         )
     if text.isascii() and text.isdigit():  # not "²" or "١٢": str.isdigit takes any script
-        port = int(text)
+        # More than five significant digits is no port (and int() refuses over 4300 digits).
+        port = int(text) if len(text.lstrip("0")) <= 5 else 0
         if not 0 < port <= 0xFFFF:
             raise InvalidArgument(f"service {service!r}: port must be within 1..65535")
         return ServiceSpec(port, str(port))

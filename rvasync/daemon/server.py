@@ -43,6 +43,7 @@ from rvasync.daemon.session import Payload
 from rvasync.errors import (
     InvalidArgument,
     InvalidSubject,
+    MalformedMessage,
     NotPermitted,
     RvError,
 )
@@ -375,6 +376,11 @@ class ClientConnection(asyncio.Protocol):
             except cp.ProtocolError as exc:
                 self._drop_for_garbage(str(exc))
                 return
+            except RvError as exc:
+                # Any other refusal of what the client sent (a reserved subject, a bad
+                # value): the documented ERROR frame and close, never a transport crash.
+                self._drop_for_garbage(f"{type(exc).__name__}: {exc}")
+                return
         if garbage is not None:
             self._drop_for_garbage(str(garbage))
 
@@ -452,8 +458,11 @@ class ClientConnection(asyncio.Protocol):
                     self._interests[frame.subject] = count - 1
                 self.session.remove_interest(frame.subject)
         elif frame.__class__ is cp.Ping:
-            self._write_pending()  # deliveries made before the PING go first
-            self._write(self._conn.send(cp.Pong(frame.token)))
+            # Answered after this loop turn: the datagrams of the messages published
+            # before the PING are flushed to the network at the end of the turn
+            # (call_soon, scheduled earlier), so a PONG confirms they left this daemon
+            # (the client counts what is unconfirmed when the daemon dies).
+            self._loop.call_soon(self._pong, frame.token)
         elif frame.__class__ is cp.Hello:
             self._hello(frame)
         elif frame.__class__ is cp.Bye:
@@ -509,6 +518,12 @@ class ClientConnection(asyncio.Protocol):
             info["user"] = user.name
             info["permissions"] = user.permissions.as_dict()
         self._write(self._conn.send(cp.Welcome(self.session.inbox_prefix, info)))
+
+    def _pong(self, token: int) -> None:
+        if self._transport is None or self._transport.is_closing():
+            return
+        self._write_pending()  # deliveries made before the PING go first
+        self._write(self._conn.send(cp.Pong(token)))
 
     # -- secure daemon: login ---------------------------------------------------------------------
 
@@ -588,7 +603,7 @@ class ClientConnection(asyncio.Protocol):
     def _listen(self, subject: str) -> None:
         try:
             check_listen_subject(subject)
-        except InvalidSubject as exc:
+        except (InvalidSubject, NotPermitted) as exc:  # NotPermitted: _INBOX.> and the like
             raise cp.ProtocolError(f"LISTEN on an invalid subject: {exc}") from None
         perms = self._permissions
         if perms is not None and not perms.may_listen(subject):
@@ -626,6 +641,15 @@ class ClientConnection(asyncio.Protocol):
                 self._not_permitted(why)
                 self._illegal_publish(subject, why)
                 continue
+            try:
+                # The whole message, not only its header: bytes that begin with a readable
+                # subject and go on with garbage must not reach other clients (they would
+                # fail there, one by one). The decoded form is kept for local delivery.
+                payload.message()
+            except MalformedMessage as exc:
+                raise cp.ProtocolError(
+                    f"PUBLISH carried a malformed message on {subject!r}: {exc}"
+                ) from None
             payloads.append(payload)
             self.bytes_in += len(wire)
         if not payloads:

@@ -44,7 +44,7 @@ from rvasync.errors import (
     TransportClosed,
 )
 from rvasync.message import Message
-from rvasync.protocol.reliable import MAX_MESSAGE, ReliableEndpoint
+from rvasync.protocol.reliable import DEFAULT_MAX_RETENTION, MAX_MESSAGE, ReliableEndpoint
 from rvasync.protocol.reliable_events import (
     InboundDataLoss,
     OutboundDataLoss,
@@ -91,6 +91,9 @@ class ServiceEndpoint:
         peer_timeout: float,
         loss: float,
         host_status_interval: float,
+        service_key: bytes | None = None,
+        default_reliability: float | None = None,
+        max_retention: int = DEFAULT_MAX_RETENTION,
     ) -> None:
         self._loop = loop
         self._on_session_closed = on_session_closed
@@ -102,6 +105,12 @@ class ServiceEndpoint:
         self.network = net
         self.counters = ServiceCounters()
         self.closed = False
+        #: The service key's secret (None: datagrams are not authenticated).
+        self.service_key = service_key
+        #: What a session that asks for no particular reliability counts as.
+        self._default_reliability = (
+            reliability if default_reliability is None else (default_reliability)
+        )
         self._log = stderr_logger()
 
         #: The UDP driver (sockets, reliable core, timer, backlog) of this service.
@@ -118,6 +127,8 @@ class ServiceEndpoint:
             heartbeat_interval=heartbeat_interval,
             peer_timeout=peer_timeout,
             loss=loss,
+            service_key=service_key,
+            max_retention=max_retention,
         )
         self.address: tuple[str, int] = driver.address
         self.address_hex = driver.address_hex
@@ -213,6 +224,14 @@ class ServiceEndpoint:
         self._on_session_closed(session)
         if not self.sessions and not self.closed:
             self._start_linger()
+        elif self.sessions and not self.closed:
+            # The largest request wins while its session stays; when it leaves, the
+            # interval falls back to what the remaining sessions ask for.
+            default = self._default_reliability
+            wanted = max(
+                default if s.reliability is None else s.reliability for s in self.sessions.values()
+            )
+            self.driver.lower_reliability(wanted)
 
     def _start_linger(self) -> None:
         """No session left: keep serving retransmissions while sent data is retained, then close."""
@@ -369,6 +388,12 @@ class ServiceEndpoint:
         if kind == TO_PEER:
             data = self._wire(session, msg, data)
             driver = self.driver
+            if not driver.knows_address(where):
+                # The inbox names a daemon never heard on this service: the address may be
+                # anyone's (a crafted _INBOX.<address> subject). Not sent; counted, and the
+                # sender is told its message is lost.
+                self._ptp_refused(session, subject, where)
+                return None
             batch = session is not None and session.batch
             if batch or not self._send_lone(data, where):
                 driver.ptp(where, data, batch)
@@ -411,6 +436,26 @@ class ServiceEndpoint:
         if driver.drained is None:  # as for replies: no call for the common case
             return None
         return self._pressure(session)
+
+    def _ptp_refused(
+        self, session: ClientSession | None, subject: str, where: tuple[str, int]
+    ) -> None:
+        counters = self.counters
+        counters.ptp_refused += 1
+        if counters.ptp_refused == 1 or counters.ptp_refused % 1000 == 0:
+            self._log.warning(
+                "point-to-point message to an unknown daemon address not sent",
+                service=self.spec.text,
+                subject=subject[:200],
+                ptp_refused=counters.ptp_refused,
+            )
+        if session is not None:
+            self._present(
+                session,
+                adv.data_loss(
+                    "OUTBOUND", True, where[0], 1, peer=where, messages=1, unknown_address=1
+                ),
+            )
 
     def _too_large(self, session: ClientSession | None, size: int | None) -> None:
         self.counters.messages_too_large += 1
@@ -455,25 +500,46 @@ class ServiceEndpoint:
     def _on_event(self, event: Any) -> None:
         """A core event other than a delivery: the advisory it means, to every session."""
         cls = event.__class__
+        # Every per-source advisory names the other daemon exactly: host, port and session.
         if cls is InboundDataLoss:
-            host = event.src[0]
+            src = event.src
             message = adv.data_loss(
-                "INBOUND", event.ptp, host, event.datagrams, messages=event.messages
+                "INBOUND",
+                event.ptp,
+                src[0],
+                event.datagrams,
+                peer=src,
+                session=event.session,
+                messages=event.messages,
             )
         elif cls is OutboundDataLoss:
-            message = adv.data_loss("OUTBOUND", event.ptp, event.dest[0], event.datagrams)
+            dest = event.dest
+            message = adv.data_loss(
+                "OUTBOUND", event.ptp, dest[0], event.datagrams, peer=dest, session=event.session
+            )
         elif cls is RetransmissionRequested:
-            message = adv.retransmission("INBOUND.EXPECTED", event.src[0], event.datagrams)
+            src = event.src
+            message = adv.retransmission(
+                "INBOUND.EXPECTED", src[0], event.datagrams, peer=src, session=event.session
+            )
         elif cls is RetransmissionSent:
-            message = adv.retransmission("OUTBOUND.SENT", event.dest[0], event.datagrams)
+            dest = event.dest
+            message = adv.retransmission(
+                "OUTBOUND.SENT", dest[0], event.datagrams, peer=dest, session=event.session
+            )
         elif cls is RetransmissionSuppressed:
-            message = adv.retransmission("OUTBOUND.SUPPRESSED", event.dest[0], event.datagrams)
+            dest = event.dest
+            message = adv.retransmission(
+                "OUTBOUND.SUPPRESSED", dest[0], event.datagrams, peer=dest, session=event.session
+            )
         elif cls is PeerDiscovered:
             # A new daemon (perhaps a router) joined: tell it what this one listens to.
             self._announce(self._listen_adv.everything())
             return
         elif cls is PeerSilent:
-            message = adv.unreachable_daemon(address_hex(event.src), event.src[0], event.reason)
+            message = adv.unreachable_daemon(
+                address_hex(event.src), event.src[0], event.reason, session=event.session
+            )
         else:
             return
         self.present_all(message)

@@ -60,6 +60,12 @@ class ServiceCounters:
     datagrams_backlogged: int = 0
     #: Unexpected exceptions contained by the driver (always 0 unless there is a bug).
     internal_errors: int = 0
+    #: Datagrams dropped on arrival because the service has a key and their MAC was
+    #: missing or wrong (forged, or from a daemon with another key or none).
+    datagrams_unauthenticated: int = 0
+    #: Point-to-point messages not sent: their inbox named an address this daemon has
+    #: not heard from on the service (a crafted ``_INBOX.<address>`` subject).
+    ptp_refused: int = 0
 
     def as_dict(self) -> dict[str, int]:
         """A snapshot of every counter by name."""
@@ -103,7 +109,11 @@ def host_status_fields(
     ``irrs`` requests not sent by the receiver <- 0 (rvasync never censors its NAKs);
     ``orrs`` requests ignored by the sender <- core retransmissions_suppressed.
     Beyond the spec: ``malformed`` (bad datagrams plus undecodable messages),
-    ``duplicates``, ``misrouted`` and ``unwanted`` message counts.
+    ``duplicates``, ``misrouted`` and ``unwanted`` message counts; ``unauth``
+    (datagrams without a valid service-key MAC), ``refused`` (datagrams of sessions
+    or streams beyond the core's bounds, or naming a session from a wrong address:
+    core peers_refused + streams_refused + wrong_source) and ``ptprefused``
+    (point-to-point messages to addresses the daemon does not know).
     """
     U64 = FieldType.U64
     return [
@@ -131,4 +141,11 @@ def host_status_fields(
         ("duplicates", _u64(core.duplicates), U64),
         ("misrouted", _u64(counters.messages_misrouted), U64),
         ("unwanted", _u64(counters.messages_unwanted), U64),
+        ("unauth", _u64(counters.datagrams_unauthenticated), U64),
+        (
+            "refused",
+            _u64(core.peers_refused + core.streams_refused + core.wrong_source),
+            U64,
+        ),
+        ("ptprefused", _u64(counters.ptp_refused), U64),
     ]

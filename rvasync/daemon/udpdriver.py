@@ -26,9 +26,14 @@ the core never raises on input.
 
 Public interface used by the service: :meth:`start`, :meth:`send_lone`,
 :meth:`multicast`, :meth:`multicast_many`, :meth:`ptp`, :meth:`raise_reliability`,
-:meth:`close`, and the read-only attributes :attr:`core`, :attr:`address`,
-:attr:`address_hex`, :attr:`buffers`, :attr:`flush_scheduled`, :attr:`drained`,
-:attr:`backlog_length`.
+:meth:`lower_reliability`, :meth:`knows_address`, :meth:`close`, and the
+read-only attributes :attr:`core`, :attr:`address`, :attr:`address_hex`,
+:attr:`buffers`, :attr:`flush_scheduled`, :attr:`drained`, :attr:`backlog_length`,
+:attr:`keyed`.
+
+With a service key (rvasync.protocol.servicekey), every datagram leaves with a
+MAC appended, and every datagram received is checked and stripped of it before
+the core sees it; one without a valid MAC is dropped and counted.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rvasync._logging import stderr_logger
+from rvasync._rmwire import MIN_DATAGRAM
 from rvasync.daemon.params import NetworkSpec
 from rvasync.daemon.stats import ServiceCounters
 from rvasync.daemon.udp import (
@@ -52,8 +58,9 @@ from rvasync.daemon.udp import (
     open_unicast,
     set_buffers,
 )
-from rvasync.protocol.reliable import ReliableEndpoint
+from rvasync.protocol.reliable import DEFAULT_MAX_RETENTION, ReliableEndpoint
 from rvasync.protocol.reliable_events import Delivered
+from rvasync.protocol.servicekey import TAG_SIZE, DatagramMac
 
 __all__ = [
     "BACKLOG_HIGH",
@@ -91,6 +98,20 @@ def _transmit(sock: socket.socket, data: Any, address: Any) -> None:
         sock.sendmsg(data.parts, (), 0, address)
 
 
+def _sealing_transmit(mac: DatagramMac) -> Callable[[socket.socket, Any, Any], None]:
+    """:func:`_transmit` for a service with a key: every datagram leaves with its tag."""
+    seal = mac.seal
+    seal_parts = mac.seal_parts
+
+    def transmit(sock: socket.socket, data: Any, address: Any) -> None:
+        if data.__class__ is bytes:
+            sock.sendto(seal(data), address)
+        else:
+            sock.sendmsg(seal_parts(data.parts), (), 0, address)
+
+    return transmit
+
+
 def _ignore(*_args: Any) -> None:
     return None
 
@@ -104,8 +125,11 @@ class UdpDriver:
     driver counts socket errors, own and dropped datagrams, backlog).
     ``contain(doing, **details)``: logs and counts an unexpected exception.
     ``loss``: fraction of received datagrams dropped on purpose (0: none).
-    The rest configure the core. Sockets open here; reading starts with
-    :meth:`start`.
+    ``service_key``: the secret of the service key (None: none): every datagram
+    sent carries a MAC, every one received without a valid MAC is dropped and
+    counted (``counters.datagrams_unauthenticated``); see
+    rvasync.protocol.servicekey. The rest configure the core. Sockets open here;
+    reading starts with :meth:`start`.
     """
 
     def __init__(
@@ -123,6 +147,8 @@ class UdpDriver:
         heartbeat_interval: float,
         peer_timeout: float,
         loss: float,
+        service_key: bytes | None = None,
+        max_retention: int = DEFAULT_MAX_RETENTION,
     ) -> None:
         self._name = name
         self._loop = loop
@@ -133,8 +159,15 @@ class UdpDriver:
         self._loss = loss
         self._random = random.Random().random
         self._heartbeat_interval = heartbeat_interval
+        self._max_retention = max_retention
         self._peer_timeout = peer_timeout
-        self._max_datagram = max_datagram
+        #: The MAC of the service key, or None: then datagrams are neither sealed nor checked.
+        self._mac = DatagramMac(service_key, port) if service_key is not None else None
+        self._transmit = _transmit if self._mac is None else _sealing_transmit(self._mac)
+        # The tag travels inside the datagram size the network allows.
+        self._max_datagram = (
+            max_datagram if self._mac is None else max(MIN_DATAGRAM, max_datagram - TAG_SIZE)
+        )
         self.closed = False
 
         self._uc = open_unicast(net)
@@ -155,6 +188,8 @@ class UdpDriver:
         self._group = (net.send_address, port)
 
         self._own_sessions: set[bytes] = set()
+        #: Addresses the cores replaced by raise_reliability knew (see knows_address).
+        self._known_before: set[Any] = set()
         self._core = self._new_core(reliability, loop.time())
 
         self._deliver_multicast: Callable[[list[bytes]], None] = _ignore
@@ -180,6 +215,7 @@ class UdpDriver:
         core = ReliableEndpoint(
             now=now,
             reliability=reliability,
+            max_retention=self._max_retention,
             max_datagram=self._max_datagram,
             heartbeat_interval=self._heartbeat_interval,
             peer_timeout=self._peer_timeout,
@@ -219,6 +255,17 @@ class UdpDriver:
         """The reliable multicast core (replaced by :meth:`raise_reliability` from 0)."""
         return self._core
 
+    def knows_address(self, address: Any) -> bool:
+        """Whether a daemon was heard on this service from ``address`` (a datagram of a
+        session the core tracks, or of one a replaced core tracked): where point-to-point
+        traffic may go."""
+        return self._core.knows_address(address) or address in self._known_before
+
+    @property
+    def keyed(self) -> bool:
+        """True when the service runs with a service key (every datagram authenticated)."""
+        return self._mac is not None
+
     @property
     def backlog_length(self) -> int:
         """Datagrams waiting for the socket."""
@@ -241,8 +288,17 @@ class UdpDriver:
         core.flush(now)
         core.close(now)
         self._send_out()
+        self._known_before.update(core.peers().values())
         self._core = self._new_core(wanted, now)
         self._rearm()
+
+    def lower_reliability(self, wanted: float) -> None:
+        """Retain for ``wanted`` seconds from now on if that is shorter (the client that
+        asked for more left). Never down to 0: turning retention off would replace the
+        core (a new session for peers), so a ``wanted`` of 0 leaves the interval as it is."""
+        core = self._core
+        if 0 < wanted < core.reliability:
+            core.reliability = wanted
 
     # ------------------------------------------------------------------ sending
 
@@ -264,8 +320,12 @@ class UdpDriver:
             return False
         # Straight to the socket, not through _transmit_all and _transmit: two calls
         # fewer on the latency path (the backlog is empty, the datagram is bytes).
+        mac = self._mac
         try:
-            self._uc.sendto(datagram, self._group if dest is None else dest)
+            self._uc.sendto(
+                datagram if mac is None else mac.seal(datagram),
+                self._group if dest is None else dest,
+            )
         except BlockingIOError:
             self._queue([(datagram, dest)], 0)
         except OSError as exc:
@@ -361,9 +421,10 @@ class UdpDriver:
             return
         sock = self._uc
         group = self._group
+        transmit = self._transmit
         for index, (data, dest) in enumerate(out):
             try:
-                _transmit(sock, data, group if dest is None else dest)
+                transmit(sock, data, group if dest is None else dest)
             except BlockingIOError:
                 self._queue(out, index)
                 return
@@ -400,10 +461,11 @@ class UdpDriver:
             backlog = self._backlog
             sock = self._uc
             group = self._group
+            transmit = self._transmit
             while backlog:
                 data, dest = backlog[0]
                 try:
-                    _transmit(sock, data, group if dest is None else dest)
+                    transmit(sock, data, group if dest is None else dest)
                 except BlockingIOError:
                     break
                 except OSError as exc:
@@ -434,6 +496,7 @@ class UdpDriver:
             loss = self._loss
             now = self._loop.time()
             counters = self._counters
+            mac = self._mac
             settle = False
             for _ in range(READ_BATCH):
                 try:
@@ -446,6 +509,12 @@ class UdpDriver:
                 if data[8:16] in own:
                     counters.own_datagrams += 1
                     continue
+                if mac is not None:
+                    opened = mac.open(data)
+                    if opened is None:
+                        counters.datagrams_unauthenticated += 1
+                        continue
+                    data = opened
                 if loss and self._random() < loss:
                     counters.datagrams_dropped_on_purpose += 1
                     continue

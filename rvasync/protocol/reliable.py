@@ -61,7 +61,7 @@ from rvasync.protocol.reliable_events import (
     RetransmissionSuppressed,
 )
 
-__all__ = ["MAX_MESSAGE", "ReliableEndpoint"]
+__all__ = ["DEFAULT_MAX_RETENTION", "MAX_MESSAGE", "ReliableEndpoint"]
 
 Address = Hashable
 #: A datagram as rmframe's parse() returns it (its kind decides the layout).
@@ -72,6 +72,9 @@ MAX_MESSAGE = _rmwire.MAX_MESSAGE
 
 _MIB = 1024 * 1024
 _U64 = (1 << 64) - 1
+
+#: Default bound on the bytes retained for retransmission, over all outbound streams.
+DEFAULT_MAX_RETENTION = 256 * _MIB
 
 # Record kinds, types, flags and limits of the wire format (rvasync._rmwire, the one
 # definition both rmframe twins use), bound to module globals for the hot paths.
@@ -135,15 +138,25 @@ class _Outbound:
 
 
 class _Peer:
-    """Another endpoint (sender session) this one hears from."""
+    """Another endpoint (sender session) this one hears from.
 
-    __slots__ = ("closing", "last_heard", "session", "src", "streams")
+    A new session is *unconfirmed* until it is heard again at least half a
+    heartbeat interval after its first datagram (a live daemon heartbeats every
+    interval; a forger inventing a session per datagram never gets there). Until
+    then it draws on the endpoint's small budgets for new sources (see
+    ``max_new_peers`` and ``probation_naks``), so sessions nobody has vouched for
+    cannot crowd out or disturb the known ones.
+    """
+
+    __slots__ = ("closing", "confirmed", "first_heard", "last_heard", "session", "src", "streams")
 
     def __init__(self, session: int, src: Address, now: float) -> None:
         self.session = session
         self.src = src
+        self.first_heard = now
         self.last_heard = now
         self.closing = False
+        self.confirmed = False
         self.streams: dict[int, _Inbound] = {}
 
 
@@ -239,6 +252,12 @@ class ReliableEndpoint:
         How long sent datagrams are retained for retransmission (the Rendezvous
         reliability interval; daemons use 60 standalone, 5 in-process). 0
         disables retention: receivers then report gaps as loss without NAKing.
+    ``max_retention``
+        Most bytes retained for retransmission, over all outbound streams.
+        Past it the oldest retained datagrams are dropped before their
+        reliability interval is over (``stats.retention_trimmed``); a receiver
+        that asks for them is told they are gone (OutboundDataLoss here,
+        InboundDataLoss there), as for datagrams that aged out.
     ``max_datagram``
         Largest datagram built (256..65507). 60000 suits loopback; use about
         1400 on real networks to stay under the path MTU (no IP fragmentation).
@@ -266,6 +285,20 @@ class ReliableEndpoint:
     ``reorder_limit_bytes`` / ``reorder_limit_datagrams``
         Bound on out-of-order datagrams buffered per inbound stream; beyond it
         they are dropped (and requested again later), so memory stays bounded.
+    ``max_peers`` / ``max_new_peers``
+        Most sender sessions tracked at once, and most of them still unconfirmed
+        (see ``_Peer``). A datagram of a further new session is dropped and
+        counted (``stats.peers_refused``): the state unknown sources can cause is
+        bounded, and the sessions already known keep being served.
+    ``max_streams_per_peer``
+        Most inbound streams one session may open here (a daemon sends us its
+        multicast stream and one point-to-point stream; a few more cover
+        streams it reopened). Beyond it datagrams are dropped, counted.
+    ``probation_naks``
+        Most NAKs sent per heartbeat interval to unconfirmed sessions, all
+        together; the rest wait for the next interval (``stats.naks_deferred``).
+        Bounds the retransmission requests (and the traffic to spoofed source
+        addresses) forged datagrams can cause, without touching known peers.
     ``session_id``
         This endpoint's 64-bit session id (default: random, so a restarted
         daemon is a new sender). Tests pass fixed ids.
@@ -279,6 +312,7 @@ class ReliableEndpoint:
         *,
         now: float,
         reliability: float = 60.0,
+        max_retention: int = DEFAULT_MAX_RETENTION,
         max_datagram: int = 60000,
         heartbeat_interval: float = 1.0,
         peer_timeout: float = 10.0,
@@ -290,6 +324,10 @@ class ReliableEndpoint:
         retransmit_burst_bytes: int = 2 * _MIB,
         reorder_limit_bytes: int = 32 * _MIB,
         reorder_limit_datagrams: int = 32768,
+        max_peers: int = 1024,
+        max_new_peers: int = 64,
+        max_streams_per_peer: int = 8,
+        probation_naks: int = 64,
         session_id: int | None = None,
         frame: ModuleType | None = None,
     ) -> None:
@@ -319,6 +357,13 @@ class ReliableEndpoint:
         self.reorder_limit_datagrams = _check_count(
             "reorder_limit_datagrams", reorder_limit_datagrams, 1
         )
+        self.max_retention = _check_count("max_retention", max_retention, 1)
+        #: bytes currently retained, over all outbound streams
+        self._retained_bytes = 0
+        self.max_peers = _check_count("max_peers", max_peers, 1)
+        self.max_new_peers = _check_count("max_new_peers", max_new_peers, 1)
+        self.max_streams_per_peer = _check_count("max_streams_per_peer", max_streams_per_peer, 1)
+        self.probation_naks = _check_count("probation_naks", probation_naks, 0)
         self.frame = frame if frame is not None else _accel.load("rmframe")
         self.max_datagram = _check_count(
             "max_datagram", max_datagram, _rmwire.MIN_DATAGRAM, _rmwire.MAX_DATAGRAM
@@ -357,6 +402,12 @@ class ReliableEndpoint:
         self._touched: set[_Outbound] = set()
         self._dirty: set[_Outbound] = set()
         self._peers: dict[int, _Peer] = {}
+        #: the addresses of the known sessions (how many sessions each), for knows_address
+        self._addresses: dict[Address, int] = {}
+        #: how many of _peers are unconfirmed, and the NAKs they may still cause this interval
+        self._unconfirmed = 0
+        self._probation_left = self.probation_naks
+        self._confirm_after = self.heartbeat_interval / 2
         self._nak_streams: set[_Inbound] = set()
 
         self._out: list[tuple[bytes, Address | None]] = []
@@ -438,6 +489,17 @@ class ReliableEndpoint:
     def retained_datagrams(self) -> int:
         """Datagrams currently kept for retransmission, over all outbound streams."""
         return sum(len(ob.retained) for ob in self._out_by_id.values())
+
+    def knows_address(self, address: Address) -> bool:
+        """Whether a sender session currently known here was heard from ``address``.
+
+        A driver sends point-to-point traffic only to such addresses (or ones it
+        verified otherwise): an address read from a message (an inbox) may be made up.
+        """
+        try:
+            return address in self._addresses
+        except TypeError:  # unhashable: no address of ours
+            return False
 
     def peers(self) -> dict[int, Address]:
         """The sender sessions currently known, with the address each was last heard from."""
@@ -600,6 +662,7 @@ class ReliableEndpoint:
         for ob in self._out_by_id.values():
             ob.retained.clear()
             ob.holdoff.clear()
+        self._retained_bytes = 0
         self._closed = True
         self._mc_add = self._refuse
 
@@ -646,10 +709,20 @@ class ReliableEndpoint:
             stats.bytes_received += len(data)
             peer = self._peers.get(session)
             if peer is None:
-                peer = self._discover(session, src, now)
+                peer = self._admit(session, src, now)
+                if peer is None:
+                    return None
+            elif peer.src != src:
+                # A session is pinned to the address it was first heard from: NAKs and
+                # point-to-point replies go there, and a datagram naming the session from
+                # elsewhere must not redirect them or feed its streams.
+                stats.wrong_source += 1
+                return None
             else:
                 peer.last_heard = now
-                peer.src = src
+                if not peer.confirmed and now - peer.first_heard >= self._confirm_after:
+                    peer.confirmed = True
+                    self._unconfirmed -= 1
             kind = p[0]
             if kind == _T_DATA:
                 st = peer.streams.get(p[2])
@@ -679,7 +752,7 @@ class ReliableEndpoint:
             elif kind == _T_HEARTBEAT:
                 self._on_heartbeat(peer, p, now)
             else:
-                self._on_nak(p, src, now)
+                self._on_nak(p, src, now, peer.confirmed)
         except Exception as exc:  # containment: a daemon must survive any datagram
             stats.internal_errors += 1
             self.last_internal_error = exc
@@ -785,6 +858,9 @@ class ReliableEndpoint:
                 retained.append((now, closed[0]))
             else:
                 retained.extend([(now, data) for data in closed])
+            self._retained_bytes += size
+            if self._retained_bytes > self.max_retention:
+                self._trim_retention(ob)
         ob.last_send = now
         self._dirty.add(ob)
         if self._probe_at is None:
@@ -793,9 +869,31 @@ class ReliableEndpoint:
     def _purge(self, ob: _Outbound, now: float) -> None:
         retained = ob.retained
         horizon = now - self.reliability
+        freed = 0
         while retained and retained[0][0] < horizon:
-            retained.popleft()
+            freed += len(retained.popleft()[1])
             ob.low += 1
+        self._retained_bytes -= freed
+
+    def _trim_retention(self, ob: _Outbound) -> None:
+        """Over ``max_retention``: drop the oldest retained datagrams, of ``ob`` first."""
+        over = self._retained_bytes - self.max_retention
+        dropped = 0
+        for cand in (ob, *self._out_by_id.values()):
+            retained = cand.retained
+            while over > 0 and retained:
+                size = len(retained.popleft()[1])
+                cand.low += 1
+                over -= size
+                self._retained_bytes -= size
+                dropped += 1
+            if over <= 0:
+                break
+        self.stats.retention_trimmed += dropped
+
+    def retained_bytes(self) -> int:
+        """Bytes currently kept for retransmission, over all outbound streams."""
+        return self._retained_bytes
 
     def _entry(self, ob: _Outbound, now: float) -> tuple[Any, ...]:
         """The status of ``ob``: what is retained, what was sent, how old the stream is."""
@@ -830,6 +928,7 @@ class ReliableEndpoint:
     def _tick(self, now: float) -> None:
         """Periodic work: heartbeats, retention purge, forgetting silent peers and idle streams."""
         self._tick_at = now + self.heartbeat_interval
+        self._probation_left = self.probation_naks
         self._collect(now)
         mc = self._mc
         self._purge(mc, now)
@@ -860,13 +959,23 @@ class ReliableEndpoint:
                 ob.holdoff = {k: t for k, t in ob.holdoff.items() if t >= horizon}
         self._housekeep_peers(now)
 
-    def _on_nak(self, p: _Parsed, src: Address, now: float) -> None:
-        _, _session, target, stream_id, ranges = p
+    def _on_nak(self, p: _Parsed, src: Address, now: float, confirmed: bool) -> None:
+        _, requester, target, stream_id, ranges = p
         stats = self.stats
         ob = self._out_by_id.get(stream_id)
         if target != self.session_id or ob is None:
             stats.naks_ignored += 1
             return
+        budget = self.retransmit_burst_bytes
+        if not confirmed:
+            # A requester nobody vouched for yet (its source address may be spoofed): its
+            # NAKs share the new sources' budget, and each is served at most one datagram's
+            # worth, so forged NAKs cannot turn this endpoint into an amplifier.
+            if self._probation_left <= 0:
+                stats.naks_deferred += 1
+                return
+            self._probation_left -= 1
+            budget = min(budget, self.max_datagram)
         stats.naks_received += 1
         self._collect_one(ob, now)
         self._purge(ob, now)
@@ -875,7 +984,6 @@ class ReliableEndpoint:
         retained = ob.retained
         holdoff = ob.holdoff
         window = self._holdoff
-        budget = self.retransmit_burst_bytes
         allowance = self.max_nak_datagrams
         gone = sent = suppressed = resent_bytes = 0
         beyond = False
@@ -911,22 +1019,35 @@ class ReliableEndpoint:
         if sent:
             stats.datagrams_retransmitted += sent
             stats.bytes_retransmitted += resent_bytes
-            self._events.append(RetransmissionSent(src, ob.ptp, sent))
+            self._events.append(RetransmissionSent(src, ob.ptp, sent, requester))
         if suppressed:
             stats.retransmissions_suppressed += suppressed
-            self._events.append(RetransmissionSuppressed(src, ob.ptp, suppressed))
+            self._events.append(RetransmissionSuppressed(src, ob.ptp, suppressed, requester))
         if gone:
             stats.datagrams_lost_outbound += gone
-            self._events.append(OutboundDataLoss(src, ob.ptp, gone))
+            self._events.append(OutboundDataLoss(src, ob.ptp, gone, requester))
             self._heartbeat(ob, src, now)
 
     # ---------------------------------------------------------- receiver helpers
 
-    def _discover(self, session: int, src: Address, now: float) -> _Peer:
+    def _admit(self, session: int, src: Address, now: float) -> _Peer | None:
+        """A new session: tracked (unconfirmed) if the tables have room, else None (counted)."""
+        if self._unconfirmed >= self.max_new_peers or len(self._peers) >= self.max_peers:
+            self.stats.peers_refused += 1
+            return None
         peer = _Peer(session, src, now)
         self._peers[session] = peer
+        self._addresses[src] = self._addresses.get(src, 0) + 1
+        self._unconfirmed += 1
         self._events.append(PeerDiscovered(session, src))
         return peer
+
+    def _open_stream(self, peer: _Peer, stream_id: int, now: float) -> _Inbound | None:
+        """A new inbound stream of ``peer``, or None (counted) past ``max_streams_per_peer``."""
+        if len(peer.streams) >= self.max_streams_per_peer:
+            self.stats.streams_refused += 1
+            return None
+        return self._new_stream(peer, stream_id, now)
 
     def _joins_from_start(self, age_ms: int, now: float) -> bool:
         """Whether a stream first heard at this age began while we were listening."""
@@ -942,7 +1063,9 @@ class ReliableEndpoint:
         stats = self.stats
         seq = p[3]
         if st is None:
-            st = self._new_stream(peer, p[2], now)
+            st = self._open_stream(peer, p[2], now)
+            if st is None:
+                return
             if not self._joins_from_start(p[5], now):
                 # Joined mid-stream: start here; a leading continuation belongs to a
                 # message that began before we listened, so it is skipped, not lost.
@@ -1125,7 +1248,9 @@ class ReliableEndpoint:
             if st is None:
                 if final:
                     continue
-                st = self._new_stream(peer, stream_id, now)
+                st = self._open_stream(peer, stream_id, now)
+                if st is None:
+                    continue
                 if not self._joins_from_start(age, now):
                     # Joined mid-stream: the next datagram may open with the rest of a
                     # message that began before we listened; it is skipped, not lost.
@@ -1165,6 +1290,13 @@ class ReliableEndpoint:
                 return
             self._backoff(st, now)
             return
+        if not peer.confirmed:
+            if self._probation_left <= 0:
+                # New sources have spent this interval's requests: wait for the next one.
+                self.stats.naks_deferred += 1
+                st.nak_at = max(self._tick_at, now + self.nak_interval)
+                return
+            self._probation_left -= 1
         ranges: list[tuple[int, int]] = []
         total = 0
         limit = self.max_nak_datagrams
@@ -1210,6 +1342,11 @@ class ReliableEndpoint:
                     self._give_up(st, loss_reason, tail=True)
                     self._nak_streams.discard(st)
                 del self._peers[session]
+                if not peer.confirmed:
+                    self._unconfirmed -= 1
+                left = self._addresses.pop(peer.src, 1) - 1
+                if left > 0:
+                    self._addresses[peer.src] = left
                 self._events.append(PeerSilent(session, peer.src, reason))
                 continue
             for stream_id, st in list(peer.streams.items()):

@@ -85,11 +85,16 @@ class InboundDataLoss:
 
 @dataclass(slots=True)
 class OutboundDataLoss:
-    """A receiver at ``dest`` asked for ``datagrams`` datagrams this endpoint already discarded."""
+    """A receiver at ``dest`` asked for ``datagrams`` datagrams this endpoint already discarded.
+
+    ``session`` is that receiver's own session id (from its NAK), so a report names the
+    requesting daemon exactly, not only its address (0 when not known).
+    """
 
     dest: Address
     ptp: bool
     datagrams: int
+    session: int = 0
 
 
 @dataclass(slots=True)
@@ -104,20 +109,24 @@ class RetransmissionRequested:
 
 @dataclass(slots=True)
 class RetransmissionSent:
-    """This endpoint resent ``datagrams`` retained datagrams to the receiver at ``dest``."""
+    """This endpoint resent ``datagrams`` retained datagrams to the receiver at ``dest``
+    (whose session id, from its NAK, is ``session``)."""
 
     dest: Address
     ptp: bool
     datagrams: int
+    session: int = 0
 
 
 @dataclass(slots=True)
 class RetransmissionSuppressed:
-    """Requests from ``dest`` for ``datagrams`` datagrams were ignored: they were just resent."""
+    """Requests from ``dest`` (session ``session``) for ``datagrams`` datagrams were ignored:
+    they were just resent."""
 
     dest: Address
     ptp: bool
     datagrams: int
+    session: int = 0
 
 
 @dataclass(slots=True)
@@ -192,6 +201,20 @@ class ReliableStats:
     naks_ignored: int = 0
     #: Unexpected exceptions contained inside the core (always 0 unless there is a bug).
     internal_errors: int = 0
+    #: Dropped on arrival: a datagram of a new sender session while the table of
+    #: unconfirmed (or of all) sessions was full (``max_new_peers`` / ``max_peers``).
+    peers_refused: int = 0
+    #: Dropped on arrival: a known session's datagram from another address than the one
+    #: the session was first heard from (a forgery, or a clash of random session ids).
+    wrong_source: int = 0
+    #: Dropped on arrival: a datagram opening a stream beyond ``max_streams_per_peer``.
+    streams_refused: int = 0
+    #: Retained datagrams dropped before their reliability interval was over, to keep
+    #: retention within ``max_retention`` bytes.
+    retention_trimmed: int = 0
+    #: NAKs to unconfirmed sessions put off to the next heartbeat: the per-interval
+    #: budget of requests new sources may cause (``probation_naks``) was spent.
+    naks_deferred: int = 0
 
     def as_dict(self) -> dict[str, int]:
         """A snapshot of every counter by name."""

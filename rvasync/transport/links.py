@@ -107,8 +107,10 @@ class InProcessLink:
         description: str | None,
         reliability: float | None,
         batch: bool = False,
+        service_key: bytes | None = None,
     ) -> None:
         self._service = service
+        self._service_key = service_key
         self._network = network
         self._description = description
         self._reliability = reliability
@@ -146,6 +148,7 @@ class InProcessLink:
             network=self._network,
             description=self._description,
             reliability=self._reliability,
+            service_key=self._service_key,
         )
         session.batch = self._batch
         self._session = session

@@ -19,6 +19,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from rvasync.busypoll import BusyPoller, check_window, poller_for
+from rvasync.daemon.engine import check_reliability
 from rvasync.errors import (
     DaemonUnavailable,
     InvalidArgument,
@@ -28,6 +29,7 @@ from rvasync.errors import (
 )
 from rvasync.message import Message
 from rvasync.protocol.clientproto.address import parse_daemon
+from rvasync.protocol.servicekey import check_service_key
 from rvasync.security import Security
 from rvasync.subjects import check_send_subject
 from rvasync.transport.base import (
@@ -100,6 +102,9 @@ class Transport(BaseTransport):
     comes within it is picked up without the loop sleeping and being woken.
     ``security``: an :class:`rv.Security <rvasync.security.Security>` for a secure
     daemon (TLS, user and password or client certificate; docs/security.md).
+    ``service_key`` (in-process daemon only): a secret (bytes or str, 16 bytes at
+    least) the service authenticates every datagram between daemons with; daemons
+    without it, and forgers, are not heard (docs/service-key.md).
 
     Use as ``async with rv.Transport(...) as t:`` or ``await t.open()`` /
     ``await t.close()``.
@@ -120,6 +125,7 @@ class Transport(BaseTransport):
         busy_poll: float | None = None,
         reply_poll: float | None = None,
         security: Security | None = None,
+        service_key: bytes | str | None = None,
     ) -> None:
         if security is not None:
             if not isinstance(security, Security):
@@ -137,15 +143,15 @@ class Transport(BaseTransport):
         description = _optional_str("description", description)
         if daemon is not None:
             parse_daemon(daemon)  # refuse a bad daemon parameter now, not at open
-        if reliability is not None:
-            if isinstance(reliability, bool) or not isinstance(reliability, int | float):
-                raise InvalidArgument(
-                    f"reliability must be a number of seconds or None, got {reliability!r}"
-                )
-            if not math.isfinite(reliability) or reliability < 0:
-                raise InvalidArgument(
-                    f"reliability must be finite and >= 0 seconds, got {reliability!r}"
-                )
+        # Finite, >= 0 and at most MAX_RELIABILITY (an hour): the rule the daemon applies
+        # to every client, raw HELLO frames included.
+        reliability = check_reliability(reliability)
+        self.service_key = check_service_key(service_key)
+        if self.service_key is not None and daemon is not None:
+            raise InvalidArgument(
+                "service_key is for the in-process daemon; a standalone daemon takes its key "
+                "from its own configuration (rvasync daemon --service-key-file)"
+            )
         if not isinstance(batch, bool):
             raise InvalidArgument(f"batch must be True or False, got {batch!r}")
         super().__init__(description=description)
@@ -218,6 +224,7 @@ class Transport(BaseTransport):
                 description=self.description,
                 reliability=self.reliability,
                 batch=self.batch,
+                service_key=self.service_key,
             )
         try:
             from rvasync.transport.tcplink import TcpLink

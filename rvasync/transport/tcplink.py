@@ -68,6 +68,9 @@ RECONNECT_MAX_DELAY = 2.0
 RECONNECT_FAILED_AFTER = 10.0
 #: Liveness: PING this often; a daemon silent for 3 intervals is taken for dead.
 HEARTBEAT_INTERVAL = 5.0
+#: Delay after an unconfirmed write before the link asks the daemon to confirm it
+#: (see _Connection.wrote_messages and RVD.DISCONNECTED's ``unconfirmed``).
+ACK_DELAY = 0.01
 #: Seconds outbound data may wait before CLIENT.FASTPRODUCER (spec: 5 s).
 FAST_PRODUCER_AFTER = 5.0
 #: Timer batch mode: how long small messages may wait to share a frame (spec: about 25 ms).
@@ -328,6 +331,7 @@ class TcpLink:
             stderr_logger().error("message not sent", daemon=self.where, error=str(exc))
             return
         conn.writelines(buffers)
+        conn.wrote_messages(len(batch))
 
     def _send_control(self, frame: cp.Frame) -> None:
         # Messages published before this frame must reach the daemon before it.
@@ -420,13 +424,19 @@ class TcpLink:
         if self._state != "connected":
             return
         self._state = "disconnected"
+        # Messages send() accepted that the daemon never confirmed: queued but not yet
+        # written, or written after its last acknowledgment. They may be lost with the
+        # connection (docs/daemon.md, "What a disconnection may lose").
+        unconfirmed = len(self._batch) + conn.written - conn.acked
         self._batch.clear()
         self._batch_bytes = 0
-        stderr_logger().warning("lost the daemon", daemon=self.where, reason=reason)
+        stderr_logger().warning(
+            "lost the daemon", daemon=self.where, reason=reason, unconfirmed=unconfirmed
+        )
         self._present(
             AdvisoryClass.WARN,
             "RVD.DISCONNECTED",
-            {"daemon": self.where, "reason": reason},
+            {"daemon": self.where, "reason": reason, "unconfirmed": unconfirmed},
         )
         loop = self._loop
         if loop is not None and not loop.is_closed():
@@ -575,6 +585,14 @@ class _Connection(asyncio.Protocol):
         self.welcome: asyncio.Future[cp.Welcome] = self.loop.create_future()
         self.gone: asyncio.Future[None] = self.loop.create_future()
         self.pings: dict[int, asyncio.Future[None]] = {}
+        #: Messages written to the daemon on this connection, and how many of them the
+        #: daemon has confirmed processing (the PONG of a PING written after them); the
+        #: rest may be lost if the daemon dies (``unconfirmed`` of RVD.DISCONNECTED).
+        self.written = 0
+        self.acked = 0
+        #: The acknowledgment PING in flight: (token, messages written before it).
+        self._ack_ping: tuple[int, int] | None = None
+        self._ack_timer: asyncio.TimerHandle | None = None
         self.paused = False
         self.waiting = 0  # messages published while paused
         self._drain: asyncio.Future[None] | None = None
@@ -625,6 +643,12 @@ class _Connection(asyncio.Protocol):
             elif frame.__class__ is cp.Advisory:
                 link.on_advisory(frame.message)
             elif frame.__class__ is cp.Pong:
+                ack = self._ack_ping
+                if ack is not None and frame.token == ack[0]:
+                    self._ack_ping = None
+                    self.acked = ack[1]
+                    if self.written > self.acked and self._ack_timer is None:
+                        self._ack_timer = self.loop.call_later(ACK_DELAY, self._ask_ack)
                 waiter = self.pings.pop(frame.token, None)
                 if waiter is not None and not waiter.done():
                     waiter.set_result(None)
@@ -643,10 +667,10 @@ class _Connection(asyncio.Protocol):
                 )
 
     def connection_lost(self, exc: Exception | None) -> None:
-        for timer in (self._fast_timer, self._heartbeat):
+        for timer in (self._fast_timer, self._heartbeat, self._ack_timer):
             if timer is not None:
                 timer.cancel()
-        self._fast_timer = self._heartbeat = None
+        self._fast_timer = self._heartbeat = self._ack_timer = None
         if exc is not None and self._reason == "connection closed by the daemon":
             self._reason = f"connection lost: {exc}"
         if not self.welcome.done():
@@ -717,6 +741,26 @@ class _Connection(asyncio.Protocol):
         if self.transport is not None and not self.transport.is_closing():
             self.transport.writelines(buffers)
             self._touch()
+
+    def wrote_messages(self, count: int) -> None:
+        """``count`` messages were just written: have the daemon confirm them.
+
+        An acknowledgment PING goes :data:`ACK_DELAY` after the first unconfirmed
+        write, one at a time: its PONG confirms every message written before it
+        (the daemon handles frames in order). Off the latency path of a send, and
+        at most one per ACK_DELAY or round trip whatever the message rate.
+        """
+        self.written += count
+        if self._ack_ping is None and self._ack_timer is None:
+            self._ack_timer = self.loop.call_later(ACK_DELAY, self._ask_ack)
+
+    def _ask_ack(self) -> None:
+        self._ack_timer = None
+        if self.transport is None or self.written <= self.acked:
+            return
+        token = next(_ping_tokens)
+        self._ack_ping = (token, self.written)
+        self.send(cp.Ping(token))
 
     def drained(self) -> asyncio.Future[None]:
         if self._drain is None:

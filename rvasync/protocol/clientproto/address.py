@@ -55,8 +55,11 @@ def parse_daemon(daemon: str | None) -> DaemonAddress:
         host = host or _LOOPBACK
     else:
         raise InvalidArgument(f"daemon {daemon!r}: expected 'port', 'host:port' or 'tcp:host:port'")
-    if not port_text.isdigit() or not 0 < int(port_text) <= 0xFFFF:
-        raise InvalidArgument(
-            f"daemon {daemon!r}: port {port_text!r} must be a number within 1..65535"
-        )
+    if (
+        not (port_text.isascii() and port_text.isdigit())
+        or len(port_text.lstrip("0")) > 5  # no port; and int() refuses over 4300 digits
+        or not 0 < int(port_text) <= 0xFFFF
+    ):
+        shown = daemon if len(daemon) <= 40 else daemon[:37] + "..."
+        raise InvalidArgument(f"daemon {shown!r}: the port must be a number within 1..65535")
     return DaemonAddress(host, int(port_text), autostart)

@@ -201,6 +201,13 @@ def decode_ledger(
                 raise LedgerCorrupt(
                     path, offset, f"{problem}, and an intact record follows at offset {following}"
                 )
+            if not _could_be_torn(data, offset):
+                raise LedgerCorrupt(
+                    path,
+                    offset,
+                    f"{problem}, and the {size - offset} bytes there are not what an "
+                    "interrupted append leaves",
+                )
             break  # torn tail: a crash interrupted the last append
         length = _LENGTH.unpack_from(data, offset)[0]
         body_start = offset + FRAME_HEADER_SIZE
@@ -223,6 +230,23 @@ def decode_ledger(
         # Only the magic survived: the crash came before the header was complete.
         return LedgerReplay(None, 0.0, None, 0, 0, size)
     return LedgerReplay(name, created, state, len(records), offset, size - offset, records)
+
+
+def _could_be_torn(data: bytes, offset: int) -> bool:
+    """Whether the damaged frame at ``offset`` (the file's last) can be a torn append.
+
+    An interrupted append leaves a prefix of the frame, possibly followed by zeros
+    (blocks allocated but never written). So: a header cut short; or an intact
+    length (its checksum holds) with a body cut short or damaged; or a length
+    that fails its checksum with nothing but zeros after the length's own
+    eight bytes (the write stopped inside the header). Anything else, such as
+    kilobytes of garbage after the magic, is damage, not a crash.
+    """
+    if offset + FRAME_HEADER_SIZE > len(data):
+        return True
+    if zlib.crc32(data[offset : offset + 4]) == _FRAME.unpack_from(data, offset)[1]:
+        return True
+    return not any(data[offset + 8 :])
 
 
 def _frame_problem(data: bytes, offset: int) -> str | None:
