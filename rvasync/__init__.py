@@ -34,6 +34,7 @@ from rvasync.timers import Timer
 from rvasync.transport.listener import Listener
 from rvasync.transport.network import Transport
 from rvasync.transport.process import ProcessTransport, process_transport
+from rvasync.vcdriver import VcTransport
 
 __all__ = [
     "CmLabel",
@@ -67,6 +68,7 @@ __all__ = [
     "Timer",
     "Transport",
     "TransportClosed",
+    "VcTransport",
     "__version__",
     "default_queue",
     "native_enabled",
