@@ -26,7 +26,10 @@ FAST = {"heartbeat": 0.1, "silence": 1.5}
 async def employed(
     kind: str, rv_service: tuple[str, str], daemon: str | None
 ) -> AsyncIterator[tuple[rv.ProcessTransport | rv.Transport, rv.ProcessTransport | rv.Transport]]:
-    """Two transports of one kind for the two terminals (the same one for the process kind)."""
+    """Two transports of one kind for the two terminals (the same one for the process kind).
+
+    ``direct``: network transports with two-part services (direct communication).
+    """
     if kind == "process":
         t = rv.process_transport()
         try:
@@ -35,14 +38,19 @@ async def employed(
             t.shutdown()
         return
     service, network = rv_service
+    if kind == "direct":
+        service += ":"  # both enabled: the circuit's frames travel directly
     async with (
         rv.Transport(service, network, daemon=daemon) as a,
         rv.Transport(service, network, daemon=daemon) as b,
     ):
         yield a, b
+        if kind == "direct":
+            assert a.direct is not None and b.direct is not None
+            assert a.direct.sent > 0 and b.direct.sent > 0
 
 
-@pytest.fixture(params=["process", "network", "standalone"])
+@pytest.fixture(params=["process", "network", "standalone", "direct"])
 def kind(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 

@@ -4,7 +4,8 @@ The child (tests/vcpeer.py) accepts, the test process asks and connects (the
 spec's invitation paradigm); data echoes in order over real UDP between the
 two daemons. Then the partner either closes on purpose (INFO on both sides)
 or is killed with SIGKILL (ERROR on the survivor, within its disconnect
-time; every wait here is bounded far above it).
+time; every wait here is bounded far above it), over the daemons and over
+direct communication (two-part services on both sides).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import signal
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
+
+import pytest
 
 import rvasync as rv
 
@@ -80,11 +83,18 @@ async def echo(vc: rv.VcTransport, n: int) -> None:
     back.close_now()
 
 
-async def test_partner_killed_disconnects_the_survivor(rv_service: tuple[str, str]) -> None:
+@pytest.mark.parametrize("direct", [False, True], ids=["daemons", "direct"])
+async def test_partner_killed_disconnects_the_survivor(
+    rv_service: tuple[str, str], direct: bool
+) -> None:
     service, network = rv_service
+    if direct:
+        service += ":"  # both enabled: the frames travel over the direct channels
     async with rv.Transport(service, network) as t, peer(service, network) as proc:
         vc, adv = await connect(t, proc)
         await echo(vc, 200)
+        if direct:
+            assert t.direct is not None and t.direct.sent > 0 and t.direct.received > 0
         data = vc.listen("BACK.>")
         proc.send_signal(signal.SIGKILL)
         msg = await adv.get(WAIT)
