@@ -15,13 +15,16 @@ import contextlib
 import json
 import os
 import signal
+import subprocess
 import sys
+import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
 
 import rvasync as rv
+from rvasync.pytest_plugin import _await_ready, stop_process_group
 
 PEER = Path(__file__).with_name("vcpeer.py")
 WAIT = 30.0
@@ -130,3 +133,40 @@ async def test_partner_closes_on_purpose(rv_service: tuple[str, str]) -> None:
         assert await line(proc) == {"exit": True}
         assert await asyncio.wait_for(proc.wait(), WAIT) == 0
         await vc.close()
+
+
+async def test_daemon_killed_disconnects_both_terminals(rv_service: tuple[str, str]) -> None:
+    """Both terminals on one standalone daemon; SIGKILL the daemon: both present ERROR."""
+    service, network = rv_service
+    with tempfile.TemporaryFile() as errors:
+        daemon = subprocess.Popen(
+            [sys.executable, "-m", "rvasync", "daemon", "--listen", "0"],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=errors,
+            start_new_session=True,
+        )
+        try:
+            where = f"127.0.0.1:{_await_ready(daemon, errors)}"
+            async with (
+                rv.Transport(service, network, daemon=where) as ta,
+                rv.Transport(service, network, daemon=where) as tb,
+            ):
+                acceptor = rv.VcTransport.accept(tb, heartbeat=HEARTBEAT, silence=SILENCE)
+                connector = rv.VcTransport.connect(
+                    ta, acceptor.connect_subject, heartbeat=HEARTBEAT, silence=SILENCE
+                )
+                advisories = [
+                    vc.listen("_RV.*.SYSTEM.VC.DISCONNECTED") for vc in (acceptor, connector)
+                ]
+                await connector.wait_connected(WAIT)
+                await acceptor.wait_connected(WAIT)
+                daemon.kill()
+                for adv in advisories:
+                    msg = await adv.get(WAIT)
+                    assert msg.subject == "_RV.ERROR.SYSTEM.VC.DISCONNECTED"
+                assert acceptor.disconnected and connector.disconnected
+        finally:
+            stop_process_group(daemon)
+            if daemon.stdout is not None:
+                daemon.stdout.close()
