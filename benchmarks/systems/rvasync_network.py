@@ -49,6 +49,15 @@ NO_REPLY_POLL = Variant(
     headline=False,
     unavailable=lambda: missing_module("rvasync.transport.network", "REPLY_POLL"),
 )
+#: Request/reply only: both transports with direct communication (two-part service
+#: "<port>:"); the requester asks the replier for its inbox once, then sends every
+#: request to that inbox, so requests and replies both take the direct channels.
+DIRECT = Variant(
+    name="ipm-direct",
+    label="in-process daemon, direct communication (requests to the replier's inbox)",
+    headline=False,
+    unavailable=lambda: missing_module("rvasync.transport.direct", "DirectChannel"),
+)
 STANDALONE_DAEMON = Variant(
     name="standalone",
     label="standalone daemon",
@@ -113,8 +122,11 @@ class _RvNetwork:
             options["busy_poll"] = BUSY_POLL_SECONDS
         elif self.variant.name == NO_REPLY_POLL.name:
             options["reply_poll"] = 0.0
+        service = str(self.env["ports"][0])
+        if self.variant.name == DIRECT.name:
+            service += ":"  # an ephemeral direct port
         self.transport = rv.Transport(
-            service=str(self.env["ports"][0]),
+            service=service,
             network=None,
             daemon=self.env.get("daemon"),
             **options,
@@ -146,12 +158,24 @@ class RvNetworkReqRep(_RvNetwork, ReqRep):
 
     @classmethod
     def variants(cls) -> Sequence[Variant]:
-        return (IN_PROCESS_DAEMON, NO_REPLY_POLL, BUSY_POLL, STANDALONE_DAEMON)
+        return (IN_PROCESS_DAEMON, NO_REPLY_POLL, BUSY_POLL, DIRECT, STANDALONE_DAEMON)
 
     async def serve(self, subject: str) -> None:
-        listener = self.transport.listen(subject)
-        self.listeners.append(listener)
         rv, transport = self.rv, self.transport
+        if self.variant.name == DIRECT.name:
+            # Requests come to this inbox (direct); the subject only tells where it is.
+            inbox = transport.create_inbox()
+            where = transport.listen(subject)
+            self.listeners.append(where)
+
+            async def tell() -> None:
+                async for ask in where:
+                    await transport.send_reply(rv.Message(fields={"inbox": inbox}), ask)
+
+            self.teller = asyncio.create_task(tell())
+            subject = inbox
+        listener = transport.listen(subject)
+        self.listeners.append(listener)
 
         async def echo() -> None:
             async for request in listener:
@@ -160,14 +184,19 @@ class RvNetworkReqRep(_RvNetwork, ReqRep):
         self.server = asyncio.create_task(echo())
 
     def prepare(self, subject: str, payload: bytes) -> Any:
+        self.where = subject
         return self.rv.Message(subject, {"data": payload})
 
     async def request(self, handle: Any, timeout: float) -> bytes:
+        if self.variant.name == DIRECT.name and handle.subject == self.where:
+            # Once (the first warm-up request): learn the replier's inbox.
+            answer = await self.transport.send_request(self.rv.Message(self.where, {}), timeout)
+            handle.subject = answer["inbox"]
         reply = await self.transport.send_request(handle, timeout)
         return bytes(reply["data"])
 
     async def close(self) -> None:
-        server = getattr(self, "server", None)
-        if server is not None:
-            server.cancel()
+        for task in (getattr(self, "server", None), getattr(self, "teller", None)):
+            if task is not None:
+                task.cancel()
         await super().close()

@@ -32,9 +32,8 @@ from rvasync._logging import stderr_logger
 from rvasync.daemon.advisories import data_loss
 from rvasync.daemon.udp import parse_address_hex
 from rvasync.errors import InvalidArgument, MalformedMessage, NotPermitted
-from rvasync.ftdriver._deadline import DeadlineTimer
 from rvasync.message import Message
-from rvasync.protocol.direct import DirectPeers, direct_tag, parse_direct_inbox
+from rvasync.protocol.direct import ACK, HELLO, DirectPeers, direct_tag, parse_direct_inbox
 from rvasync.protocol.reliable import ReliableEndpoint
 from rvasync.protocol.reliable_events import (
     Delivered,
@@ -49,6 +48,12 @@ __all__ = ["DEFAULT_RELIABILITY", "DirectChannel", "open_direct_socket"]
 #: transport's ``reliability`` says otherwise).
 DEFAULT_RELIABILITY = 10.0
 READ_BATCH = 64
+#: Datagrams shorter than this are latency traffic (see ``_on_readable``).
+SMALL_DATAGRAM = 1024
+_CONTROL = (HELLO, ACK)
+#: Inbox prefixes whose direct address is remembered (oldest forgotten first).
+DEST_CACHE = 4096
+_UNKNOWN: Any = object()
 Publish = Callable[[Message], "Awaitable[None] | None"]
 
 
@@ -111,7 +116,9 @@ class DirectChannel:
             reliability=DEFAULT_RELIABILITY if reliability is None else reliability,
         )
         self._peers = DirectPeers()
-        self._timer = DeadlineTimer(self._loop, self._on_timer)
+        self._dests: dict[str, Any] = {}
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at = 0.0
         self._flush_scheduled = False
         self._closed = False
         #: messages sent / received on the direct path, and received ones dropped
@@ -144,26 +151,48 @@ class DirectChannel:
 
     def route(self, msg: Message) -> bool:
         """Send ``msg`` directly if its inbox is direct-enabled and proven; else False."""
-        if self._closed or msg.subject is None:
+        subject = msg.subject
+        if self._closed or subject is None:
             return False
-        parsed = parse_direct_inbox(msg.subject)
-        if parsed is None:
+        # Inboxes of one transport differ only in their last element: parse each once.
+        key = subject[: subject.rfind(".")]
+        dests = self._dests
+        dest = dests.get(key, _UNKNOWN)
+        if dest is _UNKNOWN:
+            dest = dests[key] = self._destination(subject)
+            if len(dests) > DEST_CACHE:
+                del dests[next(iter(dests))]
+        if dest is None:
             return False
-        daemon = parse_address_hex(parsed[0])
-        if daemon is None:
-            return False
-        dest = (daemon[0], parsed[1])
-        if dest == self.address:
-            return False  # our own inbox: the daemon hands it back
         if self._peers.verified(dest):
-            self._core.send_ptp(dest, msg.to_bytes())
+            data = msg.to_bytes()
             self.sent += 1
+            if not self._flush_scheduled:
+                # The turn's first message (a request, a reply): its own datagram, now,
+                # not at the end-of-turn flush (the daemons' latency path does the same).
+                datagram = self._core.flush_lone(data, dest, self._loop.time())
+                if datagram is not None:
+                    self._sendto(datagram, dest)
+                    self._rearm()  # nothing else waits (flush_lone made sure)
+                    return True
+            self._core.send_ptp(dest, data)
             self._schedule_flush()
             return True
         hello = self._peers.hello_for(dest, self._loop.time())
         if hello is not None:
             self._sendto(hello, dest)
         return False
+
+    def _destination(self, subject: str) -> tuple[str, int] | None:
+        """The direct address an inbox names, or None (not direct-enabled, or our own)."""
+        parsed = parse_direct_inbox(subject)
+        if parsed is None:
+            return None
+        daemon = parse_address_hex(parsed[0])
+        if daemon is None:
+            return None
+        dest = (daemon[0], parsed[1])
+        return None if dest == self.address else dest  # our own: the daemon hands it back
 
     def _schedule_flush(self) -> None:
         if not self._flush_scheduled:
@@ -188,18 +217,19 @@ class DirectChannel:
     # -- receiving ----------------------------------------------------------------
 
     def _on_readable(self) -> None:
-        sock = self._sock
-        core = self._core
+        recvfrom = self._sock.recvfrom
+        receive = self._core.receive
         peers = self._peers
         now = self._loop.time()
+        settle = False
         for _ in range(READ_BATCH):
             try:
-                data, src = sock.recvfrom(65536)
+                data, src = recvfrom(65536)
             except (BlockingIOError, InterruptedError):
                 break
             except OSError:
                 continue  # an ICMP error of an earlier send: nothing to read
-            if peers.is_control(data):
+            if data[:4] in _CONTROL:
                 answer = peers.answer(data)
                 if answer is not None:
                     self._sendto(answer, src)
@@ -208,13 +238,23 @@ class DirectChannel:
                 continue
             if self.drop is not None and self.drop(data):
                 continue
-            core.receive_datagram(data, src, now)
-        core.flush(now)
-        self._after_core()
+            delivered = receive(data, src, now)
+            if delivered is None:
+                settle = True  # NAKs, resends, events or a new deadline for us
+            else:
+                for payload in delivered.payloads:
+                    self._arrived(payload)
+            if len(data) < SMALL_DATAGRAM:
+                break  # latency traffic: back to the loop (level-triggered: it calls again)
+        if settle:
+            self._core.flush(now)
+            self._after_core()
 
-    def _on_timer(self, now: float) -> None:
+    def _on_timer(self) -> None:
+        self._timer = None
         if self._closed:
             return
+        now = max(self._loop.time(), self._timer_at)
         self._core.handle_timer(now)
         self._core.flush(now)
         self._after_core()
@@ -228,8 +268,22 @@ class DirectChannel:
                 self._event(event)
             except Exception:
                 stderr_logger().exception("direct channel event failed", event=repr(event))
-        if not self._closed:
-            self._timer.arm(self._core.next_deadline())
+        self._rearm()
+
+    def _rearm(self) -> None:
+        """One timer at the core's next deadline, moved only when that comes sooner."""
+        if self._closed:
+            return
+        deadline = self._core.next_deadline()
+        if deadline is None:
+            return
+        timer = self._timer
+        if timer is not None:
+            if self._timer_at <= deadline:
+                return  # fires early at worst: the core then asks for the later time
+            timer.cancel()
+        self._timer_at = deadline
+        self._timer = self._loop.call_at(deadline, self._on_timer)
 
     def _event(self, event: Any) -> None:
         if isinstance(event, Delivered):
@@ -271,7 +325,9 @@ class DirectChannel:
             if dest is not None:
                 self._sendto(data, dest)
         self._closed = True
-        self._timer.cancel()
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         self._loop.remove_reader(self._sock)
         self._sock.close()
 
