@@ -9,6 +9,8 @@ stream; a deliberate close is INFO on the other side after all its data.
 
 from __future__ import annotations
 
+import struct
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -266,15 +268,22 @@ def test_frame_message_roundtrip() -> None:
     assert frame_from_message(frame_to_message(connect, "_INBOX.A.1")) == connect
 
 
+def _header(kind: int, seq: int = 0) -> bytes:
+    return struct.pack(">B16s16sQQ", kind, b"t" * 16, b"f" * 16, seq, 0)
+
+
 @pytest.mark.parametrize(
     "fields",
     [
         {},
-        {"vc": 99},
-        {"vc": "x"},
-        {"vc": 3, "to": b"t" * 16, "from": b"f" * 16},  # DATA without payload
-        {"vc": 1, "from": b"f" * 16},  # CONNECT without inbox
-        {"vc": 4, "to": b"short", "from": b"f" * 16},
+        {"vc": 3},
+        {"vc": b"short"},
+        {"vc": _header(99)},  # no such kind
+        {"vc": _header(3, seq=1)},  # DATA without payload
+        {"vc": _header(3, seq=0), "subj": "A", "msg": Message(None, {})},  # DATA numbered 0
+        {"vc": _header(3, seq=1), "subj": "A", "msg": Message(None, {}), "rply": 5},
+        {"vc": _header(1)},  # CONNECT without inbox
+        {"vc": _header(6), "text": 7},  # ABORT whose text is not a str
     ],
 )
 def test_not_a_frame(fields: dict[str, object]) -> None:

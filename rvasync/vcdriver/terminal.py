@@ -293,8 +293,23 @@ class VcTransport(BaseTransport):
             self._disconnected(graceful, reason)
         elif self._circuit.unacked == 0:
             self._all_acked.set()
-        self._timer.arm(self._circuit.next_deadline())
+        self._rearm()
         return wait
+
+    def _rearm(self) -> None:
+        """Wake the core at its next deadline; a later deadline leaves the timer as it is.
+
+        Every send moves the heartbeat deadline a little later: re-arming for
+        each would cost a timer per message. Firing early costs one call to
+        the core, which then names the later time.
+        """
+        deadline = self._circuit.next_deadline()
+        if deadline is None:
+            self._timer.cancel()
+            return
+        when = self._timer.when
+        if when is None or deadline < when:
+            self._timer.arm(deadline)
 
     def _advise(self, adv_class: AdvisoryClass, name: str, description: str | None) -> None:
         fields = None if description is None else [("description", description, FieldType.STRING)]

@@ -8,19 +8,20 @@ stream even when they learn a terminal's inbox. CONNECT is the one frame
 sent before the acceptor's token is known; it carries the connector's token
 and inbox (where everything for the connector goes).
 
-On a transport a frame is a message on the partner's inbox with small
-fields (``vc`` kind, ``to``, ``from``, ``seq``, ``ack``) and, for DATA, the
-user's message nested whole with its subject and reply subject beside it.
+On a transport a frame is a message on the partner's inbox: one packed
+``vc`` field (kind, both tokens, ``seq``, ``ack``), the connector's ``inbox``
+or an ABORT's ``text`` where needed and, for DATA, the user's message nested
+whole with its subject and reply subject beside it.
 """
 
 from __future__ import annotations
 
 import enum
+import struct
 from dataclasses import dataclass
 from typing import Any
 
 from rvasync.errors import MalformedMessage
-from rvasync.fieldtypes import FieldType
 from rvasync.message import Message
 
 __all__ = ["TOKEN_SIZE", "Frame", "FrameKind", "frame_from_message", "frame_to_message"]
@@ -53,40 +54,38 @@ class Frame:
     text: str = ""
 
 
+_HEADER = struct.Struct(">B16s16sQQ")
+
+
 def frame_to_message(frame: Frame, subject: str) -> Message:
     """The message that carries ``frame`` to ``subject`` (the partner's inbox).
 
-    A DATA payload must be a :class:`Message`; it travels nested, its
-    subject and reply subject beside it.
+    The fixed part (kind, tokens, seq, ack) is one packed ``vc`` field, so a
+    frame costs one field to build and one to read; a DATA payload must be a
+    :class:`Message` and travels nested, its subject and reply subject beside it.
     """
-    msg = Message(subject)
-    msg.add("vc", int(frame.kind), FieldType.U8)
-    msg.add("to", frame.to_token, FieldType.OPAQUE)
-    msg.add("from", frame.from_token, FieldType.OPAQUE)
-    if frame.seq:
-        msg.add("seq", frame.seq, FieldType.U64)
-    if frame.ack:
-        msg.add("ack", frame.ack, FieldType.U64)
-    if frame.inbox:
-        msg.add("inbox", frame.inbox, FieldType.STRING)
-    if frame.text:
-        msg.add("text", frame.text, FieldType.STRING)
-    payload = frame.payload
+    header = _HEADER.pack(
+        frame.kind, frame.to_token.ljust(TOKEN_SIZE, b"\0"), frame.from_token, frame.seq, frame.ack
+    )
+    fields: dict[str, Any] = {"vc": header}
     if frame.kind is FrameKind.DATA:
+        payload = frame.payload
         if not isinstance(payload, Message) or payload.subject is None:
             raise MalformedMessage("a circuit DATA frame carries a Message with a subject")
-        msg.add("subj", payload.subject, FieldType.STRING)
+        fields["subj"] = payload.subject
         if payload.reply_subject is not None:
-            msg.add("rply", payload.reply_subject, FieldType.STRING)
-        msg.add("msg", payload, FieldType.MSG)
-    return msg
+            fields["rply"] = payload.reply_subject
+        fields["msg"] = payload
+    if frame.inbox:
+        fields["inbox"] = frame.inbox
+    if frame.text:
+        fields["text"] = frame.text
+    return Message(subject, fields)
 
 
-def _field(msg: Message, name: str, kind: type, default: Any = None) -> Any:
-    value = msg.get(name, default)
-    if value is default:
-        return value
-    if not isinstance(value, kind) or isinstance(value, bool):
+def _text(msg: Message, name: str) -> str:
+    value = msg.get(name, "")
+    if not isinstance(value, str):
         raise MalformedMessage(f"circuit frame field {name!r} is a {type(value).__name__}")
     return value
 
@@ -97,30 +96,32 @@ def frame_from_message(msg: Message) -> Frame:
     A DATA frame's payload is the nested user message with its subject and
     reply subject restored.
     """
-    raw_kind = _field(msg, "vc", int)
+    header = msg.get("vc")
+    if not isinstance(header, bytes) or len(header) != _HEADER.size:
+        raise MalformedMessage("not a circuit frame (no valid 'vc' header)")
+    raw_kind, to_token, from_token, seq, ack = _HEADER.unpack(header)
     try:
         kind = FrameKind(raw_kind)
     except ValueError:
-        raise MalformedMessage(f"not a circuit frame (vc={raw_kind!r})") from None
-    to_token = _field(msg, "to", bytes, b"")
-    from_token = _field(msg, "from", bytes, b"")
-    if len(from_token) != TOKEN_SIZE or (
-        kind is not FrameKind.CONNECT and len(to_token) != TOKEN_SIZE
-    ):
-        raise MalformedMessage("circuit frame without valid tokens")
-    seq = _field(msg, "seq", int, 0)
-    ack = _field(msg, "ack", int, 0)
-    inbox = _field(msg, "inbox", str, "")
-    text = _field(msg, "text", str, "")
+        raise MalformedMessage(f"not a circuit frame (kind {raw_kind})") from None
+    if kind is FrameKind.CONNECT:
+        to_token = b""
     payload: Message | None = None
+    inbox = ""
     if kind is FrameKind.DATA:
-        subject = _field(msg, "subj", str)
-        inner = _field(msg, "msg", Message)
-        if subject is None or inner is None or seq < 1:
+        inner = msg.get("msg")
+        subject = msg.get("subj")
+        if not isinstance(inner, Message) or not isinstance(subject, str) or seq < 1:
             raise MalformedMessage("circuit DATA frame without subject, message or sequence")
+        reply = msg.get("rply")
+        if reply is not None and not isinstance(reply, str):
+            raise MalformedMessage("circuit DATA frame with a reply subject that is not a str")
         payload = inner.copy()
         payload.subject = subject
-        payload.reply_subject = _field(msg, "rply", str)
-    elif kind is FrameKind.CONNECT and not inbox:
-        raise MalformedMessage("circuit CONNECT frame without the connector's inbox")
-    return Frame(kind, bytes(to_token), bytes(from_token), seq, ack, inbox, payload, text)
+        payload.reply_subject = reply
+    else:
+        inbox = _text(msg, "inbox")
+        if kind is FrameKind.CONNECT and not inbox:
+            raise MalformedMessage("circuit CONNECT frame without the connector's inbox")
+    text = _text(msg, "text") if kind is FrameKind.ABORT else ""
+    return Frame(kind, to_token, from_token, seq, ack, inbox, payload, text)
