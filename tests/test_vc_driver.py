@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
 from collections.abc import AsyncIterator
 
 import pytest
@@ -251,3 +252,32 @@ async def test_misuse_gives_clear_errors() -> None:
 def test_needs_a_running_loop() -> None:
     with pytest.raises(rv.NotPermitted):
         rv.VcTransport.accept(rv.Transport("7500"))
+
+
+async def test_circuit_under_loss_is_complete_or_loud(rv_service: tuple[str, str]) -> None:
+    """10% of the direct channels' datagrams lost both ways: in order and complete, or ERROR."""
+    service, network = rv_service
+    async with (
+        rv.Transport(f"{service}:", network) as ta,
+        rv.Transport(f"{service}:", network) as tb,
+    ):
+        vc_a, vc_b, _adv_a, adv_b = await invite(ta, tb)
+        assert ta.direct is not None and tb.direct is not None
+        rng = random.Random(16)
+        ta.direct.drop = tb.direct.drop = lambda _data: rng.random() < 0.1
+        got = vc_b.listen("DATA")
+        n = 500
+        for i in range(n):
+            await vc_a.send(rv.Message("DATA", {"i": i}))
+        received: list[int] = []
+        while len(received) < n:
+            try:
+                received.append((await got.get(WAIT))["i"])
+            except (TimeoutError, rv.QueueDestroyed):
+                break
+        assert received == list(range(len(received))), "a gap or a reordering"
+        if len(received) < n:  # not complete: it must have said so
+            assert (await adv_b.get(WAIT)).subject == "_RV.ERROR.SYSTEM.VC.DISCONNECTED"
+        else:
+            assert vc_a.connected and vc_b.connected
+        ta.direct.drop = tb.direct.drop = None
