@@ -54,8 +54,10 @@ __all__ = ["DEFAULT_HEARTBEAT", "DEFAULT_SILENCE", "VcTransport"]
 DEFAULT_HEARTBEAT = CircuitParams().heartbeat
 DEFAULT_SILENCE = CircuitParams().silence
 
-#: How often a disconnected terminal looks whether its listeners' queues are drained.
+#: How often a disconnected terminal looks whether its listeners' queues are drained
+#: (first, and at most: the interval doubles in between).
 DRAIN_POLL = 0.02
+DRAIN_POLL_MAX = 1.0
 
 # Connect subjects each employed transport is connecting to now: connecting
 # twice to one accept terminal can only fail (it takes one connector).
@@ -248,7 +250,7 @@ class VcTransport(BaseTransport):
         if circuit.state is not CircuitState.DISCONNECTED:
             self._apply(circuit.close(self._loop.time()))  # listeners end once drained
         else:
-            self._close_listeners()  # broken before: the program is done with it
+            self._close_listeners()  # ended before: the program is done with it now
 
     async def __aexit__(self, *exc_info: object) -> None:
         if not self._user_closed:
@@ -329,18 +331,17 @@ class VcTransport(BaseTransport):
         if busy is not None and not self._accepting:
             busy.discard(self._connect_subject)
         self._closed = True  # sends raise TransportClosed from now on
-        self._end_listeners(self._loop.time() + self._circuit.params.silence)
+        self._end_listeners()
 
-    def _end_listeners(self, deadline: float) -> None:
-        """End each listener once what is queued for it has been taken (or at ``deadline``).
+    def _end_listeners(self, delay: float = DRAIN_POLL) -> None:
+        """End each listener once what is queued for it has been taken.
 
-        Closing a listener discards its queue; the DISCONNECTED advisory just
-        queued must reach the program first. A queue nobody reads is given
-        up at ``deadline`` (the disconnect time after the disconnect).
+        Closing a listener discards its queue, and what is queued (the
+        DISCONNECTED advisory, data delivered before the end) must reach the
+        program first, however slowly it reads. A listener still holding
+        messages is looked at again later (backing off to once a second);
+        ``close()`` on the terminal ends them all at once.
         """
-        if self._loop.time() >= deadline:
-            self._close_listeners()
-            return
         waiting = False
         for listener in self._listeners():
             if listener.own_queue and len(listener.queue):
@@ -348,7 +349,7 @@ class VcTransport(BaseTransport):
             else:
                 listener.close_now()
         if waiting:
-            self._loop.call_later(DRAIN_POLL, self._end_listeners, deadline)
+            self._loop.call_later(delay, self._end_listeners, min(delay * 2, DRAIN_POLL_MAX))
         else:
             self._close_listeners()
 
