@@ -7,19 +7,25 @@ under ``valgrind --tool=callgrind``, once for a short and once for a longer
 series of round trips. It prints the difference divided by the extra round
 trips, which cancels start-up and shut-down.
 
+With ``--standalone`` both sides are clients of one standalone daemon process
+(``rvasync daemon``), which is measured as a third side: the deployment whose
+latency the client link decides.
+
 Needs valgrind (``apt-get install valgrind``). Usage::
 
-    python -m benchmarks.reqrep_instructions [--short 200] [--long 1200]
+    python -m benchmarks.reqrep_instructions [--short 200] [--long 1200] [--standalone]
 """
 
 from __future__ import annotations
 
 import argparse
 import re
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from benchmarks.procs import free_port
@@ -30,10 +36,11 @@ import uvloop
 import rvasync as rv
 
 port, role, count = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+daemon = sys.argv[4] if len(sys.argv) > 4 else None
 
 async def main():
     # reply_poll=0: count the work of a round trip, not the polling while waiting.
-    t = rv.Transport(service=str(port), reply_poll=0)
+    t = rv.Transport(service=str(port), reply_poll=0, daemon=daemon)
     await t.open()
     if role == "replier":
         listener = t.listen("bench.request")
@@ -57,18 +64,57 @@ uvloop.run(main())
 COLLECTED = re.compile(r"Collected : (\d+)")
 
 
-def instructions(count: int, measured: str, workdir: Path) -> int:
+def _callgrind(argv: list[str], out: Path) -> list[str]:
+    return ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", *argv]
+
+
+def _collected(err: str, side: str) -> int:
+    found = COLLECTED.search(err)
+    if found is None:
+        raise RuntimeError(f"no callgrind total in the {side}'s output:\n{err[-2000:]}")
+    return int(found.group(1))
+
+
+def _start_daemon(port: int, measured: bool, out: Path) -> subprocess.Popen[str]:
+    """A standalone daemon on ``port``, returned once it accepts connections."""
+    argv = [sys.executable, "-m", "rvasync", "daemon", "--host", "127.0.0.1", "--listen", str(port)]
+    proc = subprocess.Popen(
+        _callgrind(argv, out) if measured else argv,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the daemon exited: {proc.stderr.read() if proc.stderr else ''}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return proc
+        except OSError:
+            time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError(f"the daemon did not listen on {port} within 120 s")
+
+
+def instructions(count: int, measured: str, workdir: Path, standalone: bool = False) -> int:
     """Instructions the ``measured`` side ran for ``count`` round trips (whole process)."""
     script = workdir / "side.py"
     script.write_text(SIDE)
     port = str(free_port(socket.SOCK_DGRAM))
+    daemon: subprocess.Popen[str] | None = None
+    extra: list[str] = []
+    if standalone:
+        daemon_port = free_port()
+        out = workdir / f"callgrind.daemon.{count}.out"
+        daemon = _start_daemon(daemon_port, measured == "daemon", out)
+        extra = [f"127.0.0.1:{daemon_port}"]
 
     def command(role: str) -> list[str]:
-        base = [sys.executable, str(script), port, role, str(count)]
+        base = [sys.executable, str(script), port, role, str(count), *extra]
         if role != measured:
             return base
-        out = workdir / f"callgrind.{role}.{count}.out"
-        return ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", *base]
+        return _callgrind(base, workdir / f"callgrind.{role}.{count}.out")
 
     replier = subprocess.Popen(
         command("replier"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
@@ -81,27 +127,37 @@ def instructions(count: int, measured: str, workdir: Path) -> int:
             command("requester"), capture_output=True, text=True, timeout=900
         )
         replier.wait(900)
-        err = requester.stderr if measured == "requester" else replier.stderr.read()
+        if measured == "requester":
+            err = requester.stderr
+        elif measured == "replier":
+            err = replier.stderr.read()
+        else:
+            assert daemon is not None and daemon.stderr is not None
+            daemon.send_signal(signal.SIGTERM)
+            daemon.wait(300)
+            err = daemon.stderr.read()
     finally:
-        if replier.poll() is None:
-            replier.kill()
-    found = COLLECTED.search(err)
-    if found is None:
-        raise RuntimeError(f"no callgrind total in the {measured}'s output:\n{err[-2000:]}")
-    return int(found.group(1))
+        for proc in (replier, daemon):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+    return _collected(err, measured)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--short", type=int, default=200, help="round trips of the short run")
     parser.add_argument("--long", type=int, default=1200, help="round trips of the long run")
+    parser.add_argument(
+        "--standalone", action="store_true", help="both sides are clients of a standalone daemon"
+    )
     args = parser.parse_args(argv)
     if not 0 < args.short < args.long:
         parser.error("--short must be positive and below --long")
+    sides = ("requester", "replier", "daemon") if args.standalone else ("requester", "replier")
     with tempfile.TemporaryDirectory() as tmp:
-        for side in ("requester", "replier"):
-            short = instructions(args.short, side, Path(tmp))
-            long = instructions(args.long, side, Path(tmp))
+        for side in sides:
+            short = instructions(args.short, side, Path(tmp), args.standalone)
+            long = instructions(args.long, side, Path(tmp), args.standalone)
             per = (long - short) / (args.long - args.short)
             print(f"{side}: {per:,.0f} instructions per round trip")
     return 0

@@ -8,16 +8,19 @@ subject rules, queues and timers, transports and listeners, and the errors.
 from rvasync import codec as codec
 from rvasync._accel import native_enabled
 from rvasync._version import __version__
+from rvasync.cache import CurrentValueCache, StoreCorrupt, is_retained_deletion, retained_deletion
 from rvasync.cmdriver import CmListener, CmTransport, LedgerCorrupt
 from rvasync.daemon import Daemon
 from rvasync.errors import (
     ConversionError,
     DaemonUnavailable,
+    DeliveryFailed,
     InvalidArgument,
     InvalidSubject,
     MalformedMessage,
     MessageTooLarge,
     NotPermitted,
+    OperationError,
     QueueDestroyed,
     RequestTimeout,
     RvError,
@@ -28,7 +31,9 @@ from rvasync.ftdriver import FtMember, FtMonitor
 from rvasync.message import CmLabel, Field, Message
 from rvasync.protocol.ft import FtAction
 from rvasync.queues import LimitPolicy, Queue, QueueGroup, default_queue
+from rvasync.ropsdriver import RemoteOps, Retention, VerifyResult
 from rvasync.rvdatetime import DateTime
+from rvasync.security import Security
 from rvasync.subjects import SubjectIndex, subject_matches, validate_subject
 from rvasync.timers import Timer
 from rvasync.transport.listener import Listener
@@ -41,9 +46,11 @@ __all__ = [
     "CmListener",
     "CmTransport",
     "ConversionError",
+    "CurrentValueCache",
     "Daemon",
     "DaemonUnavailable",
     "DateTime",
+    "DeliveryFailed",
     "Field",
     "FieldType",
     "FtAction",
@@ -58,21 +65,29 @@ __all__ = [
     "Message",
     "MessageTooLarge",
     "NotPermitted",
+    "OperationError",
     "ProcessTransport",
     "Queue",
     "QueueDestroyed",
     "QueueGroup",
+    "RemoteOps",
     "RequestTimeout",
+    "Retention",
     "RvError",
+    "Security",
+    "StoreCorrupt",
     "SubjectIndex",
     "Timer",
     "Transport",
     "TransportClosed",
     "VcTransport",
+    "VerifyResult",
     "__version__",
     "default_queue",
+    "is_retained_deletion",
     "native_enabled",
     "process_transport",
+    "retained_deletion",
     "subject_matches",
     "validate_subject",
 ]

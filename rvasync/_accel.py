@@ -16,7 +16,14 @@ from types import ModuleType
 __all__ = ["HOT_PATHS", "implementations", "load", "native_enabled", "pure_forced"]
 
 # Every hot path that has a native module and a pure twin.
-HOT_PATHS: tuple[str, ...] = ("codec", "subjects", "queuecore", "rmframe", "daemonpath")
+HOT_PATHS: tuple[str, ...] = (
+    "codec",
+    "subjects",
+    "queuecore",
+    "rmframe",
+    "daemonpath",
+    "clientframes",
+)
 
 _loaded: dict[str, ModuleType] = {}
 _native_used: dict[str, bool] = {}

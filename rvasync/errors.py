@@ -10,11 +10,13 @@ from __future__ import annotations
 __all__ = [
     "ConversionError",
     "DaemonUnavailable",
+    "DeliveryFailed",
     "InvalidArgument",
     "InvalidSubject",
     "MalformedMessage",
     "MessageTooLarge",
     "NotPermitted",
+    "OperationError",
     "QueueDestroyed",
     "RequestTimeout",
     "RvError",
@@ -64,3 +66,55 @@ class RequestTimeout(RvError, TimeoutError):
 
 class DaemonUnavailable(RvError, ConnectionError):
     """No daemon could be reached or started."""
+
+
+class OperationError(RvError):
+    """A remote operation's error: raised by a handler, and raised to its invoker.
+
+    ``code`` names the error; ``transient=True`` means "not performed, try
+    again later" (the invoker retries the same invocation), otherwise the
+    error is permanent and reaches the invoker as the operation's outcome
+    (its non-delivery report). On the invoker's side ``invoke_id`` names the
+    invocation and ``detail`` carries the performer's explanation.
+    """
+
+    def __init__(
+        self,
+        code: str,
+        *,
+        transient: bool = False,
+        detail: str = "",
+        invoke_id: str | None = None,
+    ) -> None:
+        if not isinstance(code, str) or not code:
+            raise InvalidArgument(f"OperationError code must be a non-empty str, got {code!r}")
+        text = f"operation error {code!r}" + (f": {detail}" if detail else "")
+        if invoke_id is not None:
+            text += f" (invocation {invoke_id})"
+        super().__init__(text)
+        self.code = code
+        self.transient = bool(transient)
+        self.detail = detail
+        self.invoke_id = invoke_id
+
+
+class DeliveryFailed(RvError):
+    """A remote invocation got no answer within its retry budget, verify included.
+
+    ``executed`` is False when the performer confirmed it never performed the
+    invocation (and never will: the id is fenced), None when nobody could
+    tell (the performer stayed silent). ``last_error`` is the last transient
+    :class:`OperationError` seen, if any.
+    """
+
+    def __init__(
+        self,
+        invoke_id: str,
+        executed: bool | None,
+        reason: str,
+        last_error: OperationError | None = None,
+    ) -> None:
+        super().__init__(f"invocation {invoke_id}: {reason}")
+        self.invoke_id = invoke_id
+        self.executed = executed
+        self.last_error = last_error

@@ -598,6 +598,17 @@ class Message(MessageBase):
     #: records (the names are the driver's, not the user's).
     add_reserved = _add_reserved
 
+    @property
+    def correlation_id(self) -> Any:
+        """The correlation id of the listener that delivered this message (None if none did).
+
+        Read from ``msg.listener`` (every listener kind has one: see
+        rvasync.correlation), so deliveries pay nothing for it; listeners
+        sharing a queue tell their messages apart by it.
+        """
+        listener = self.listener
+        return None if listener is None else getattr(listener, "correlation_id", None)
+
     def field_values(self) -> dict[str | None, Any]:
         """Every field's value by name (the last field of a repeated name wins) (driver API).
 

@@ -176,7 +176,9 @@ async def test_weight_change_from_another_process_preempts(spawn):
 
 async def test_closed_transport_is_confirmed_by_the_daemon(spawn):
     """No goodbye can be sent, yet the others hear UNREACHABLE.TRANSPORT and take over at once."""
-    timing = {"heartbeat": 0.3, "activation": 2.0}
+    # A long activation interval makes the quick path unmistakable on a loaded machine:
+    # a takeover by silence would come only after 12 s.
+    timing = {"heartbeat": 1.0, "activation": 12.0}
     members = [await spawn(name, **timing) for name in ("m1", "m2")]
     await until(lambda: len(active_names(members)) == 1, "one active member")
     (first,) = [m for m in members if m.name in active_names(members)]
@@ -193,7 +195,7 @@ async def test_closed_transport_is_confirmed_by_the_daemon(spawn):
 async def test_kill_of_a_client_of_a_standalone_daemon_is_confirmed_at_once(spawn, rv_daemon):
     """Both members use one standalone daemon: it sees the killed client's link drop and
     reports its transport unreachable, so the other takes over without waiting."""
-    timing = {"heartbeat": 0.3, "activation": 2.0}  # a wait for silence would show
+    timing = {"heartbeat": 1.0, "activation": 12.0}  # a wait for silence would show
     members = [await spawn(name, daemon=rv_daemon, **timing) for name in ("m1", "m2")]
     await until(lambda: len(active_names(members)) == 1, "one active member")
     (victim,) = [m for m in members if m.name in active_names(members)]

@@ -53,6 +53,7 @@ ZMQ = system(
             "inproc-raw": _RAW_ONLY,
             "failover": f"ZeroMQ {_NO_FT}",
             "certified": "ZeroMQ has no persistence or acknowledged delivery",
+            "retained": "ZeroMQ keeps no last value per subject (no cache or store)",
         },
         order=2,
     )
@@ -72,6 +73,7 @@ FLOOR = system(
             "inproc-raw": _RAW_ONLY,
             "failover": "a bare socket has no groups or members",
             "certified": "a bare socket has no persistence or acknowledgement",
+            "retained": "a bare socket keeps no values",
         },
     )
 )

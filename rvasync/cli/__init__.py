@@ -29,7 +29,17 @@ from rvasync.errors import RvError
 
 __all__ = ["build_parser", "main"]
 
-_COMMAND_MODULES = ("info", "subject", "decode", "daemon", "send", "listen", "record")
+_COMMAND_MODULES = (
+    "info",
+    "subject",
+    "decode",
+    "daemon",
+    "send",
+    "listen",
+    "record",
+    "passwd",
+    "cache",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -77,6 +77,43 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default="auto",
         help="event loop: uvloop when installed (auto), or force one",
     )
+    secure = p.add_argument_group("secure daemon (see docs/security.md)")
+    secure.add_argument(
+        "--tls-cert", metavar="PEM", default=None, help="the daemon's certificate: TLS only"
+    )
+    secure.add_argument("--tls-key", metavar="PEM", default=None, help="its private key")
+    secure.add_argument(
+        "--client-ca",
+        metavar="PEM",
+        default=None,
+        help="CA whose client certificates may log in (subjects mapped in --users)",
+    )
+    secure.add_argument(
+        "--users",
+        metavar="FILE",
+        default=None,
+        help="users file (TOML; rvasync passwd): clients must log in; re-read when it "
+        "changes or on SIGHUP",
+    )
+    secure.add_argument(
+        "--allow-plain-passwords",
+        action="store_true",
+        help="accept passwords without TLS (trusted loopback only: they cross in clear)",
+    )
+    status = p.add_argument_group("status page")
+    status.add_argument(
+        "--http",
+        type=_args.port,
+        default=None,
+        metavar="PORT",
+        help="serve the status page (HTML, /api/status, /metrics) on this port (0: any free)",
+    )
+    status.add_argument(
+        "--http-host",
+        type=_args.nonempty,
+        default="127.0.0.1",
+        help="address of the status page (default 127.0.0.1: this host only)",
+    )
     p.set_defaults(handler=run)
 
 
@@ -100,7 +137,19 @@ def run(args: argparse.Namespace) -> int:
 async def serve(args: argparse.Namespace) -> int:
     from rvasync.daemon import Daemon
 
+    security = None
+    if args.tls_cert or args.users or args.tls_key or args.client_ca:
+        from rvasync.daemon.auth import DaemonSecurity
+
+        security = DaemonSecurity(
+            users_file=args.users,
+            tls_cert=args.tls_cert,
+            tls_key=args.tls_key,
+            client_ca=args.client_ca,
+            allow_plain_passwords=args.allow_plain_passwords,
+        )
     daemon = Daemon(
+        security=security,
         listen=args.listen,
         host=args.host,
         reliability=args.reliability,
@@ -113,23 +162,46 @@ async def serve(args: argparse.Namespace) -> int:
     except OSError as exc:
         reason = exc.strerror or str(exc)
         raise DaemonUnavailable(f"--host {args.host} --listen {args.listen}: {reason}") from None
+    status_server = None
+    if args.http is not None:
+        try:
+            from rvasync.daemon.status_http import StatusServer
+        except ImportError:
+            await daemon.stop()
+            raise InvalidArgument(
+                "--http needs aiohttp: pip install 'rvasync[secure]' (or aiohttp)"
+            ) from None
+        status_server = StatusServer(daemon, host=args.http_host, port=args.http)
+        try:
+            await status_server.start()
+        except OSError as exc:
+            await daemon.stop()
+            raise DaemonUnavailable(str(exc.strerror or exc)) from None
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
+    if security is not None:
+        with contextlib.suppress(NotImplementedError, RuntimeError, AttributeError):
+            loop.add_signal_handler(signal.SIGHUP, security.reload)
     for signum in (signal.SIGINT, signal.SIGTERM):
         # Loops without signal support (Windows' proactor) raise NotImplementedError
         # here; Ctrl-C still stops the daemon there through KeyboardInterrupt.
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(signum, stop.set)
+    mode = ", TLS" if security is not None and security.ssl_context is not None else ""
     print(
-        f"rvasync daemon listening on {args.host}:{daemon.listen_port} (pid {os.getpid()})",
+        f"rvasync daemon listening on {args.host}:{daemon.listen_port} (pid {os.getpid()}{mode})",
         flush=True,
     )
+    if status_server is not None:
+        print(f"rvasync daemon status page on {status_server.url}", flush=True)
     stopped = asyncio.ensure_future(daemon.wait_stopped())
     signalled = asyncio.ensure_future(stop.wait())
     try:
         await asyncio.wait({stopped, signalled}, return_when=asyncio.FIRST_COMPLETED)
     finally:
         signalled.cancel()
+        if status_server is not None:
+            await status_server.stop()
         if not stopped.done():
             await daemon.stop()
         stopped.cancel()

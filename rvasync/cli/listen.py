@@ -44,6 +44,11 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="stop after S seconds (exit 1 if --count was not reached)",
     )
     p.add_argument("--json", action="store_true", help="print each message as one JSON line")
+    p.add_argument(
+        "--retained",
+        action="store_true",
+        help="first print what the current value caches retain for the subjects, then live",
+    )
     add_transport_options(p)
     p.set_defaults(handler=run)
 
@@ -55,7 +60,7 @@ async def run(args: argparse.Namespace) -> int:
     async with open_transport(args, "rvasync listen") as transport:
         queue = Queue(name="rvasync listen")
         for subject in args.subjects:
-            transport.listen(subject, queue=queue)
+            transport.listen(subject, queue=queue, retained=args.retained)
         await _confirm_interests(transport)
         print(
             f"rvasync listen: listening to {', '.join(args.subjects)}",

@@ -13,6 +13,7 @@ import asyncio
 import datetime as dt
 import ipaddress
 import json
+import os
 import sys
 from typing import Any
 
@@ -60,13 +61,58 @@ def add_transport_options(p: argparse.ArgumentParser) -> None:
         help="standalone daemon: PORT (started if not running) or HOST:PORT; "
         "default: an in-process daemon",
     )
+    secure = p.add_argument_group(
+        "secure daemon (TLS; see docs/security.md)",
+    )
+    secure.add_argument(
+        "--daemon-cert",
+        metavar="PEM",
+        default=None,
+        help="the daemon's certificate or its CA (turns TLS on)",
+    )
+    secure.add_argument("--user", default=None, help="user name to log in with")
+    secure.add_argument(
+        "--password",
+        default=None,
+        help="the user's password (visible to other local users in the process list: "
+        "prefer the RVASYNC_PASSWORD environment variable)",
+    )
+    secure.add_argument("--user-cert", metavar="PEM", default=None, help="client certificate")
+    secure.add_argument("--user-key", metavar="PEM", default=None, help="its private key")
+
+
+def security_of(args: argparse.Namespace) -> Any:
+    """An rv.Security from the secure-daemon options, or None when none was given."""
+    daemon_cert = getattr(args, "daemon_cert", None)
+    user = getattr(args, "user", None)
+    user_cert = getattr(args, "user_cert", None)
+    user_key = getattr(args, "user_key", None)
+    password = getattr(args, "password", None)
+    if user is not None and password is None and user_cert is None:
+        password = os.environ.get("RVASYNC_PASSWORD") or None
+    if daemon_cert is None and user is None and user_cert is None and password is None:
+        return None
+    from rvasync.security import Security
+
+    return Security(
+        daemon_cert=daemon_cert,
+        user=user,
+        password=password,
+        user_cert=user_cert,
+        user_key=user_key,
+    )
 
 
 def open_transport(args: argparse.Namespace, description: str) -> Any:
     """The network transport the options describe (an async context manager)."""
     from rvasync.transport.network import Transport
 
-    return Transport(args.service, args.network, args.daemon, description=description)
+    security = security_of(args)
+    if security is not None and args.daemon is None:
+        raise InvalidArgument("the secure-daemon options need --daemon HOST:PORT")
+    return Transport(
+        args.service, args.network, args.daemon, description=description, security=security
+    )
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

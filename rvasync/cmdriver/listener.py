@@ -32,6 +32,7 @@ import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
+from rvasync.correlation import CorrelationId, check_correlation_id, new_correlation_id
 from rvasync.errors import InvalidArgument
 from rvasync.message import Message
 from rvasync.queues import Queue
@@ -100,6 +101,7 @@ class CmListener:
     __slots__ = (
         "__weakref__",
         "_closed",
+        "_correlation_id",
         "_got",
         "_holding",
         "_hooks",
@@ -126,8 +128,12 @@ class CmListener:
         own_queue: bool,
         closure: Any,
         callback: CmCallback | None,
+        correlation_id: CorrelationId | None = None,
     ) -> None:
         self._hooks = hooks
+        self._correlation_id = (
+            None if correlation_id is None else check_correlation_id(correlation_id)
+        )
         self._id = listener_id
         self.subject = subject
         self.closure = closure
@@ -155,6 +161,16 @@ class CmListener:
     def queue(self) -> Queue:
         """The queue this listener's messages wait in."""
         return self._queue
+
+    @property
+    def correlation_id(self) -> CorrelationId:
+        """This subscription's identity among the users of its queue (``msg.correlation_id``).
+
+        The program's choice, or one rvasync made unique (rvasync.correlation).
+        """
+        if self._correlation_id is None:
+            self._correlation_id = new_correlation_id()
+        return self._correlation_id
 
     @property
     def transport(self) -> Any:

@@ -28,6 +28,7 @@ from rvasync.cmdriver.wire import (
     message_fields,
     record_message,
 )
+from rvasync.correlation import CorrelationId, check_correlation_id
 from rvasync.errors import (
     InvalidArgument,
     InvalidSubject,
@@ -534,16 +535,19 @@ class CmTransport:
         queue: Queue | None = None,
         closure: Any = None,
         callback: CmCallback | None = None,
+        correlation_id: CorrelationId | None = None,
     ) -> CmListener:
         """A CM listener on ``subject`` (wildcards allowed).
 
         Certified messages are confirmed automatically once the program has
         taken them (see :class:`CmListener`), or with ``explicit_confirm``
         only by ``await listener.confirm(msg)``. ``queue``, ``closure`` and
-        ``callback`` work as for an ordinary listener.
+        ``callback`` and ``correlation_id`` work as for an ordinary listener.
         """
         core = self._require()
         check_listen_pattern(subject)
+        if correlation_id is not None:
+            check_correlation_id(correlation_id)
         if not isinstance(explicit_confirm, bool):
             raise InvalidArgument(
                 f"explicit_confirm must be a bool, not {type(explicit_confirm).__name__}"
@@ -575,6 +579,7 @@ class CmTransport:
             own_queue=own_queue,
             closure=closure,
             callback=callback,
+            correlation_id=correlation_id,
         )
         self._listeners[listener_id] = listener
         self._process(core.drain())

@@ -30,6 +30,7 @@ from typing import Any
 from rvasync._logging import stderr_logger
 from rvasync._wire import LOOPBACK_DATAGRAM, NETWORK_DATAGRAM
 from rvasync.busypoll import BusyPoller, check_window, poller_for
+from rvasync.daemon.auth import DaemonSecurity
 from rvasync.daemon.params import parse_network, parse_service
 from rvasync.daemon.service import ServiceEndpoint
 from rvasync.daemon.session import ClientSession, SessionOwner
@@ -77,6 +78,9 @@ class Daemon:
     ``max_consumer_buffer``: bytes of undelivered messages kept for each
     standalone client that does not read before its oldest are dropped
     (CLIENT.SLOWCONSUMER; None: 128 MiB, ``rvasync.daemon.server``).
+    ``security``: a :class:`~rvasync.daemon.auth.DaemonSecurity` for a secure
+    client port (TLS, users, subject permissions; needs ``listen``; see
+    docs/security.md).
     """
 
     version = "rvasync-0.1"
@@ -95,6 +99,7 @@ class Daemon:
         host_status_interval: float = 90.0,
         busy_poll: float = 0.0,
         max_consumer_buffer: int | None = None,
+        security: DaemonSecurity | None = None,
     ) -> None:
         if listen is not None and (
             isinstance(listen, bool) or not isinstance(listen, int) or not 0 <= listen <= 0xFFFF
@@ -131,6 +136,15 @@ class Daemon:
                 f"got {max_consumer_buffer!r}"
             )
         self._max_consumer_buffer = max_consumer_buffer
+        if security is not None and not isinstance(security, DaemonSecurity):
+            raise InvalidArgument(
+                "security must be a rvasync.daemon.auth.DaemonSecurity, "
+                f"got {type(security).__name__}"
+            )
+        if security is not None and listen is None:
+            raise InvalidArgument("security applies to the TCP client port: give listen=PORT too")
+        self._security = security
+        self._started_at: float | None = None
         self._poller: BusyPoller | None = None
         self._listen = listen
         self._host = host
@@ -188,6 +202,23 @@ class Daemon:
     def session_count(self) -> int:
         return self._session_count
 
+    @property
+    def client_server(self) -> Any:
+        """The TCP client port (``rvasync.daemon.server.ClientServer``), None when not listening."""
+        return self._server
+
+    @property
+    def security(self) -> DaemonSecurity | None:
+        """The secure daemon's ``DaemonSecurity`` (None: a plain daemon)."""
+        return self._security
+
+    @property
+    def uptime(self) -> float:
+        """Seconds since the daemon started (0 before)."""
+        if self._started_at is None or self._loop is None:
+            return 0.0
+        return max(0.0, self._loop.time() - self._started_at)
+
     # -- lifecycle -------------------------------------------------------------
 
     async def start(self) -> None:
@@ -207,6 +238,7 @@ class Daemon:
                     self._host,
                     self._listen,
                     max_consumer_buffer=self._max_consumer_buffer,
+                    security=self._security,
                 )
             except BaseException:
                 self._shutdown_now()
@@ -234,6 +266,7 @@ class Daemon:
         self._poller = poller_for(self._loop)
         self._poller.want(self._busy_poll)
         self._stopped_event = asyncio.Event()
+        self._started_at = self._loop.time()
         self._state = "running"
 
     async def stop(self) -> None:

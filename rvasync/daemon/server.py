@@ -36,6 +36,7 @@ from rvasync._version import __version__
 from rvasync.advisories import AdvisoryClass, build_advisory
 from rvasync.busypoll import poller_for
 from rvasync.daemon.advisories import slow_consumer
+from rvasync.daemon.auth import DaemonSecurity, LoginRefused, User, Users, cert_subject
 from rvasync.daemon.service import check_client_subject
 from rvasync.daemon.session import Payload
 from rvasync.errors import (
@@ -46,6 +47,7 @@ from rvasync.errors import (
 )
 from rvasync.message import Message
 from rvasync.protocol import clientproto as cp
+from rvasync.protocol.authcheck import SubjectPermissions
 from rvasync.protocol.clientproto import ErrorCode
 from rvasync.subjects import check_listen_subject, validate_subject
 
@@ -81,6 +83,11 @@ _CLOSE_GRACE = 2.0
 _MESSAGE = 0
 _ADVISORY = 1
 
+#: Secure daemon: password checks running at once (more are refused: "retry later").
+MAX_LOGINS_IN_FLIGHT = 32
+#: Secure daemon: seconds between checks of the users file for changes.
+USERS_FILE_CHECK = 2.0
+
 _connection_ids = itertools.count(1)
 
 
@@ -92,6 +99,8 @@ class ServerStats:
     sessions: int = 0  # connections that completed HELLO
     refused: int = 0  # HELLOs refused (version, parameters)
     dropped_protocol: int = 0  # connections dropped for garbage frames or forged messages
+    login_refused: int = 0  # secure daemon: failed logins (wrong password, unknown user ...)
+    not_permitted: int = 0  # secure daemon: LISTENs and PUBLISHes outside a user's patterns
     cut_mid_frame: int = 0  # connections that closed in the middle of a frame
     illegal_publish: int = 0  # messages refused for their subject
     slow_consumer_events: int = 0  # SLOWCONSUMER advisories presented
@@ -111,6 +120,7 @@ class ClientServer:
         *,
         max_consumer_buffer: int = DEFAULT_MAX_CONSUMER_BUFFER,
         consumer_time_limit: float = DEFAULT_CONSUMER_TIME_LIMIT,
+        security: DaemonSecurity | None = None,
     ) -> None:
         if max_consumer_buffer <= 0:
             raise InvalidArgument(
@@ -124,8 +134,15 @@ class ClientServer:
         self.max_consumer_buffer = max_consumer_buffer
         self.consumer_time_limit = consumer_time_limit
         self.stats = ServerStats()
+        #: TLS and users (None: a plain daemon that accepts any client).
+        self.security = security
         #: Live connections (with or without a session yet).
         self.sessions: set[ClientConnection] = set()
+        #: Password checks under way (bounded by MAX_LOGINS_IN_FLIGHT).
+        self.logins_in_flight = 0
+        self._users_timer: asyncio.TimerHandle | None = None
+        if security is not None and security.requires_login:
+            security.on_reload(self._users_reloaded)
         self.host = ""
         self.port = 0
         self._server: asyncio.base_events.Server | None = None
@@ -140,8 +157,14 @@ class ClientServer:
         """
         loop = asyncio.get_running_loop()
         try:
+            ssl_context = self.security.ssl_context if self.security is not None else None
             self._server = await loop.create_server(
-                lambda: ClientConnection(self), host, port, reuse_address=True
+                lambda: ClientConnection(self),
+                host,
+                port,
+                reuse_address=True,
+                ssl=ssl_context,
+                ssl_handshake_timeout=HELLO_TIMEOUT if ssl_context is not None else None,
             )
         except OSError as exc:
             raise OSError(
@@ -149,6 +172,24 @@ class ClientServer:
             ) from None
         sockname = self._server.sockets[0].getsockname()
         self.host, self.port = sockname[0], sockname[1]
+        if self.security is not None and self.security.requires_login:
+            self._users_timer = loop.call_later(USERS_FILE_CHECK, self._check_users_file)
+
+    def _check_users_file(self) -> None:
+        """Re-read the users file when it changed, even while nobody logs in."""
+        self._users_timer = None
+        security = self.security
+        if security is None or self.closing:
+            return
+        security.reload_if_changed()
+        self._users_timer = asyncio.get_running_loop().call_later(
+            USERS_FILE_CHECK, self._check_users_file
+        )
+
+    def _users_reloaded(self, users: Users) -> None:
+        """Apply a reloaded users file to the users already logged in."""
+        for conn in list(self.sessions):
+            conn.apply_users(users)
 
     @property
     def closing(self) -> bool:
@@ -181,7 +222,12 @@ class ClientServer:
         self._closed = loop.create_future()
         if self._server is not None:
             self._server.close()
+        if self._users_timer is not None:
+            self._users_timer.cancel()
+            self._users_timer = None
         waits = [conn.shut(ErrorCode.SHUTDOWN, "the daemon is stopping") for conn in self.sessions]
+        if self.security is not None:
+            self.security.close()
         done = self._closed
 
         async def finish() -> None:
@@ -211,6 +257,7 @@ async def start_server(
     *,
     max_consumer_buffer: int | None = None,
     consumer_time_limit: float | None = None,
+    security: DaemonSecurity | None = None,
 ) -> ClientServer:
     """Listen for client transports of ``daemon`` on ``host:port`` (0 = any free port).
 
@@ -225,6 +272,7 @@ async def start_server(
         consumer_time_limit=(
             DEFAULT_CONSUMER_TIME_LIMIT if consumer_time_limit is None else consumer_time_limit
         ),
+        security=security,
     )
     await server.listen(host, port)
     return server
@@ -268,6 +316,20 @@ class ClientConnection(asyncio.Protocol):
         self._drop_reason = ""
         self._reading_paused = False
         self._gone: asyncio.Future[None] = self._loop.create_future()
+        #: Secure daemon: the logged-in user's name, and their subject permissions
+        #: (None: not restricted).
+        self.user: str | None = None
+        self._permissions: SubjectPermissions | None = None
+        # Frames that came after HELLO while the login is checked (None: not holding).
+        self._held: list[cp.Frame] | None = None
+        self._login_task: asyncio.Task[None] | None = None
+        self._tls = False
+        #: Counters for the status page: messages and bytes this client published / was sent.
+        self.messages_in = 0
+        self.bytes_in = 0
+        self.messages_out = 0
+        self.bytes_out = 0
+        self.connected_at = self._loop.time()
 
     # -- asyncio.Protocol --------------------------------------------------------------------
 
@@ -285,6 +347,7 @@ class ClientConnection(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         if peer:
             self.peer = f"{peer[0]}:{peer[1]}"
+        self._tls = transport.get_extra_info("ssl_object") is not None
         self.server.sessions.add(self)
         self.server.stats.connections += 1
         self._hello_timer = self._loop.call_later(HELLO_TIMEOUT, self._hello_overdue)
@@ -303,6 +366,9 @@ class ClientConnection(asyncio.Protocol):
         for frame in frames:
             if self._transport.is_closing():
                 return
+            if self._held is not None:  # a login is being checked: keep the order
+                self._held.append(frame)
+                continue
             try:
                 self._handle(frame)
             except cp.ProtocolError as exc:
@@ -340,6 +406,8 @@ class ClientConnection(asyncio.Protocol):
         if self._closing:
             return
         wire = payload.wire()
+        self.messages_out += 1
+        self.bytes_out += len(wire)
         if self._queue or self._paused:  # a backlog: keep the order, apply the limits
             self._enqueue(_MESSAGE, wire)
             return
@@ -403,6 +471,19 @@ class ClientConnection(asyncio.Protocol):
                 f"(this daemon speaks version {cp.PROTOCOL_VERSION})",
             )
             return
+        security = self.server.security
+        if security is not None and security.requires_login:
+            self._held = []
+            self._pause_for_login()
+            self._login_task = self._loop.create_task(self._login(hello, security))
+            return
+        self._attach(hello, None)
+
+    def _attach(self, hello: cp.Hello, user: User | None) -> None:
+        if user is not None:
+            self.user = user.name
+            perms = user.permissions
+            self._permissions = None if perms.unrestricted else perms
         try:
             self.session = self.server.daemon.attach(
                 self,
@@ -423,13 +504,97 @@ class ClientConnection(asyncio.Protocol):
             value = getattr(self.session, name, None)
             if isinstance(value, str):
                 info[name] = value
+        if user is not None:
+            info["user"] = user.name
+            info["permissions"] = user.permissions.as_dict()
         self._write(self._conn.send(cp.Welcome(self.session.inbox_prefix, info)))
+
+    # -- secure daemon: login ---------------------------------------------------------------------
+
+    def _pause_for_login(self) -> None:
+        if self._transport is not None and not self._reading_paused:
+            self._transport.pause_reading()
+
+    def _resume_after_login(self) -> None:
+        transport = self._transport
+        if transport is not None and not transport.is_closing() and not self._reading_paused:
+            transport.resume_reading()
+
+    async def _login(self, hello: cp.Hello, security: DaemonSecurity) -> None:
+        try:
+            user = await self._authenticate(hello, security)
+        except LoginRefused as exc:
+            self.server.stats.login_refused += 1
+            security.failed_logins += 1
+            stderr_logger().warning(
+                "login refused", client=self.peer, user=hello.user, reason=str(exc)
+            )
+            self._held = None
+            self._refuse(ErrorCode.NOT_PERMITTED, f"login refused: {exc}")
+            return
+        if self._transport is None or self._closing:
+            return
+        security.logins += 1
+        stderr_logger().info("login", client=self.peer, user=user.name)
+        held, self._held = self._held or [], None
+        self._attach(hello, user)
+        for frame in held:
+            if self.session is None or self._transport is None or self._transport.is_closing():
+                return
+            try:
+                self._handle(frame)
+            except cp.ProtocolError as exc:
+                self._drop_for_garbage(str(exc))
+                return
+        self._resume_after_login()
+
+    async def _authenticate(self, hello: cp.Hello, security: DaemonSecurity) -> User:
+        transport = self._transport
+        if transport is None:
+            raise LoginRefused("the connection is gone")
+        if hello.password is not None:
+            if not self._tls and not security.allow_plain_passwords:
+                raise LoginRefused("this daemon accepts passwords over TLS only")
+            if hello.user is None:
+                raise LoginRefused("a password needs a user name")
+            key = (self.peer.rpartition(":")[0], hello.user)
+            limiter = security.limiter
+            wait = limiter.retry_after(key, self._loop.time())
+            if wait > 0:
+                raise LoginRefused(f"too many failed logins; retry in {wait:.0f} s")
+            server = self.server
+            if server.logins_in_flight >= MAX_LOGINS_IN_FLIGHT:
+                raise LoginRefused("too many logins under way; retry later")
+            # Counted as failed until it succeeds, so that logins in flight count too.
+            limiter.failed(key, self._loop.time())
+            server.logins_in_flight += 1
+            try:
+                user = await security.check_password(hello.user, hello.password)
+            finally:
+                server.logins_in_flight -= 1
+            limiter.succeeded(key)
+            return user
+        subject = cert_subject(transport.get_extra_info("peercert"))
+        if subject is not None:
+            user_of_cert = security.user_by_subject(subject)
+            if user_of_cert is None:
+                raise LoginRefused(f"certificate subject {subject!r} is not a user of this daemon")
+            if hello.user is not None and hello.user != user_of_cert.name:
+                raise LoginRefused("the certificate belongs to another user")
+            return user_of_cert
+        raise LoginRefused("this daemon needs a user name and password, or a client certificate")
 
     def _listen(self, subject: str) -> None:
         try:
             check_listen_subject(subject)
         except InvalidSubject as exc:
             raise cp.ProtocolError(f"LISTEN on an invalid subject: {exc}") from None
+        perms = self._permissions
+        if perms is not None and not perms.may_listen(subject):
+            why = f"user {self.user!r} may not listen to {subject!r}"
+            self._not_permitted(why)
+            self._write(self._conn.send(cp.Error(str(ErrorCode.NOT_PERMITTED), why)))
+            return
         self._interests[subject] = self._interests.get(subject, 0) + 1
         self.session.add_interest(subject)
 
@@ -453,9 +618,17 @@ class ClientConnection(asyncio.Protocol):
             except (InvalidSubject, NotPermitted) as exc:
                 self._illegal_publish(subject, str(exc))
                 continue
+            perms = self._permissions
+            if perms is not None and not perms.may_publish(subject):
+                why = f"user {self.user!r} may not publish to {subject!r}"
+                self._not_permitted(why)
+                self._illegal_publish(subject, why)
+                continue
             payloads.append(payload)
+            self.bytes_in += len(wire)
         if not payloads:
             return
+        self.messages_in += len(payloads)
         try:
             waiting = self.session.publish_many(payloads)
         except RvError as exc:
@@ -485,6 +658,73 @@ class ClientConnection(asyncio.Protocol):
                 self._transport.resume_reading()
 
         future.add_done_callback(resume)
+
+    def apply_users(self, users: Users) -> None:
+        """The users file was reloaded: apply this user's new permissions now.
+
+        A user no longer in the file is logged out (ERROR NOT_PERMITTED); the
+        subjects they may no longer listen to are dropped, each with an ERROR.
+        """
+        name = self.user
+        if name is None or self.session is None:
+            return
+        entry = users.by_name.get(name)
+        if entry is None:
+            stderr_logger().warning("user removed: logging out", client=self.peer, user=name)
+            self.shut(ErrorCode.NOT_PERMITTED, f"user {name!r} is no longer a user of this daemon")
+            return
+        perms = entry.permissions
+        self._permissions = None if perms.unrestricted else perms
+        if self._permissions is None:
+            return
+        for subject, count in list(self._interests.items()):
+            if perms.may_listen(subject):
+                continue
+            del self._interests[subject]
+            for _ in range(count):
+                self.session.remove_interest(subject)
+            why = f"user {name!r} may no longer listen to {subject!r}"
+            self._not_permitted(why)
+            self._write(self._conn.send(cp.Error(str(ErrorCode.NOT_PERMITTED), why)))
+
+    def _not_permitted(self, why: str) -> None:
+        self.server.stats.not_permitted += 1
+        stderr_logger().warning("not permitted", client=self.peer, user=self.user, problem=why)
+
+    # -- public view (status page) ------------------------------------------------------------
+
+    @property
+    def subjects(self) -> dict[str, int]:
+        """The subjects this client listens to, with how many listeners each."""
+        return dict(self._interests)
+
+    @property
+    def backlog_bytes(self) -> int:
+        """Bytes of messages waiting for this client to read them."""
+        return self._queued_bytes + self._pending_bytes
+
+    @property
+    def tls(self) -> bool:
+        return self._tls
+
+    def describe(self, now: float) -> dict[str, Any]:
+        """What the status page shows of this client (``now``: the loop's time)."""
+        session = self.session
+        return {
+            "id": self.id,
+            "peer": self.peer,
+            "user": self.user,
+            "tls": self._tls,
+            "transport_id": getattr(session, "transport_id", None),
+            "description": getattr(session, "description", None),
+            "subjects": sorted(self._interests),
+            "messages_in": self.messages_in,
+            "bytes_in": self.bytes_in,
+            "messages_out": self.messages_out,
+            "bytes_out": self.bytes_out,
+            "backlog_bytes": self.backlog_bytes,
+            "connected_seconds": round(max(0.0, now - self.connected_at), 3),
+        }
 
     def _illegal_publish(self, subject: str | None, why: str) -> None:
         self.server.stats.illegal_publish += 1
@@ -665,6 +905,10 @@ class ClientConnection(asyncio.Protocol):
                 stderr_logger().debug("session close failed", client=self.peer, error=str(exc))
 
     def _teardown(self) -> None:
+        task, self._login_task = self._login_task, None
+        if task is not None and not task.done():
+            task.cancel()
+        self._held = None
         for timer in (self._hello_timer, self._age_timer):
             if timer is not None:
                 timer.cancel()

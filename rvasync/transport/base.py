@@ -24,12 +24,14 @@ from collections.abc import Awaitable
 from typing import Any
 
 from rvasync.advisories import log_unheard
+from rvasync.correlation import CorrelationId
 from rvasync.errors import InvalidArgument, RequestTimeout, TransportClosed
 from rvasync.message import Message
 from rvasync.queues import Queue
 from rvasync.subjects import check_listen_subject, check_send_subject, validate_subject
 from rvasync.transport.dispatch import Dispatcher
 from rvasync.transport.listener import Callback, Listener
+from rvasync.transport.retained import RETAINED_TIMEOUT, RetainedHandOver, collect_retained
 from rvasync.transport.router import Router
 
 __all__ = ["BaseTransport"]
@@ -224,19 +226,54 @@ class BaseTransport(abc.ABC):
         queue: Queue | None = None,
         closure: Any = None,
         callback: Callback | None = None,
+        correlation_id: CorrelationId | None = None,
+        retained: bool = False,
     ) -> Listener:
-        """Listen to ``subject`` (wildcards allowed); see :class:`Listener`."""
+        """Listen to ``subject`` (wildcards allowed); see :class:`Listener`.
+
+        ``correlation_id`` names this subscription in what it delivers
+        (``msg.correlation_id``); rvasync picks a unique one when None.
+        ``retained=True`` first delivers the messages the current value caches
+        retain for ``subject``, then the live stream, with no gap and no
+        duplicate (docs/retained.md).
+        """
+        if not isinstance(retained, bool):
+            raise InvalidArgument(f"retained must be a bool, got {type(retained).__name__}")
         self._check_open()
         check_listen_subject(subject)
         if queue is not None and not isinstance(queue, Queue):
             raise InvalidArgument(f"queue must be an rvasync Queue, got {type(queue).__name__}")
         if callback is not None and not callable(callback):
             raise InvalidArgument(f"callback must be callable, got {type(callback).__name__}")
-        listener = Listener(self, subject, queue=queue, closure=closure, callback=callback)
+        listener = Listener(
+            self,
+            subject,
+            queue=queue,
+            closure=closure,
+            callback=callback,
+            correlation_id=correlation_id,
+        )
         self.attach_queue(listener.queue, dispatched=callback is not None, shared=queue is not None)
         self._router.add(listener)
         self._open_listener(listener)
+        if retained:
+            RetainedHandOver(self, listener)
         return listener
+
+    async def request_retained(
+        self, pattern: str, timeout: float = RETAINED_TIMEOUT
+    ) -> list[Message]:
+        """The messages the current value caches retain for ``pattern`` (wildcards allowed).
+
+        One message per subject, ordered by subject; every cache on the
+        network answers and the answers are merged (docs/retained.md).
+        :class:`~rvasync.errors.RequestTimeout` if no cache answered within
+        ``timeout`` seconds; an empty list if the caches retain nothing
+        matching.
+        """
+        timeout = check_timeout(timeout)
+        self._check_open()
+        return await collect_retained(self, pattern, timeout)
 
     def attach_queue(self, queue: Queue, *, dispatched: bool, shared: bool) -> None:
         """Register one more listener consuming ``queue`` (driver API).

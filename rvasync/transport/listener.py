@@ -14,6 +14,7 @@ import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from rvasync.correlation import CorrelationId, check_correlation_id, new_correlation_id
 from rvasync.queues import Queue
 
 if TYPE_CHECKING:
@@ -45,6 +46,7 @@ class Listener:
 
     __slots__ = (
         "__weakref__",
+        "_correlation_id",
         "_own_queue",
         "_queue",
         "_transport",
@@ -63,10 +65,16 @@ class Listener:
         queue: Queue | None = None,
         closure: Any = None,
         callback: Callback | None = None,
+        correlation_id: CorrelationId | None = None,
     ) -> None:
         self._transport = transport
         self.subject = subject
         self.closure = closure
+        # Checked now; a chosen one is made on first use (most listeners, the
+        # inboxes of requests among them, never need one).
+        self._correlation_id = (
+            None if correlation_id is None else check_correlation_id(correlation_id)
+        )
         #: What the transport's dispatcher calls for each message of a dispatched
         #: queue (rvasync.transport.dispatch), and whether to await it. Public so
         #: that every listener kind (CmListener too) offers the dispatcher the
@@ -83,6 +91,18 @@ class Listener:
     def queue(self) -> Queue:
         """The queue this listener's messages wait in."""
         return self._queue
+
+    @property
+    def correlation_id(self) -> CorrelationId:
+        """This subscription's identity among the users of its queue.
+
+        Every message delivered through the listener answers
+        ``msg.correlation_id`` with it: the program's choice, or one rvasync
+        made unique in this process (rvasync.correlation).
+        """
+        if self._correlation_id is None:
+            self._correlation_id = new_correlation_id()
+        return self._correlation_id
 
     @property
     def transport(self) -> BaseTransport:
@@ -151,5 +171,18 @@ class Listener:
             self._queue.destroy()
         else:
             self._queue.discard_where(lambda item: getattr(item, "listener", None) is self)
+
+    def intercept(self, deliver: Callable[[Message], None] | None) -> None:
+        """Take this listener's deliveries through ``deliver`` instead of its queue (driver API).
+
+        For drivers that must see each delivery before the program does (the
+        retained hand-over of ``listen(retained=True)``, a cache's ingest):
+        ``deliver`` is called where the queue's would be, and puts in the
+        queue what it decides to. ``None`` gives the queue back. A closed
+        listener stays closed (the call does nothing).
+        """
+        if self.deliver is _dropped:
+            return
+        self.deliver = self._queue.deliver if deliver is None else deliver
 
     _close_now = close_now  # the name the transports call

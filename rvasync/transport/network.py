@@ -20,9 +20,16 @@ from typing import TYPE_CHECKING, Any
 
 from rvasync.busypoll import BusyPoller, check_window, poller_for
 from rvasync.daemon.params import parse_network, parse_service, regular_service
-from rvasync.errors import DaemonUnavailable, InvalidArgument, RequestTimeout, TransportClosed
+from rvasync.errors import (
+    DaemonUnavailable,
+    InvalidArgument,
+    NotPermitted,
+    RequestTimeout,
+    TransportClosed,
+)
 from rvasync.message import Message
 from rvasync.protocol.clientproto.address import parse_daemon
+from rvasync.security import Security
 from rvasync.subjects import check_send_subject
 from rvasync.transport.base import (
     BaseTransport,
@@ -74,7 +81,8 @@ def _optional_str(name: str, value: Any) -> str | None:
 
 class Transport(BaseTransport):
     """A network transport: ``Transport(service=None, network=None, daemon=None, *,
-    description=None, reliability=None, batch=False, busy_poll=None, reply_poll=None)``.
+    description=None, reliability=None, batch=False, busy_poll=None, reply_poll=None,
+    security=None)``.
 
     ``service``: UDP port number or service name (default: ``rendezvous`` or 7500).
     ``network``: ``"interface;groups;send-address"``; None is loopback, so nothing
@@ -92,6 +100,8 @@ class Transport(BaseTransport):
     ``send_request`` keeps the loop polling while it waits for its reply (None:
     ``REPLY_POLL``, 0.5 ms, or 0 on a single usable CPU; 0 never): a reply that
     comes within it is picked up without the loop sleeping and being woken.
+    ``security``: an :class:`rv.Security <rvasync.security.Security>` for a secure
+    daemon (TLS, user and password or client certificate; docs/security.md).
 
     Use as ``async with rv.Transport(...) as t:`` or ``await t.open()`` /
     ``await t.close()``.
@@ -111,7 +121,18 @@ class Transport(BaseTransport):
         batch: bool = False,
         busy_poll: float | None = None,
         reply_poll: float | None = None,
+        security: Security | None = None,
     ) -> None:
+        if security is not None:
+            if not isinstance(security, Security):
+                raise InvalidArgument(
+                    f"security must be an rv.Security, got {type(security).__name__}"
+                )
+            if daemon is None:
+                raise InvalidArgument(
+                    "security applies to a standalone daemon: give daemon='host:port' too"
+                )
+        self.security = security
         self.service = _optional_str("service", service)
         self.network = _optional_str("network", network)
         self.daemon = _optional_str("daemon", daemon)
@@ -262,6 +283,7 @@ class Transport(BaseTransport):
             description=self.description,
             reliability=self.reliability,
             batch=self.batch,
+            security=self.security,
         )
 
     async def close(self) -> None:
@@ -415,7 +437,11 @@ class Transport(BaseTransport):
 
     def _open_listener(self, listener: Listener) -> None:
         # listen() calls _check_open first: an open transport has its link.
-        self._link.add_interest(listener.subject)  # type: ignore[union-attr]
+        try:
+            self._link.add_interest(listener.subject)  # type: ignore[union-attr]
+        except NotPermitted:  # a secure daemon's user may not listen there: undo listen()
+            listener.close_now()
+            raise
 
     def _close_listener(self, listener: Listener) -> None:
         link = self._link

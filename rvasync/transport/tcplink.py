@@ -30,6 +30,7 @@ import asyncio
 import contextlib
 import itertools
 import socket
+import ssl
 from collections.abc import Awaitable
 from typing import Any, NoReturn, cast
 
@@ -48,8 +49,10 @@ from rvasync.errors import (
 )
 from rvasync.message import Message
 from rvasync.protocol import clientproto as cp
+from rvasync.protocol.authcheck import SubjectPermissions
 from rvasync.protocol.clientproto import ErrorCode
 from rvasync.protocol.clientproto.address import parse_daemon
+from rvasync.security import Security
 from rvasync.transport.autostart import may_autostart, start_daemon_and_connect
 from rvasync.transport.links import LinkHooks
 
@@ -108,8 +111,15 @@ class TcpLink:
         description: str | None = None,
         reliability: float | None = None,
         batch: Any = None,
+        security: Security | None = None,
     ) -> None:
+        if security is not None and not isinstance(security, Security):
+            raise InvalidArgument(f"security must be an rv.Security, got {type(security).__name__}")
         self.address = parse_daemon(daemon)
+        #: TLS and login (None: a plain link to a plain daemon).
+        self.security = security
+        # What the daemon said this user may publish and listen to (None: anything).
+        self._permissions: SubjectPermissions | None = None
         #: ``host:port`` of the daemon, as messages and advisories name it.
         self.where = f"{self.address.host}:{self.address.port}"
         self.daemon = daemon
@@ -161,7 +171,7 @@ class TcpLink:
             raise TransportClosed(f"link to daemon {self.where} was already opened")
         self._hooks = transport_hooks
         self._loop = asyncio.get_running_loop()
-        await self._establish(autostart=self.address.autostart)
+        await self._establish(autostart=self.address.autostart and self.security is None)
         if self._state == "closed":  # closed while connecting
             self._drop_connection()
             raise TransportClosed(f"link to daemon {self.where} closed while connecting")
@@ -189,6 +199,12 @@ class TcpLink:
         self._batch.clear()
 
     def add_interest(self, subject: str) -> None:
+        perms = self._permissions
+        if perms is not None and not perms.may_listen(subject):
+            raise NotPermitted(
+                f"daemon {self.where}: user {self.security.user if self.security else None!r} "
+                f"may not listen to {subject!r}"
+            )
         count = self._interests.get(subject, 0)
         self._interests[subject] = count + 1
         if count == 0 and self._state == "connected":
@@ -209,6 +225,8 @@ class TcpLink:
         """Queue ``msg`` for the daemon; an awaitable means "wait: the daemon is behind"."""
         if self._state != "connected":
             self._refuse_send()
+        if self._permissions is not None:
+            self._check_publish(msg)
         try:
             wire = msg.to_bytes()
         except MessageTooLarge:
@@ -221,6 +239,9 @@ class TcpLink:
     def publish_many(self, msgs: list[Message]) -> Awaitable[None] | None:
         if self._state != "connected":
             self._refuse_send()
+        if self._permissions is not None:
+            for m in msgs:  # none is sent if one is refused
+                self._check_publish(m)
         try:
             wires = [m.to_bytes() for m in msgs]
         except MessageTooLarge:  # none of them is sent
@@ -254,6 +275,15 @@ class TcpLink:
         return loop.time() - start
 
     # -- sending -------------------------------------------------------------------------------
+
+    def _check_publish(self, msg: Message) -> None:
+        perms = self._permissions
+        subject = msg.subject
+        if perms is not None and subject is not None and not perms.may_publish(subject):
+            user = self.security.user if self.security is not None else None
+            raise NotPermitted(
+                f"daemon {self.where}: user {user!r} may not publish to {subject!r}"
+            )
 
     def _refuse_send(self) -> NoReturn:
         if self._state == "closed":
@@ -324,6 +354,8 @@ class TcpLink:
                     network=self.network,
                     description=self.description,
                     reliability=self.reliability,
+                    user=self.security.user if self.security is not None else None,
+                    password=self.security.password if self.security is not None else None,
                 )
             )
         except BaseException:
@@ -332,14 +364,36 @@ class TcpLink:
         self._conn = conn
         self.inbox_prefix = welcome.inbox_prefix
         self.daemon_info = dict(welcome.daemon)
+        self._permissions = SubjectPermissions.from_dict(welcome.daemon.get("permissions"))
+        if self._permissions is not None and self._permissions.unrestricted:
+            self._permissions = None
         conn.start_heartbeat()
 
     async def _connect(self) -> _Connection:
         loop = asyncio.get_running_loop()
         host, port = self.address.host, self.address.port
+        security = self.security
+        tls: dict[str, Any] = {}
+        if security is not None:
+            tls = {
+                "ssl": security.ssl_context(),
+                "server_hostname": security.server_name or host,
+                "ssl_handshake_timeout": CONNECT_TIMEOUT,
+            }
         try:
             async with asyncio.timeout(CONNECT_TIMEOUT):
-                _, conn = await loop.create_connection(lambda: _Connection(self), host, port)
+                _, conn = await loop.create_connection(
+                    lambda: _Connection(self), host, port, **tls
+                )
+        except ssl.SSLCertVerificationError as exc:
+            raise NotPermitted(
+                f"daemon {self.where}: its certificate does not verify: {exc.verify_message}"
+            ) from None
+        except ssl.SSLError as exc:
+            raise NotPermitted(
+                f"daemon {self.where}: TLS handshake failed ({exc.reason or exc}); "
+                "is it a TLS daemon, and does it accept this client?"
+            ) from None
         except TimeoutError:
             raise DaemonUnavailable(
                 f"daemon {self.where}: no connection within {CONNECT_TIMEOUT} s"
@@ -390,7 +444,7 @@ class TcpLink:
                 return
             attempts += 1
             try:
-                await self._establish(autostart=self.address.autostart)
+                await self._establish(autostart=self.address.autostart and self.security is None)
             except Exception as exc:  # whatever went wrong, the loop must keep trying
                 if not isinstance(exc, RvError):
                     stderr_logger().exception("reconnect attempt failed", daemon=self.where)
@@ -528,6 +582,7 @@ class _Connection(asyncio.Protocol):
         self._heartbeat: asyncio.TimerHandle | None = None
         self._last_heard = self.loop.time()
         self._reason = "connection closed by the daemon"
+        self._heard = False  # any byte from the daemon yet
 
     # -- asyncio.Protocol -------------------------------------------------------------------------
 
@@ -544,11 +599,21 @@ class _Connection(asyncio.Protocol):
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
 
     def data_received(self, data: bytes) -> None:
+        self._heard = True
         self._last_heard = self.loop.time()
         self._touch()
         try:
             frames = self.proto.receive_data(data)
         except cp.ProtocolError as exc:
+            if not self.welcome.done() and self.link.security is None and data[:1] == b"\x15":
+                # A TLS alert record (content type 21): the daemon speaks TLS only.
+                self.welcome.set_exception(
+                    NotPermitted(
+                        f"daemon {self.link.where} speaks TLS only: connect with "
+                        "security=rv.Security(daemon_cert=...)"
+                    )
+                )
+                self.welcome.exception()
             self._fail(f"daemon sent a bad frame: {exc}")
             return
         link = self.link
@@ -585,9 +650,27 @@ class _Connection(asyncio.Protocol):
         if exc is not None and self._reason == "connection closed by the daemon":
             self._reason = f"connection lost: {exc}"
         if not self.welcome.done():
-            self.welcome.set_exception(
-                DaemonUnavailable(f"daemon {self.link.where}: {self._reason}")
-            )
+            if isinstance(exc, ssl.SSLError):
+                # TLS 1.3: the daemon checks the client's certificate after the
+                # client's side of the handshake is done, and says no with an alert.
+                failure: Exception = NotPermitted(
+                    f"daemon {self.link.where} refused the TLS link: {exc.reason or exc}"
+                )
+            elif not self._heard and self.link.security and self.link.security.user_cert:
+                # TLS 1.3: the daemon checks a client certificate after the client's
+                # side of the handshake is over; asyncio does not pass its alert on,
+                # so a link closed before any answer is how a refusal shows.
+                failure = NotPermitted(
+                    f"daemon {self.link.where} closed the TLS link without a word: it "
+                    "refused the client certificate (signed by a CA it does not trust, "
+                    "expired, or not for client authentication)"
+                )
+            else:
+                hint = ""
+                if not self._heard and self.link.security is None:
+                    hint = " (without a word: a secure daemon closes plain links; see rv.Security)"
+                failure = DaemonUnavailable(f"daemon {self.link.where}: {self._reason}{hint}")
+            self.welcome.set_exception(failure)
             self.welcome.exception()  # retrieved: the handshake may not be waiting any more
         for waiter in self.pings.values():
             if not waiter.done():

@@ -27,6 +27,7 @@ from typing import Any
 
 import msgpack
 
+from rvasync._accel import load
 from rvasync._wire import MAX_MESSAGE_SIZE
 from rvasync.errors import MalformedMessage
 
@@ -67,6 +68,11 @@ _HEADER_SIZE = _HEADER.size
 # Target size of one coalesced PUBLISH/DELIVER frame: big enough to amortise
 # per-frame costs, small enough that a reader is never starved behind one frame.
 _BATCH_TARGET = 256 * 1024
+
+# The message-frame hot path: rvasync_native.clientframes, or its pure twin.
+_clientframes = load("clientframes")
+_take_message_frames = _clientframes.take_message_frames
+_pack_messages = _clientframes.pack_messages
 
 
 class ProtocolError(MalformedMessage):
@@ -119,6 +125,9 @@ class Hello:
     network: str | None = None
     description: str | None = None
     reliability: float | None = None
+    #: Secure daemon: the user's name and password (sent only over TLS; never in repr).
+    user: str | None = None
+    password: str | None = field(default=None, repr=False)
 
     frame_type = FrameType.HELLO
 
@@ -241,15 +250,19 @@ def encode(frame: Frame) -> bytes:
     if frame.__class__ is Publish or frame.__class__ is Deliver:
         return b"".join(_message_frame(frame.frame_type, frame.messages))
     if frame.__class__ is Hello:
-        body = _pack(
-            {
-                "version": frame.version,
-                "service": frame.service,
-                "network": frame.network,
-                "description": frame.description,
-                "reliability": frame.reliability,
-            }
-        )
+        fields = {
+            "version": frame.version,
+            "service": frame.service,
+            "network": frame.network,
+            "description": frame.description,
+            "reliability": frame.reliability,
+        }
+        # Credentials are optional keys: a HELLO without them is byte for byte the old one.
+        if frame.user is not None:
+            fields["user"] = frame.user
+        if frame.password is not None:
+            fields["password"] = frame.password
+        body = _pack(fields)
     elif frame.__class__ is Welcome:
         body = _pack({"inbox_prefix": frame.inbox_prefix, "daemon": frame.daemon})
     elif frame.__class__ is Error:
@@ -304,9 +317,8 @@ def _message_frame(frame_type: int, messages: Sequence[bytes]) -> list[bytes]:
 
 
 def _packed_frame(frame_type: int, messages: list[bytes]) -> list[bytes]:
-    """One frame of small messages, packed by msgpack's C packer (one copy, but fast)."""
-    body = _pack(messages)
-    return [_HEADER.pack(len(body) + 1, frame_type), body]
+    """One frame of small messages in one buffer (one copy, but fast)."""
+    return [_pack_messages(frame_type, messages)]
 
 
 def encode_messages(
@@ -402,6 +414,8 @@ def _decode_hello(body: memoryview) -> Hello:
         network=_text(data.get("network"), "HELLO network", optional=True),
         description=_text(data.get("description"), "HELLO description", optional=True),
         reliability=None if reliability is None else float(reliability),
+        user=_text(data.get("user"), "HELLO user", optional=True),
+        password=_text(data.get("password"), "HELLO password", optional=True),
     )
 
 
@@ -494,31 +508,55 @@ class FrameDecoder:
         if self._broken is not None:
             raise self._broken
         buffer = self._buffer
-        buffer += data
-        frames: list[Frame] = []
-        total = len(buffer)
-        offset = 0
+        # The usual read ends on a frame boundary with nothing left from the last one:
+        # then frames are read from ``data`` itself, and the buffer is not touched.
+        if buffer:
+            buffer += data
+            source: bytes | bytearray | memoryview = buffer
+        else:
+            source = data
         try:
-            with memoryview(buffer) as view:
-                while total - offset >= _HEADER_SIZE:
-                    length, frame_type = _HEADER.unpack_from(buffer, offset)
-                    if length == 0 or length > self.max_frame:
-                        raise ProtocolError(
-                            f"frame length {length} is outside 1..{self.max_frame} bytes"
-                        )
-                    if frame_type not in _FRAME_TYPES:
-                        raise ProtocolError(f"unknown frame type {frame_type}")
-                    end = offset + 4 + length
-                    if end > total:
-                        break
-                    frames.append(_decode(frame_type, view[offset + _HEADER_SIZE : end]))
-                    offset = end
+            frames, offset = self._frames(source)
         except ProtocolError as exc:
-            # The traceback may still hold views of the old buffer: drop it, don't resize it.
             self._broken = exc
             self._buffer = bytearray()
+            raise
+        if source is buffer:
+            if offset:
+                del buffer[:offset]
+        elif offset < len(source):
+            buffer += source[offset:]
+        return frames
+
+    def _frames(self, source: bytes | bytearray | memoryview) -> tuple[list[Frame], int]:
+        """The complete frames at the head of ``source`` and the offset after them."""
+        frames: list[Frame] = []
+        total = len(source)
+        offset = 0
+        max_frame = self.max_frame
+        try:
+            while total - offset >= _HEADER_SIZE:
+                # Runs of PUBLISH or DELIVER frames go through the fast path; it stops,
+                # without raising, at anything else, which the lines below take.
+                taken, offset = _take_message_frames(
+                    source, offset, max_frame, MAX_MESSAGE_SIZE, Publish, Deliver
+                )
+                frames += taken
+                if total - offset < _HEADER_SIZE:
+                    break
+                length, frame_type = _HEADER.unpack_from(source, offset)
+                if length == 0 or length > max_frame:
+                    raise ProtocolError(f"frame length {length} is outside 1..{max_frame} bytes")
+                if frame_type not in _FRAME_TYPES:
+                    raise ProtocolError(f"unknown frame type {frame_type}")
+                end = offset + 4 + length
+                if end > total:
+                    break
+                # A view, released before the caller may resize the buffer it looks into.
+                with memoryview(source) as view:
+                    frames.append(_decode(frame_type, view[offset + _HEADER_SIZE : end]))
+                offset = end
+        except ProtocolError as exc:
             exc.frames = frames
             raise
-        if offset:
-            del buffer[:offset]
-        return frames
+        return frames, offset

@@ -1,0 +1,160 @@
+"""The PDUs two remote-operation endpoints exchange, and their compact byte form.
+
+The specification's remote operations service carries an invocation, its
+result or error, and (on the 3-way service) the invoker's acknowledgment of
+that result. This module adds the two verify exchanges as PDUs of their own:
+``VERIFY`` (invoker asks the performer what became of an invocation) and
+``RVERIFY`` (performer asks the invoker whether it holds a result). Every PDU
+names its sender (``src``): endpoints are addressed by name, so an answer
+goes back to whoever asked, across restarts of either side.
+
+The byte form is a msgpack array. The argument and result travel as opaque
+bytes: the core never looks inside them (the driver encodes rvasync messages).
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Any
+
+import msgpack
+
+__all__ = ["Kind", "Pdu", "PduError", "VerifyStatus", "decode_pdu", "encode_pdu"]
+
+_WIRE_VERSION = 1
+
+
+class Kind(enum.IntEnum):
+    """What a PDU is."""
+
+    INVOKE = 1
+    RESULT = 2
+    ERROR = 3
+    ACK = 4
+    VERIFY = 5
+    VERIFY_REPLY = 6
+    RVERIFY = 7
+    RVERIFY_REPLY = 8
+
+
+class VerifyStatus(enum.IntEnum):
+    """A ``VERIFY_REPLY``'s or ``RVERIFY_REPLY``'s answer.
+
+    Performer → invoker (``VERIFY_REPLY``): ``NOT_EXECUTED`` (never performed,
+    and now fenced: a late copy of the invocation is refused), ``EXECUTING``,
+    ``ACKNOWLEDGED`` (performed, and its result was acknowledged earlier),
+    ``BUSY`` (no room to record a fence; ask again). A performed invocation is
+    answered with its RESULT or ERROR PDU instead.
+
+    Invoker → performer (``RVERIFY_REPLY``): ``KNOWN`` (the invoker holds the
+    outcome), ``PENDING`` (it still waits for it), ``UNKNOWN`` (it does not
+    hold it: it gave up, or lost its state).
+    """
+
+    NOT_EXECUTED = 1
+    EXECUTING = 2
+    ACKNOWLEDGED = 3
+    BUSY = 4
+    KNOWN = 5
+    PENDING = 6
+    UNKNOWN = 7
+
+
+class PduError(ValueError):
+    """Bytes that are not a remote-operation PDU (the driver drops and counts them)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Pdu:
+    """One PDU. Fields a kind does not use keep their defaults."""
+
+    kind: Kind
+    src: str
+    invoke_id: str
+    operation: str = ""
+    handshake: int = 2
+    body: bytes = b""
+    """The argument (INVOKE) or the result (RESULT)."""
+    code: str = ""
+    """ERROR: the error code."""
+    transient: bool = False
+    """ERROR: True when the invoker may retry (the operation was not performed)."""
+    detail: str = ""
+    """ERROR: a human-readable explanation."""
+    status: VerifyStatus | None = None
+    """VERIFY_REPLY / RVERIFY_REPLY: the answer."""
+
+
+def encode_pdu(pdu: Pdu) -> bytes:
+    """The byte form of ``pdu``."""
+    status = 0 if pdu.status is None else int(pdu.status)
+    return msgpack.packb(
+        [
+            _WIRE_VERSION,
+            int(pdu.kind),
+            pdu.src,
+            pdu.invoke_id,
+            pdu.operation,
+            pdu.handshake,
+            pdu.body,
+            pdu.code,
+            pdu.transient,
+            pdu.detail,
+            status,
+        ],
+        use_bin_type=True,
+    )
+
+
+def decode_pdu(data: bytes) -> Pdu:
+    """Parse ``data``; raises :class:`PduError` naming what is wrong."""
+    try:
+        items: Any = msgpack.unpackb(data, raw=False, strict_map_key=True)
+    except Exception as exc:  # msgpack raises several types on garbage
+        raise PduError(f"not msgpack: {exc}") from None
+    if not isinstance(items, list) or len(items) != 11:
+        raise PduError("not an 11-item array")
+    version, kind, src, invoke_id, operation, handshake, body, code, transient, detail, status = (
+        items
+    )
+    if version != _WIRE_VERSION:
+        raise PduError(f"unknown wire version {version!r}")
+    try:
+        kind = Kind(kind)
+    except ValueError:
+        raise PduError(f"unknown kind {kind!r}") from None
+    for name, value in (("src", src), ("invoke_id", invoke_id), ("operation", operation)):
+        if not isinstance(value, str):
+            raise PduError(f"{name} is not a string")
+    if not src or not invoke_id:
+        raise PduError("empty sender or invocation id")
+    if handshake not in (2, 3):
+        raise PduError(f"handshake must be 2 or 3, got {handshake!r}")
+    if not isinstance(body, bytes):
+        raise PduError("body is not bytes")
+    if not isinstance(code, str) or not isinstance(detail, str):
+        raise PduError("error code or detail is not a string")
+    if not isinstance(transient, bool):
+        raise PduError("transient is not a bool")
+    if status == 0:
+        parsed_status = None
+    else:
+        try:
+            parsed_status = VerifyStatus(status)
+        except ValueError:
+            raise PduError(f"unknown verify status {status!r}") from None
+    if kind in (Kind.VERIFY_REPLY, Kind.RVERIFY_REPLY) and parsed_status is None:
+        raise PduError("a verify reply without a status")
+    return Pdu(
+        kind,
+        src,
+        invoke_id,
+        operation,
+        handshake,
+        body,
+        code,
+        transient,
+        detail,
+        parsed_status,
+    )

@@ -1,0 +1,572 @@
+"""``rv.RemoteOps``: the asyncio driver of the remote-operations core, over any transport.
+
+It owns what the core must not: the transport listener on the endpoint's
+subject, one timer, the handler tasks, the futures of waiting invokers, and
+the optional state file. Each input (a PDU, a handler's completion, the
+timer, an application call) goes to :class:`~rvasync.protocol.rops.EndpointCore`
+with the wall-clock time, and its outputs are carried out, after the state
+that produced them is on disk when a state file is kept (the write-ahead
+rule, see :mod:`rvasync.protocol.rops.outputs`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import os
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from rvasync._logging import stderr_logger
+from rvasync.advmsg import make_advisory
+from rvasync.errors import (
+    DeliveryFailed,
+    InvalidArgument,
+    OperationError,
+    RvError,
+)
+from rvasync.message import Message
+from rvasync.protocol.rops import (
+    Completion,
+    EndpointCore,
+    Execute,
+    Outcome,
+    Outputs,
+    PduError,
+    QueryAnswer,
+    Retention,
+    RetryPolicy,
+    Settled,
+    VerifyStatus,
+)
+from rvasync.ropsdriver.statefile import StateFile
+from rvasync.ropsdriver.wire import (
+    check_endpoint_name,
+    endpoint_subject,
+    pdu_from,
+    pdu_message,
+)
+from rvasync.transport.base import BaseTransport
+from rvasync.transport.listener import Listener
+
+__all__ = ["Handler", "PendingInvocation", "RemoteOps", "VerifyResult"]
+
+Handler = Callable[[Message], "Message | Awaitable[Message | None] | None"]
+
+UNKNOWN_OPERATION = "unknown_operation"
+MALFORMED_ARGUMENTS = "malformed_arguments"
+HANDLER_FAILED = "handler_failed"
+BAD_RESULT = "bad_result"
+
+
+@dataclass(frozen=True, slots=True)
+class PendingInvocation:
+    """An invocation of this endpoint not settled yet (``RemoteOps.pending_invocations``)."""
+
+    invoke_id: str
+    peer: str
+    operation: str
+    argument: Message
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyResult:
+    """What a performer knows of an invocation (``RemoteOps.verify``).
+
+    ``status``: ``"result"`` (performed; ``result`` holds it), ``"error"``
+    (answered with a permanent error, ``error``), ``"not_executed"`` (never
+    performed, and now never will be), ``"acknowledged"`` (performed, its
+    result acknowledged earlier and no longer kept).
+    """
+
+    invoke_id: str
+    status: str
+    result: Message | None = None
+    error: OperationError | None = None
+
+
+def _check_operation(operation: object) -> str:
+    if not isinstance(operation, str) or not operation:
+        raise InvalidArgument(f"operation must be a non-empty str, got {operation!r}")
+    if len(operation) > 255:
+        raise InvalidArgument(f"operation name is {len(operation)} characters; at most 255")
+    return operation
+
+
+class RemoteOps:
+    """An endpoint that invokes and performs remote operations exactly once.
+
+    ``RemoteOps(transport, name, *, state=None, retention=None)``: ``name``
+    addresses this endpoint (unique on the network; it is a subject); ``state``
+    a file path for state that survives restarts (duplicate records, results
+    awaiting acknowledgment, unsettled invocations); ``retention`` a
+    :class:`~rvasync.protocol.rops.Retention` (how long duplicates are
+    recognised; defaults: 600 s, 100 000 records).
+    """
+
+    def __init__(
+        self,
+        transport: BaseTransport,
+        name: str,
+        *,
+        state: str | os.PathLike[str] | None = None,
+        retention: Retention | None = None,
+    ) -> None:
+        if not isinstance(transport, BaseTransport):
+            raise InvalidArgument(
+                f"transport must be an rvasync transport, got {type(transport).__name__}"
+            )
+        self.name = check_endpoint_name(name)
+        if state is not None:
+            if isinstance(state, bytes) or not isinstance(state, str | os.PathLike):
+                raise InvalidArgument(f"state must be a file path or None, got {state!r}")
+            state = os.fspath(state)
+            if not state:
+                raise InvalidArgument("state path must not be empty")
+        if retention is not None and not isinstance(retention, Retention):
+            raise InvalidArgument("retention must be an rvasync Retention")
+        self._transport = transport
+        self._state_path: str | None = state
+        self._retention = retention or Retention()
+        self._core = EndpointCore(self.name, os.urandom(8).hex(), self._retention)
+        self._handlers: dict[str, Handler] = {}
+        self._waiters: dict[str, list[asyncio.Future[Completion]]] = {}
+        self._queries: dict[tuple[str, str], list[asyncio.Future[QueryAnswer]]] = {}
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._statefile: StateFile | None = None
+        self._listener: Listener | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at: float | None = None
+        self._open = False
+        self._closed = False
+        self.malformed = 0
+        """PDUs dropped because they could not be parsed."""
+
+    # --- lifetime ---
+
+    async def open(self) -> RemoteOps:
+        if self._closed:
+            raise RvError("this RemoteOps was closed; make a new one")
+        if self._open:
+            return self
+        self._transport.check_open()
+        if self._state_path is not None:
+            self._statefile, data = await StateFile.open(self._state_path)
+            if data is not None:
+                try:
+                    self._core.restore(data)
+                except ValueError as exc:
+                    await self._statefile.close()
+                    raise InvalidArgument(f"state file {self._state_path!r}: {exc}") from None
+            self._statefile.start(lambda: (self._core.version, self._core.snapshot()))
+            await self._statefile.wait_durable(self._core.version)
+        # Last, with no await after it: handlers registered right after open see every PDU.
+        self._listener = self._transport.listen(
+            endpoint_subject(self.name), callback=self._on_message
+        )
+        self._open = True
+        self._rearm()
+        return self
+
+    async def close(self) -> None:
+        """Stop serving; unsettled invocations stay in the state file (if any) for next time."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._listener is not None:
+            await self._listener.close()
+        if self._timer is not None:
+            self._timer.cancel()
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._statefile is not None:
+            await self._statefile.close()
+        closed = RvError(f"RemoteOps {self.name!r} closed")
+        for waiters in self._waiters.values():
+            for fut in waiters:
+                if not fut.done():
+                    fut.set_exception(closed)
+        for queries in self._queries.values():
+            for qfut in queries:
+                if not qfut.done():
+                    qfut.set_exception(closed)
+
+    async def __aenter__(self) -> RemoteOps:
+        return await self.open()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    # --- performer ---
+
+    def perform(self, operation: str, handler: Handler) -> None:
+        """Serve ``operation`` with ``handler`` (plain or async function of the argument message).
+
+        The handler returns the result message (None for an empty one) or
+        raises :class:`~rvasync.errors.OperationError`; a transient one means
+        "not performed, retry later". Anything else it raises becomes the
+        permanent error ``handler_failed``.
+        """
+        _check_operation(operation)
+        if not callable(handler):
+            raise InvalidArgument(f"handler must be callable, got {type(handler).__name__}")
+        self._handlers[operation] = handler
+
+    # --- invoker ---
+
+    async def invoke(
+        self,
+        peer: str,
+        operation: str,
+        msg: Message,
+        *,
+        handshake: int = 3,
+        timeout: float = 2.0,
+        retries: int = 5,
+        backoff: float = 1.5,
+        max_wait: float = 30.0,
+        verify_attempts: int = 3,
+    ) -> Message:
+        """Invoke ``operation`` at endpoint ``peer`` with argument ``msg``; its result message.
+
+        ``timeout`` is the wait for the first attempt's answer; each retry
+        (same invocation id) waits ``backoff`` times longer, at most
+        ``max_wait``; after ``retries`` retries the performer is asked
+        ``verify_attempts`` times what became of it. Raises
+        :class:`~rvasync.errors.OperationError` (a permanent error: the
+        non-delivery report) or :class:`~rvasync.errors.DeliveryFailed`
+        (retries and verify exhausted; ``executed`` says what is known).
+        """
+        invoke_id, out = self._begin(
+            peer, operation, msg, handshake, timeout, retries, backoff, max_wait, verify_attempts
+        )
+        fut = self._waiter(invoke_id)
+        await self._carry(out)
+        return _settled(await fut)
+
+    async def start_invoke(
+        self,
+        peer: str,
+        operation: str,
+        msg: Message,
+        *,
+        handshake: int = 3,
+        timeout: float = 2.0,
+        retries: int = 5,
+        backoff: float = 1.5,
+        max_wait: float = 30.0,
+        verify_attempts: int = 3,
+    ) -> str:
+        """:meth:`invoke` in two steps: start it and return its id; :meth:`outcome` waits.
+
+        The id is on disk (with a state file) before the invocation leaves, so
+        a program that records it can ask for the outcome after a crash.
+        """
+        invoke_id, out = self._begin(
+            peer, operation, msg, handshake, timeout, retries, backoff, max_wait, verify_attempts
+        )
+        await self._carry(out)
+        return invoke_id
+
+    def _begin(
+        self,
+        peer: str,
+        operation: str,
+        msg: Message,
+        handshake: int,
+        timeout: float,
+        retries: int,
+        backoff: float,
+        max_wait: float,
+        verify_attempts: int,
+    ) -> tuple[str, Outputs]:
+        """Check the arguments and start an invocation in the core."""
+        check_endpoint_name(peer, "peer")
+        _check_operation(operation)
+        if not isinstance(msg, Message):
+            raise InvalidArgument(f"msg must be an rvasync Message, got {type(msg).__name__}")
+        if handshake not in (2, 3) or isinstance(handshake, bool):
+            raise InvalidArgument(f"handshake must be 2 or 3, got {handshake!r}")
+        policy = RetryPolicy(timeout, retries, backoff, max_wait, verify_attempts)
+        self._check_usable()
+        invoke_id, out = self._core.invoker.invoke(
+            peer, operation, msg.to_bytes(), handshake, policy, time.time()
+        )
+        return invoke_id, out
+
+    async def outcome(self, invoke_id: str) -> Message:
+        """The result of invocation ``invoke_id`` of this endpoint, once settled.
+
+        Raises as :meth:`invoke` does. Works for invocations restored from the
+        state file after a restart, and for settled ones still remembered.
+        """
+        if not isinstance(invoke_id, str):
+            raise InvalidArgument(f"invoke_id must be a str, got {invoke_id!r}")
+        self._check_usable()
+        done = self._core.invoker.settled(invoke_id)
+        if done is not None:
+            return _settled(done)
+        if self._core.invoker.phase_of(invoke_id) is None:
+            raise InvalidArgument(f"this endpoint holds no invocation {invoke_id!r}")
+        return _settled(await self._waiter(invoke_id))
+
+    def pending_invocations(self) -> list[PendingInvocation]:
+        """Each invocation not settled yet: after a restart, those the state file held.
+
+        A program that crashed between starting an invocation and recording
+        its id recognises it here by its argument, and waits for it with
+        :meth:`outcome` instead of invoking again.
+        """
+        return [
+            PendingInvocation(invoke_id, peer, operation, Message.from_bytes(body))
+            for invoke_id, peer, operation, body in self._core.invoker.unsettled()
+        ]
+
+    async def verify(
+        self, peer: str, invoke_id: str, *, timeout: float = 2.0, attempts: int = 3
+    ) -> VerifyResult:
+        """Ask ``peer`` what it knows of ``invoke_id``.
+
+        A performer that never saw the id records that it never will perform
+        it, so ``"not_executed"`` stays true. Raises ``DeliveryFailed`` when
+        the peer does not answer.
+        """
+        check_endpoint_name(peer, "peer")
+        if not isinstance(invoke_id, str) or not invoke_id:
+            raise InvalidArgument(f"invoke_id must be a non-empty str, got {invoke_id!r}")
+        policy = RetryPolicy(timeout, 0, 1.5, 30.0, attempts)
+        self._check_usable()
+        out = self._core.invoker.query(peer, invoke_id, policy, time.time())
+        fut: asyncio.Future[QueryAnswer] = asyncio.get_running_loop().create_future()
+        self._queries.setdefault((peer, invoke_id), []).append(fut)
+        await self._carry(out)
+        answer = await fut
+        if answer.status is None and answer.outcome is None:
+            raise DeliveryFailed(invoke_id, None, f"{peer!r} did not answer the verify")
+        if answer.outcome is not None:
+            if answer.outcome.ok:
+                return VerifyResult(invoke_id, "result", Message.from_bytes(answer.outcome.body))
+            return VerifyResult(invoke_id, "error", error=_error(invoke_id, answer.outcome))
+        if answer.status is VerifyStatus.ACKNOWLEDGED:
+            return VerifyResult(invoke_id, "acknowledged")
+        return VerifyResult(invoke_id, "not_executed")
+
+    @property
+    def stats(self) -> dict[str, int]:
+        """Counters of both roles (performed, duplicates, retries, verifies ...)."""
+        p, i = self._core.performer.stats, self._core.invoker.stats
+        out = {f"performer_{k}": getattr(p, k) for k in p.__dataclass_fields__}
+        out.update({f"invoker_{k}": getattr(i, k) for k in i.__dataclass_fields__})
+        out["malformed"] = self.malformed
+        out["state_writes"] = 0 if self._statefile is None else self._statefile.writes
+        return out
+
+    # --- the pump ---
+
+    def _check_usable(self) -> None:
+        if not self._open or self._closed:
+            raise RvError(f"RemoteOps {self.name!r} is not open")
+
+    def _waiter(self, invoke_id: str) -> asyncio.Future[Completion]:
+        fut: asyncio.Future[Completion] = asyncio.get_running_loop().create_future()
+        self._waiters.setdefault(invoke_id, []).append(fut)
+        return fut
+
+    def _on_message(self, msg: Message) -> None:
+        try:
+            pdu = pdu_from(msg)
+        except PduError as exc:
+            self.malformed += 1
+            if self.malformed == 1 or self.malformed % 1000 == 0:
+                stderr_logger().warning(
+                    "dropped a malformed remote-operation PDU",
+                    endpoint=self.name,
+                    error=str(exc),
+                    malformed=self.malformed,
+                )
+            return
+        self._step(self._core.receive(pdu, time.time()))
+
+    def _step(self, out: Outputs) -> None:
+        """Carry ``out`` out: at once, or once the state is durable."""
+        if self._statefile is None or self._statefile.durable_version >= self._core.version:
+            self._release(out)
+        else:
+            self._spawn(self._carry(out))
+        self._rearm()
+
+    async def _carry(self, out: Outputs) -> None:
+        if self._statefile is not None:
+            await self._statefile.wait_durable(self._core.version)
+        self._release(out)
+        self._rearm()
+
+    def _release(self, out: Outputs) -> None:
+        if self._closed:
+            return
+        for send in out.sends:
+            try:
+                self._transport.send_internal(pdu_message(send.dest, send.pdu))
+            except RvError as exc:  # a closed transport or a daemon link down: retries cover it
+                stderr_logger().warning(
+                    "remote-operation PDU not sent", endpoint=self.name, error=repr(exc)
+                )
+        for ex in out.executes:
+            self._execute(ex)
+        for done in out.completions:
+            for fut in self._waiters.pop(done.invoke_id, []):
+                if not fut.done():
+                    fut.set_result(done)
+        for answer in out.answers:
+            for qfut in self._queries.pop((answer.peer, answer.invoke_id), []):
+                if not qfut.done():
+                    qfut.set_result(answer)
+        for report in out.reports:
+            self._transport.present(
+                make_advisory(
+                    "WARN",
+                    "RVOPS",
+                    report.kind.value,
+                    self.name,
+                    fields=[
+                        ("invoke_id", report.invoke_id),
+                        ("peer", report.peer),
+                        ("operation", report.operation),
+                        ("ADV_DESC", report.detail),
+                    ],
+                )
+            )
+
+    def _spawn(self, coro: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._task_done)
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            stderr_logger().error(
+                "remote-operations task failed", endpoint=self.name, error=repr(task.exception())
+            )
+
+    def _execute(self, ex: Execute) -> None:
+        """Run the handler: at once when it is a plain function, in a task when it awaits."""
+        handler = self._handlers.get(ex.operation)
+        if handler is None:
+            self._complete(
+                ex,
+                Outcome.error(
+                    UNKNOWN_OPERATION,
+                    detail=f"{self.name!r} performs no operation {ex.operation!r}",
+                ),
+            )
+            return
+        try:
+            arg = Message.from_bytes(ex.body)
+        except RvError as exc:
+            self._complete(ex, Outcome.error(MALFORMED_ARGUMENTS, detail=str(exc)))
+            return
+        try:
+            result = handler(arg)
+        except Exception as exc:
+            self._complete(ex, _failure(exc))
+            return
+        if inspect.isawaitable(result):
+            self._spawn(self._finish(ex, result))
+        else:
+            self._complete(ex, _result(result))
+
+    async def _finish(self, ex: Execute, pending: Awaitable[Message | None]) -> None:
+        try:
+            result = await pending
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self._complete(ex, _failure(exc))
+            return
+        self._complete(ex, _result(result))
+
+    def _complete(self, ex: Execute, outcome: Outcome) -> None:
+        if not self._closed:
+            self._step(self._core.performer.complete(ex.invoke_id, outcome, time.time()))
+
+    def _rearm(self) -> None:
+        if self._closed or not self._open:
+            return
+        deadline = self._core.next_deadline()
+        if deadline is None:
+            return
+        if self._timer_at is not None and self._timer_at <= deadline:
+            return  # the armed timer comes first; it re-arms when it fires
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer_at = deadline
+        delay = max(0.0, deadline - time.time())
+        self._timer = asyncio.get_running_loop().call_later(delay, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._timer_at = None
+        now = time.time()
+        deadline = self._core.next_deadline()
+        if deadline is not None and deadline <= now:
+            self._step(self._core.handle_timer(now))
+        else:
+            self._rearm()
+
+
+def _failure(exc: Exception) -> Outcome:
+    """The outcome of a handler that raised ``exc``."""
+    if isinstance(exc, OperationError):
+        return Outcome.error(exc.code, transient=exc.transient, detail=exc.detail)
+    return Outcome.error(HANDLER_FAILED, detail=f"{type(exc).__name__}: {exc}")
+
+
+def _result(result: object) -> Outcome:
+    """The outcome of a handler that returned ``result``."""
+    if result is None:
+        result = Message()
+    if not isinstance(result, Message):
+        return Outcome.error(
+            BAD_RESULT, detail=f"the handler returned {type(result).__name__}, not a Message"
+        )
+    try:
+        return Outcome.result(result.to_bytes())
+    except RvError as exc:
+        return Outcome.error(BAD_RESULT, detail=str(exc))
+
+
+def _error(invoke_id: str, outcome: Outcome) -> OperationError:
+    return OperationError(
+        outcome.code, transient=outcome.transient, detail=outcome.detail, invoke_id=invoke_id
+    )
+
+
+def _settled(done: Completion) -> Message:
+    """The result of a settled invocation, or the exception that says how it ended."""
+    how = done.how
+    if how is Settled.RESULT:
+        assert done.outcome is not None
+        return Message.from_bytes(done.outcome.body)
+    last = None if done.last_error is None else _error(done.invoke_id, done.last_error)
+    if how is Settled.ERROR:
+        assert done.outcome is not None
+        raise _error(done.invoke_id, done.outcome)
+    if how is Settled.NOT_EXECUTED:
+        raise DeliveryFailed(
+            done.invoke_id,
+            False,
+            "no answer within the retries; the performer never performed it",
+            last,
+        )
+    if how is Settled.ACKNOWLEDGED:
+        raise DeliveryFailed(
+            done.invoke_id, True, "performed, but its acknowledged result was lost here", last
+        )
+    raise DeliveryFailed(
+        done.invoke_id, None, "no answer within the retries and verify; outcome unknown", last
+    )

@@ -1,0 +1,224 @@
+"""Asking the current value caches: ``request_retained`` and the ``retained=True`` hand-over.
+
+Both are the requester's side of the cache protocol
+(:mod:`rvasync.protocol.cvc`), built on a transport's public methods only:
+an inbox listener gathers the answer parts of every cache on the network and
+:class:`~rvasync.protocol.cvc.AnswerCollector` merges them (one message per
+subject, the newest); :class:`RetainedHandOver` feeds a listener's live
+deliveries and that answer through :class:`~rvasync.protocol.cvc.HandOver`
+so the program sees the retained messages first, then the live stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from rvasync._logging import stderr_logger
+from rvasync.advisories import build_advisory
+from rvasync.errors import (
+    MalformedMessage,
+    QueueDestroyed,
+    RequestTimeout,
+    RvError,
+    TransportClosed,
+)
+from rvasync.fieldtypes import FieldType
+from rvasync.message import Message
+from rvasync.protocol.cvc import AnswerCollector, HandOver, unpack_entries
+from rvasync.protocol.cvc import names as cvc
+from rvasync.subjects import check_listen_subject, subject_matches
+
+if TYPE_CHECKING:
+    from rvasync.transport.base import BaseTransport
+    from rvasync.transport.listener import Listener
+
+__all__ = [
+    "RETAINED_SETTLE",
+    "RETAINED_TIMEOUT",
+    "RetainedHandOver",
+    "collect_retained",
+    "request_message",
+]
+
+#: How long ``listen(retained=True)`` waits for the caches' answers (seconds).
+RETAINED_TIMEOUT = 5.0
+#: How long a subject whose retained message was delivered holds newer live
+#: ones while the live copy of that publication may still come (seconds).
+RETAINED_SETTLE = 0.5
+
+_RUNNING: set[asyncio.Task[None]] = set()
+
+
+def request_message(pattern: str, inbox: str) -> Message:
+    """The request for the retained messages matching ``pattern``, answered to ``inbox``."""
+    msg = Message(cvc.REQUEST_SUBJECT, reply_subject=inbox)
+    msg.add(cvc.REQUEST_PATTERN, pattern)
+    return msg
+
+
+def _parse_part(
+    msg: Message,
+) -> tuple[str, list[str], int, bool, list[tuple[str, float, bytes]]]:
+    values = msg.field_values()
+    cache = values.get(cvc.ANSWER_CACHE)
+    peers = values.get(cvc.ANSWER_PEERS, [])
+    part = values.get(cvc.ANSWER_PART)
+    last = values.get(cvc.ANSWER_LAST)
+    entries = values.get(cvc.ANSWER_ENTRIES, b"")
+    if (
+        not isinstance(cache, str)
+        or not isinstance(peers, list)
+        or not isinstance(part, int)
+        or not isinstance(last, bool)
+        or not isinstance(entries, bytes | bytearray)
+    ):
+        raise MalformedMessage("not a cache answer part")
+    return cache, [str(p) for p in peers], part, last, unpack_entries(bytes(entries))
+
+
+async def collect_retained(transport: BaseTransport, pattern: str, timeout: float) -> list[Message]:
+    """The merged answer of every cache to a request for ``pattern`` (see AnswerCollector).
+
+    RequestTimeout if no cache answered completely within ``timeout``; with
+    some caches answering and others named but silent, what was gathered is
+    returned and a WARN advisory ``_RV.WARN.SYSTEM.RETAINED.INCOMPLETE``
+    names the silent ones.
+    """
+    check_listen_subject(pattern)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    inbox = transport.create_inbox()
+    # The inbox listener's own queue: closing the transport destroys it, which
+    # ends the wait at once (TransportClosed) instead of at the timeout.
+    listener = transport.listen(inbox)
+    collector: AnswerCollector[bytes] = AnswerCollector()
+    try:
+        pending = transport.send_internal(request_message(pattern, inbox))
+        if pending is not None:
+            await pending
+        while not collector.complete:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                break
+            try:
+                part = await listener.get(remaining)
+            except TimeoutError:
+                break
+            except QueueDestroyed:
+                raise TransportClosed("the transport closed during a retained request") from None
+            try:
+                cache, peers, number, last, entries = _parse_part(part)
+            except MalformedMessage as exc:
+                stderr_logger().warning("ignored a bad cache answer part", reason=str(exc))
+                continue
+            collector.on_part(cache, peers, number, last, entries)
+    finally:
+        listener.close_now()
+    if not collector.heard:
+        raise RequestTimeout(f"no cache answered the request for {pattern!r} within {timeout} s")
+    missing = collector.missing()
+    if missing:
+        transport.present(
+            build_advisory(
+                "WARN",
+                "RETAINED.INCOMPLETE",
+                [("pattern", pattern), ("missing", missing, FieldType.STRINGARRAY)],
+            )
+        )
+    answer: list[Message] = []
+    for wire in collector.result():
+        msg = Message.from_bytes(wire)
+        # A cache answers with what it stored for the subjects it named; anything
+        # else (a damaged or foreign answer) is not what was asked for.
+        if msg.subject is not None and subject_matches(pattern, msg.subject):
+            answer.append(msg)
+        else:
+            stderr_logger().warning(
+                "ignored a retained message outside the request", pattern=pattern
+            )
+    return answer
+
+
+class RetainedHandOver:
+    """Drives one listener's hand-over from retained messages to its live stream."""
+
+    __slots__ = ("_core", "_listener", "_loop", "_queue", "_task", "_timer", "_transport")
+
+    def __init__(
+        self,
+        transport: BaseTransport,
+        listener: Listener,
+        *,
+        timeout: float = RETAINED_TIMEOUT,
+        settle: float = RETAINED_SETTLE,
+    ) -> None:
+        self._transport = transport
+        self._listener = listener
+        self._queue = listener.queue
+        self._loop = asyncio.get_running_loop()
+        self._core: HandOver[Message] = HandOver(settle)
+        self._timer: asyncio.TimerHandle | None = None
+        listener.intercept(self._on_live)
+        self._task = self._loop.create_task(
+            self._ask(timeout), name=f"rvasync-retained:{listener.subject}"
+        )
+        # The loop holds tasks weakly: keep this one until it ends, even if the
+        # listener closes (and drops this object) meanwhile.
+        _RUNNING.add(self._task)
+        self._task.add_done_callback(_RUNNING.discard)
+
+    @property
+    def done(self) -> bool:
+        return self._core.done
+
+    def _deliver(self, messages: list[Message]) -> None:
+        if self._listener.closed:
+            return
+        deliver = self._queue.deliver
+        for msg in messages:
+            deliver(msg)
+
+    def _on_live(self, msg: Message) -> None:
+        self._deliver(self._core.on_live(msg, self._loop.time()))
+        self._arm()
+
+    async def _ask(self, timeout: float) -> None:
+        listener = self._listener
+        try:
+            answer = await collect_retained(self._transport, listener.subject, timeout)
+        except RequestTimeout:
+            answer = []
+            if not listener.closed:
+                self._transport.present(
+                    build_advisory("WARN", "RETAINED.NO_ANSWER", {"subject": listener.subject})
+                )
+        except RvError as exc:  # the transport closed under us, or alike
+            answer = []
+            if not listener.closed:
+                stderr_logger().warning("retained request failed", reason=str(exc))
+        closure = listener.closure
+        for msg in answer:
+            msg.listener = listener
+            msg.closure = closure
+        self._deliver(self._core.on_answer(answer, self._loop.time()))
+        self._arm()
+
+    def _arm(self) -> None:
+        core = self._core
+        if core.done:
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            # Nothing held any more: give the listener its plain queue delivery back.
+            self._listener.intercept(None)
+            return
+        deadline = core.deadline
+        if deadline is None or self._timer is not None:
+            return
+        self._timer = self._loop.call_at(deadline, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._deliver(self._core.on_timer(self._loop.time()))
+        self._arm()
