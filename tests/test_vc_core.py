@@ -289,3 +289,14 @@ def _header(kind: int, seq: int = 0) -> bytes:
 def test_not_a_frame(fields: dict[str, object]) -> None:
     with pytest.raises(MalformedMessage):
         frame_from_message(Message("_INBOX.X.1", fields))
+
+
+def test_a_stall_of_this_side_alone_does_not_break_the_circuit() -> None:
+    sim = VcSim(params=PARAMS)
+    a, _ = connected_pair(sim)
+    later = sim.now + 10 * PARAMS.silence  # A's process did not run for a long while
+    out = a.timer(later)
+    assert out.disconnected is None and a.state is CircuitState.CONNECTED
+    # ... but a partner that stays silent afterwards is still found out.
+    out = a.timer(later + PARAMS.silence / 2)
+    assert out.disconnected is not None and out.disconnected[0] is False

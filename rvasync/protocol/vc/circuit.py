@@ -25,7 +25,11 @@ Why each piece exists:
 * Monitoring. A terminal that has sent nothing for ``heartbeat`` seconds
   sends an ACK (the heartbeat); one that has heard nothing from its partner
   for ``silence`` seconds breaks the circuit. So a partner that dies
-  silently is noticed within ``silence`` seconds plus one timer delay.
+  silently is noticed within ``silence`` seconds plus one timer delay. A
+  terminal whose own timer comes more than ``silence / 2`` late (its process
+  was starved or stopped) first gives the partner half a silence period, since
+  the partner's frames may be waiting unread: a stall of this side alone does
+  not break the circuit.
 * Ending. CLOSE carries the number of the last DATA sent; the receiver ends
   the circuit gracefully once everything up to it is delivered. A terminal
   that finds the circuit broken tells its partner with ABORT (best effort),
@@ -142,6 +146,7 @@ class Circuit:
         # handshake
         self._started: float | None = None
         self._connect_at: float | None = None
+        self._last_tick: float | None = None  # the previous timer call while connected
 
     # -- introspection -------------------------------------------------------
 
@@ -272,6 +277,13 @@ class Circuit:
             return out
         if self.state is CircuitState.DISCONNECTED:
             return out
+        stalled = self._last_tick is not None and now - self._last_tick > p.silence / 2
+        self._last_tick = now
+        if stalled:
+            # This terminal was not run for a long while (its process starved or
+            # stopped): what the partner sent meanwhile may still wait unread, so
+            # the partner gets half a silence period from now, not a verdict.
+            self._last_heard = max(self._last_heard, now - p.silence / 2)
         if now >= self._last_heard + p.silence:
             self._abort(out, f"no heartbeat from the other terminal for {p.silence} s", now)
             return out
