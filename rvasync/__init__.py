@@ -42,6 +42,7 @@ from rvasync.timers import Timer
 from rvasync.transport.listener import Listener
 from rvasync.transport.network import Transport
 from rvasync.transport.process import ProcessTransport, process_transport
+from rvasync.vcdriver import VcTransport
 
 __all__ = [
     "CmLabel",
@@ -86,6 +87,7 @@ __all__ = [
     "Timer",
     "Transport",
     "TransportClosed",
+    "VcTransport",
     "VerifyResult",
     "__version__",
     "default_queue",

@@ -19,6 +19,14 @@ Rows (variants):
   ``rv.Transport(reply_poll=0)``: the requester sleeps while its request is out
   instead of polling for the reply (the default polls up to 0.5 ms), so the
   row shows what being woken costs.
+- *direct communication* (request/reply only): both transports with a
+  two-part service (``"<port>:"``); the requester learns the replier's inbox
+  once and sends every request there, so requests and replies both travel over
+  the transports' own UDP channels instead of through the daemons.
+- *virtual circuit* (one-to-one pub/sub only): the publisher asks the
+  subscriber for a circuit, connects to the accept terminal it is invited to,
+  and publishes every message on the circuit (ordered, acknowledged,
+  retransmitted), beside the plain transport's row.
 
 Rows report "not available in this rvasync build" until the names they need exist.
 """
@@ -33,7 +41,7 @@ from typing import Any
 from benchmarks.environments import UdpPort
 from benchmarks.interfaces import PubSub, ReqRep
 from benchmarks.procs import LOOPBACK, Broker, free_port
-from benchmarks.registry import Variant, adapter
+from benchmarks.registry import Params, Scenario, Variant, adapter
 from benchmarks.systems.rvasync_api import ListenerPubSub, missing, missing_module
 
 IN_PROCESS_DAEMON = Variant(name="ipm", label="in-process daemon", headline=True)
@@ -61,6 +69,24 @@ SERVICE_KEY = Variant(
 )
 #: The secret the service-key rows share (any 16 bytes or more will do).
 BENCH_SERVICE_KEY = "rvasync-benchmark-service-key"
+#: Request/reply only: both transports with direct communication (two-part service
+#: "<port>:"); the requester asks the replier for its inbox once, then sends every
+#: request to that inbox, so requests and replies both take the direct channels.
+DIRECT = Variant(
+    name="ipm-direct",
+    label="in-process daemon, direct communication (requests to the replier's inbox)",
+    headline=False,
+    unavailable=lambda: missing_module("rvasync.transport.direct", "DirectChannel"),
+)
+#: One-to-one pub/sub only: the messages travel on a virtual circuit (rv.VcTransport).
+CIRCUIT = Variant(
+    name="ipm-circuit",
+    label="in-process daemon, virtual circuit",
+    headline=False,
+    unavailable=lambda: missing("VcTransport"),
+)
+#: Where the circuit's publisher asks for an invitation.
+CIRCUIT_ASK = "bench.circuit.ask"
 STANDALONE_DAEMON = Variant(
     name="standalone",
     label="standalone daemon",
@@ -127,8 +153,11 @@ class _RvNetwork:
             options["reply_poll"] = 0.0
         elif self.variant.name == SERVICE_KEY.name:
             options["service_key"] = BENCH_SERVICE_KEY
+        service = str(self.env["ports"][0])
+        if self.variant.name == DIRECT.name:
+            service += ":"  # an ephemeral direct port
         self.transport = rv.Transport(
-            service=str(self.env["ports"][0]),
+            service=service,
             network=None,
             daemon=self.env.get("daemon"),
             **options,
@@ -145,10 +174,75 @@ class _RvNetwork:
 
 @adapter
 class RvNetworkPubSub(ListenerPubSub, _RvNetwork, PubSub):
-    """Publish with ``await t.send(msg)``, receive with ``async for`` on a Listener."""
+    """Publish with ``await t.send(msg)``, receive with ``async for`` on a Listener.
+
+    The circuit variant publishes on a virtual circuit terminal instead.
+    """
 
     system = "rvasync"
     capability = "pubsub"
+
+    @classmethod
+    def variants(cls) -> Sequence[Variant]:
+        return (IN_PROCESS_DAEMON, CIRCUIT, STANDALONE_DAEMON)
+
+    @classmethod
+    def not_applicable(cls, scenario: Scenario, params: Params, variant: Variant) -> str | None:
+        if variant.name != CIRCUIT.name:
+            return None
+        if int(params.get("subs", 1)) != 1 or int(params.get("pubs", 1)) != 1:
+            return "a virtual circuit joins exactly two terminals (one publisher, one subscriber)"
+        if int(params.get("messages", 0)) < 2:
+            return "one message says nothing about a circuit's throughput"
+        return None
+
+    async def subscribe(self, subject: str) -> Any:
+        if self.variant.name != CIRCUIT.name:
+            return await super().subscribe(subject)
+        rv, transport = self.rv, self.transport
+        self.vc = rv.VcTransport.accept(transport)
+        listener = self.vc.listen(subject)
+        self.listeners.append(listener)
+        asks = transport.listen(CIRCUIT_ASK)
+        self.listeners.append(asks)
+        connect_subject = self.vc.connect_subject
+
+        async def invite() -> None:
+            async for ask in asks:
+                invitation = rv.Message(fields={}, reply_subject=connect_subject)
+                await transport.send_reply(invitation, ask)
+
+        self.inviter = asyncio.create_task(invite())
+        return listener
+
+    async def wait_subscribers(self, count: int, timeout: float) -> None:
+        if self.variant.name != CIRCUIT.name:
+            return
+        rv, transport = self.rv, self.transport
+        async with asyncio.timeout(timeout):
+            while True:
+                try:
+                    invitation = await transport.send_request(rv.Message(CIRCUIT_ASK, {}), 1.0)
+                    break
+                except rv.RequestTimeout:
+                    continue
+            self.vc = rv.VcTransport.connect(transport, invitation.reply_subject)
+            await self.vc.wait_connected()
+
+    async def publish(self, handle: Any) -> None:
+        if self.variant.name == CIRCUIT.name:
+            await self.vc.send(handle)
+        else:
+            await self.transport.send(handle)
+
+    async def close(self) -> None:
+        inviter = getattr(self, "inviter", None)
+        if inviter is not None:
+            inviter.cancel()
+        vc = getattr(self, "vc", None)
+        if vc is not None and not vc.disconnected:
+            await asyncio.wait_for(vc.close(), 30)
+        await super().close()
 
 
 @adapter
@@ -160,12 +254,31 @@ class RvNetworkReqRep(_RvNetwork, ReqRep):
 
     @classmethod
     def variants(cls) -> Sequence[Variant]:
-        return (IN_PROCESS_DAEMON, NO_REPLY_POLL, BUSY_POLL, SERVICE_KEY, STANDALONE_DAEMON)
+        return (
+            IN_PROCESS_DAEMON,
+            NO_REPLY_POLL,
+            BUSY_POLL,
+            SERVICE_KEY,
+            DIRECT,
+            STANDALONE_DAEMON,
+        )
 
     async def serve(self, subject: str) -> None:
-        listener = self.transport.listen(subject)
-        self.listeners.append(listener)
         rv, transport = self.rv, self.transport
+        if self.variant.name == DIRECT.name:
+            # Requests come to this inbox (direct); the subject only tells where it is.
+            inbox = transport.create_inbox()
+            where = transport.listen(subject)
+            self.listeners.append(where)
+
+            async def tell() -> None:
+                async for ask in where:
+                    await transport.send_reply(rv.Message(fields={"inbox": inbox}), ask)
+
+            self.teller = asyncio.create_task(tell())
+            subject = inbox
+        listener = transport.listen(subject)
+        self.listeners.append(listener)
 
         async def echo() -> None:
             async for request in listener:
@@ -174,14 +287,19 @@ class RvNetworkReqRep(_RvNetwork, ReqRep):
         self.server = asyncio.create_task(echo())
 
     def prepare(self, subject: str, payload: bytes) -> Any:
+        self.where = subject
         return self.rv.Message(subject, {"data": payload})
 
     async def request(self, handle: Any, timeout: float) -> bytes:
+        if self.variant.name == DIRECT.name and handle.subject == self.where:
+            # Once (the first warm-up request): learn the replier's inbox.
+            answer = await self.transport.send_request(self.rv.Message(self.where, {}), timeout)
+            handle.subject = answer["inbox"]
         reply = await self.transport.send_request(handle, timeout)
         return bytes(reply["data"])
 
     async def close(self) -> None:
-        server = getattr(self, "server", None)
-        if server is not None:
-            server.cancel()
+        for task in (getattr(self, "server", None), getattr(self, "teller", None)):
+            if task is not None:
+                task.cancel()
         await super().close()

@@ -59,14 +59,57 @@ _SIOCGIFNETMASK = 0x891B
 
 @dataclass(frozen=True, slots=True)
 class ServiceSpec:
-    """A resolved service: the UDP ``port`` and the ``text`` the transport gave (for reports)."""
+    """A resolved service: the UDP ``port`` and the ``text`` the transport gave (for reports).
+
+    ``direct`` is the second part of a two-part service (direct communication):
+    None for a one-part service (disabled), 0 for an ephemeral port, else the
+    UDP port the transport binds itself. The daemon never sees it.
+    """
 
     port: int
     text: str
+    direct: int | None = None
 
 
 def parse_service(service: str | None) -> ServiceSpec:
-    """Resolve a service parameter; InvalidArgument names what is wrong."""
+    """Resolve a service parameter, one part or two (``"regular:direct"``).
+
+    InvalidArgument names what is wrong.
+    """
+    if isinstance(service, str) and ":" in service:
+        return _parse_two_part(service)
+    return _parse_one_part(service)
+
+
+def regular_service(service: str | None) -> str | None:
+    """The part of a service parameter the daemon uses (the first); None stays None."""
+    if isinstance(service, str) and ":" in service:
+        return service.split(":", 1)[0].strip() or None
+    return service
+
+
+def _parse_two_part(service: str) -> ServiceSpec:
+    regular_text, direct_text = service.split(":", 1)
+    direct_text = direct_text.strip()
+    if ":" in direct_text:
+        raise InvalidArgument(f"service {service!r}: at most two parts, 'regular:direct'")
+    regular = _parse_one_part(regular_text.strip() or None)
+    if direct_text in ("", "0"):
+        direct = 0  # ephemeral: the system picks the direct port
+    else:
+        try:
+            direct = _parse_one_part(direct_text).port
+        except InvalidArgument as exc:
+            raise InvalidArgument(f"service {service!r}: direct part: {exc}") from None
+    if direct == regular.port:
+        raise InvalidArgument(
+            f"service {service!r}: the two parts must be different ports (the direct"
+            " channel cannot bind the daemon's service)"
+        )
+    return ServiceSpec(regular.port, service.strip(), direct)
+
+
+def _parse_one_part(service: str | None) -> ServiceSpec:
     if service is None or service == "":
         try:
             port = socket.getservbyname("rendezvous", "udp")
@@ -79,11 +122,6 @@ def parse_service(service: str | None) -> ServiceSpec:
             f"got {type(service).__name__}"
         )
     text = service.strip()
-    if ":" in text:
-        raise InvalidArgument(
-            f"service {service!r}: two-part services (direct communication, 'regular:direct') "
-            "are not supported; give one port number or service name"
-        )
     if text.isascii() and text.isdigit():  # not "²" or "١٢": str.isdigit takes any script
         # More than five significant digits is no port (and int() refuses over 4300 digits).
         port = int(text) if len(text.lstrip("0")) <= 5 else 0

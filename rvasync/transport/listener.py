@@ -1,7 +1,7 @@
 """Listeners: a transport's interest in a subject, and the stream of what matches it.
 
-A listener is an async iterator of its messages (``async for msg in listener``)
-and an async context manager that closes it on exit. Messages wait in the
+A listener is an async iterator of its messages (``async for msg in listener``,
+``await anext(listener)``) and an async context manager that closes it on exit. Messages wait in the
 listener's own queue, or in a queue the program gave (shared with other
 listeners, so one consumer sees them all in arrival order). With a callback the
 listener dispatches itself: a task takes each message from the queue and calls
@@ -28,6 +28,11 @@ Callback = Callable[["Message"], Awaitable[None] | None]
 
 def _dropped(_msg: Message) -> None:
     """What a closed listener does with a late delivery: nothing."""
+
+
+async def _ended() -> Message:
+    """``anext`` on a closed listener whose queue lives on (the program's): the end."""
+    raise StopAsyncIteration
 
 
 class Listener:
@@ -119,6 +124,18 @@ class Listener:
     def __aiter__(self) -> AsyncIterator[Message]:
         # Iterating a listener is iterating its queue: no extra layer per message.
         return self._queue.__aiter__()
+
+    def __anext__(self) -> Awaitable[Message]:
+        """The next message (``await anext(listener)``); ``StopAsyncIteration`` once closed.
+
+        A listener's own queue is destroyed when it closes, which ends its
+        iteration; a queue the program shared lives on, so a closed listener
+        on it ends here instead of waiting on other listeners' messages.
+        """
+        if self.deliver is _dropped and not self._own_queue:
+            return _ended()
+        result: Awaitable[Message] = self._queue.__anext__()
+        return result
 
     async def get(self, timeout: float | None = None) -> Message:
         """The next message (``TimeoutError`` after ``timeout`` seconds)."""

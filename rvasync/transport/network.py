@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from rvasync.busypoll import BusyPoller, check_window, poller_for
 from rvasync.daemon.engine import check_reliability
+from rvasync.daemon.params import parse_network, parse_service, regular_service
 from rvasync.errors import (
     DaemonUnavailable,
     InvalidArgument,
@@ -38,6 +39,7 @@ from rvasync.transport.base import (
     check_timeout,
     not_a_message,
 )
+from rvasync.transport.direct import DirectChannel, open_direct_socket
 from rvasync.transport.links import DaemonLink, InProcessLink, _not_open
 
 if TYPE_CHECKING:
@@ -152,6 +154,11 @@ class Transport(BaseTransport):
                 "service_key is for the in-process daemon; a standalone daemon takes its key "
                 "from its own configuration (rvasync daemon --service-key-file)"
             )
+        #: The direct port asked for by a two-part service (0: ephemeral), else None.
+        self._direct_port = (
+            parse_service(self.service).direct if self.service and ":" in self.service else None
+        )
+        self._direct: DirectChannel | None = None
         if not isinstance(batch, bool):
             raise InvalidArgument(f"batch must be True or False, got {batch!r}")
         super().__init__(description=description)
@@ -182,7 +189,7 @@ class Transport(BaseTransport):
         standalone daemon gives a new one after a reconnect."""
         if self._link is None:
             return None
-        return self._inbox_prefix[len("_INBOX.") : -1]
+        return self._link.inbox_prefix[len("_INBOX.") : -1]
 
     @property
     def link(self) -> DaemonLink | None:
@@ -214,12 +221,55 @@ class Transport(BaseTransport):
         self._inbox_prefix = link.inbox_prefix
         self._publish = link.publish
         self._publish_many = link.publish_many
+        if self._direct_port is not None and self._direct_eligible():
+            await self._open_direct(link)
         return self
+
+    # -- direct communication (rvasync.transport.direct) --------------------------
+
+    @property
+    def direct_enabled(self) -> bool:
+        """True while point-to-point messages can use this transport's direct channel."""
+        return self._direct is not None
+
+    @property
+    def direct(self) -> DirectChannel | None:
+        """The direct channel (two-part service, open, attached to a local daemon), or None."""
+        return self._direct
+
+    def _direct_eligible(self) -> bool:
+        # The spec: only transports attached to a local daemon communicate directly.
+        if self.daemon is None:
+            return True
+        host = parse_daemon(self.daemon).host
+        return host in ("", "localhost") or host.startswith("127.")
+
+    async def _open_direct(self, link: DaemonLink) -> None:
+        try:
+            sock = open_direct_socket(parse_network(self.network).interface, self._direct_port or 0)
+        except BaseException:
+            await self.close()  # the transport cannot be what was asked for
+            raise
+        channel = self._direct = DirectChannel(
+            sock,
+            deliver=self._deliver_direct,
+            owns=self._owns_inbox,
+            present=self._present,
+            reliability=self.reliability,
+        )
+        self._inbox_prefix = f"{link.inbox_prefix}{channel.tag}."
+        self._publish = channel.wrap(link.publish)
+
+    def _owns_inbox(self, subject: str) -> bool:
+        return subject.startswith(self._inbox_prefix)
+
+    def _deliver_direct(self, msg: Message) -> None:
+        self.link_deliver_inbox(msg, True)
 
     def _make_link(self) -> DaemonLink:
         if self.daemon is None:
             return InProcessLink(
-                service=self.service,
+                service=regular_service(self.service),
                 network=self.network,
                 description=self.description,
                 reliability=self.reliability,
@@ -235,7 +285,7 @@ class Transport(BaseTransport):
             ) from None
         return TcpLink(
             self.daemon,
-            service=self.service,
+            service=regular_service(self.service),
             network=self.network,
             description=self.description,
             reliability=self.reliability,
@@ -253,6 +303,9 @@ class Transport(BaseTransport):
         for reply in replies.values():
             if not reply.done():
                 reply.set_exception(TransportClosed("the transport was closed during the request"))
+        direct, self._direct = self._direct, None
+        if direct is not None:
+            direct.close()
         link = self._link
         if link is not None:
             await link.close()
@@ -417,7 +470,8 @@ class Transport(BaseTransport):
         Inboxes made before named the old session, which is gone with its
         daemon; replies to them are lost (a pending request times out).
         """
-        self._inbox_prefix = prefix
+        direct = self._direct
+        self._inbox_prefix = prefix if direct is None else f"{prefix}{direct.tag}."
 
     def link_deliver_inbox(self, msg: Message, owned: bool) -> None:
         """A message for one of this transport's inboxes: the reply a request waits for,

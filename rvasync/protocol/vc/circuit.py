@@ -1,0 +1,408 @@
+"""One circuit terminal as a state machine: handshake, ordered delivery, monitoring.
+
+The core never touches a socket, a transport or a clock: the driver feeds it
+frames (:meth:`Circuit.receive`), program calls (:meth:`~Circuit.send`,
+:meth:`~Circuit.close`) and timer expiries (:meth:`~Circuit.timer`), each
+with ``now`` in seconds, and carries out the :class:`Outputs` it returns.
+
+Why each piece exists:
+
+* Handshake. The connector sends CONNECT (its token and inbox) to the
+  acceptor's connect subject until ACCEPT comes back; the acceptor takes the
+  first CONNECT only, and answers repeats of *that* CONNECT again (its
+  ACCEPT may have been lost). A connector that hears nothing for
+  ``silence`` seconds fails.
+* Exclusivity. Every later frame must name the receiver's token and come
+  from the partner's token; anything else is counted in ``foreign`` and
+  dropped.
+* Order without gaps. DATA frames are numbered; the receiver delivers in
+  number order, drops duplicates and holds early frames. The sender keeps
+  every frame until a cumulative ack covers it and retransmits the
+  unacknowledged ones when acks stop advancing (backing off to the
+  heartbeat interval). A frame unacknowledged for ``silence`` seconds, or a
+  hole the receiver has waited ``silence`` seconds to fill, breaks the
+  circuit: delivery stops *before* the hole, with an error, never after it.
+* Monitoring. A terminal that has sent nothing for ``heartbeat`` seconds
+  sends an ACK (the heartbeat); one that has heard nothing from its partner
+  for ``silence`` seconds breaks the circuit. So a partner that dies
+  silently is noticed within ``silence`` seconds plus one timer delay. A
+  terminal whose own timer comes more than ``silence / 2`` late (its process
+  was starved or stopped) first gives the partner half a silence period, since
+  the partner's frames may be waiting unread: a stall of this side alone does
+  not break the circuit.
+* Ending. CLOSE carries the number of the last DATA sent; the receiver ends
+  the circuit gracefully once everything up to it is delivered. A terminal
+  that finds the circuit broken tells its partner with ABORT (best effort),
+  so both sides report the failure.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections import OrderedDict
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from rvasync.errors import InvalidArgument, NotPermitted, TransportClosed
+from rvasync.protocol.vc.frames import TOKEN_SIZE, Frame, FrameKind
+
+__all__ = ["Circuit", "CircuitParams", "CircuitState", "Outputs"]
+
+
+class CircuitState(enum.Enum):
+    CONNECTING = "connecting"
+    CONNECTED = "connected"
+    DISCONNECTED = "disconnected"
+
+
+@dataclass(slots=True, frozen=True)
+class CircuitParams:
+    """Timing of a circuit, in seconds (both terminals should use the same values).
+
+    ``silence`` is the documented disconnect time: a partner silent that
+    long, or data unacknowledged that long, breaks the circuit. Six
+    heartbeats fit in it by default, so only a long run of lost heartbeats
+    (not one or two) is taken for a dead partner.
+    """
+
+    heartbeat: float = 0.5
+    silence: float = 3.0
+    retransmit: float = 0.2
+    ack_delay: float = 0.02
+    max_early: int = 65536
+    burst: int = 256
+
+    def __post_init__(self) -> None:
+        for name in ("heartbeat", "silence", "retransmit", "ack_delay"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+                raise InvalidArgument(f"circuit {name} must be a positive number, got {value!r}")
+            if value == float("inf"):
+                raise InvalidArgument(f"circuit {name} must be finite")
+        if self.silence <= self.heartbeat:
+            raise InvalidArgument(
+                f"circuit silence ({self.silence}) must exceed the heartbeat ({self.heartbeat}):"
+                " a partner needs time to send at least one heartbeat"
+            )
+        for name in ("max_early", "burst"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InvalidArgument(f"circuit {name} must be a positive int, got {value!r}")
+
+
+@dataclass(slots=True)
+class Outputs:
+    """What one input produced: frames to transmit (address, frame), payloads to
+    deliver in order, and at most one state change (``connected``, or
+    ``disconnected`` = (graceful, reason))."""
+
+    transmit: list[tuple[str, Frame]] = field(default_factory=list)
+    deliver: list[Any] = field(default_factory=list)
+    connected: bool = False
+    disconnected: tuple[bool, str] | None = None
+
+
+class Circuit:
+    """One terminal. ``connect_subject`` given: the connecting terminal; None: accepting.
+
+    ``token`` is this terminal's secret (16 random bytes, drawn by the
+    driver); ``inbox`` is where the partner sends to (the acceptor's is its
+    connect subject).
+    """
+
+    def __init__(
+        self,
+        *,
+        token: bytes,
+        inbox: str,
+        connect_subject: str | None = None,
+        params: CircuitParams | None = None,
+    ) -> None:
+        if len(token) != TOKEN_SIZE:
+            raise InvalidArgument(f"a circuit token is {TOKEN_SIZE} bytes")
+        self.params = params if params is not None else CircuitParams()
+        self.token = bytes(token)
+        self.inbox = inbox
+        self.connecting = connect_subject is not None
+        self.state = CircuitState.CONNECTING
+        self.peer_token: bytes | None = None
+        self.peer_address: str | None = connect_subject
+        #: frames dropped because they were not the partner's (forged, stale, strays)
+        self.foreign = 0
+        self.reason = ""
+        # sending side
+        self._next_send = 1
+        self._unacked: OrderedDict[int, tuple[Frame, float]] = OrderedDict()
+        self._rto = self.params.retransmit
+        self._rtx_at: float | None = None
+        self._last_sent = 0.0
+        # receiving side
+        self._delivered = 0
+        self._early: dict[int, Any] = {}
+        self._gap_since: float | None = None
+        self._ack_at: float | None = None
+        self._last_heard = 0.0
+        self._close_after: int | None = None
+        # handshake
+        self._started: float | None = None
+        self._connect_at: float | None = None
+        self._last_tick: float | None = None  # the previous timer call while connected
+
+    # -- introspection -------------------------------------------------------
+
+    @property
+    def unacked(self) -> int:
+        """DATA frames sent and not yet acknowledged."""
+        return len(self._unacked)
+
+    @property
+    def delivered(self) -> int:
+        """DATA frames delivered in order so far."""
+        return self._delivered
+
+    def next_deadline(self) -> float | None:
+        """When :meth:`timer` should next be called (None: only on other input)."""
+        p = self.params
+        if self.state is CircuitState.DISCONNECTED:
+            return None
+        if self.state is CircuitState.CONNECTING:
+            if not self.connecting or self._started is None or self._connect_at is None:
+                return None
+            return min(self._connect_at, self._started + p.silence)
+        times = [self._last_heard + p.silence, self._last_sent + p.heartbeat]
+        if self._unacked:
+            times.append(next(iter(self._unacked.values()))[1] + p.silence)
+        if self._rtx_at is not None:
+            times.append(self._rtx_at)
+        if self._ack_at is not None:
+            times.append(self._ack_at)
+        if self._gap_since is not None:
+            times.append(self._gap_since + p.silence)
+        return min(times)
+
+    # -- inputs ----------------------------------------------------------------
+
+    def start(self, now: float) -> Outputs:
+        """Begin: the connector sends its first CONNECT; the acceptor starts waiting."""
+        out = Outputs()
+        if self._started is not None:
+            return out
+        self._started = now
+        if self.connecting:
+            self._send_connect(out, now)
+        return out
+
+    def send(self, payload: Any, now: float) -> Outputs:
+        """Send one user payload to the partner (in order, retransmitted until acked)."""
+        if self.state is CircuitState.DISCONNECTED:
+            raise TransportClosed(f"the virtual circuit is disconnected ({self.reason})")
+        if self.state is CircuitState.CONNECTING:
+            raise NotPermitted("the virtual circuit is not connected yet: await wait_connected()")
+        out = Outputs()
+        seq = self._next_send
+        self._next_send = seq + 1
+        frame = self._frame(FrameKind.DATA, seq=seq, ack=self._delivered, payload=payload)
+        self._unacked[seq] = (frame, now)
+        if self._rtx_at is None:
+            self._rtx_at = now + self._rto
+        self._ack_at = None  # the ack rides on this frame
+        self._transmit(out, frame, now)
+        return out
+
+    def close(self, now: float) -> Outputs:
+        """Close this terminal on purpose (the partner ends gracefully); once only."""
+        if self.state is CircuitState.DISCONNECTED:
+            raise TransportClosed(f"the virtual circuit is already disconnected ({self.reason})")
+        out = Outputs()
+        if self.state is CircuitState.CONNECTED:
+            self._transmit(out, self._frame(FrameKind.CLOSE, seq=self._next_send - 1), now)
+        self._end(out, True, "closed by this terminal")
+        return out
+
+    def fail(self, reason: str, now: float) -> Outputs:
+        """The driver found the circuit broken (its transport closed ...): end with an error."""
+        out = Outputs()
+        if self.state is not CircuitState.DISCONNECTED:
+            self._abort(out, reason, now)
+        return out
+
+    def receive(self, frame: Frame, now: float) -> Outputs:
+        """One frame arrived on this terminal's inbox."""
+        out = Outputs()
+        if self.state is CircuitState.DISCONNECTED:
+            return out
+        if frame.kind is FrameKind.CONNECT:
+            self._on_connect(frame, out, now)
+            return out
+        if frame.to_token != self.token or (
+            self.peer_token is not None and frame.from_token != self.peer_token
+        ):
+            self.foreign += 1
+            return out
+        if self.state is CircuitState.CONNECTING:
+            # Only a connector can get here (an acceptor's token is unknown before
+            # CONNECT): any frame naming its token completes the handshake.
+            self.peer_token = frame.from_token
+            self.state = CircuitState.CONNECTED
+            self._connect_at = None
+            out.connected = True
+            self._transmit(out, self._frame(FrameKind.ACK, ack=self._delivered), now)
+        self._last_heard = now
+        kind = frame.kind
+        if kind is FrameKind.ABORT:
+            self._end(out, False, f"the other terminal found the circuit broken: {frame.text}")
+            return out
+        if frame.ack and not self._acked(frame.ack, out, now):
+            return out
+        if kind is FrameKind.DATA:
+            self._on_data(frame, out, now)
+        elif kind is FrameKind.CLOSE:
+            self._close_after = frame.seq
+        if self._close_after is not None and self._delivered >= self._close_after:
+            self._end(out, True, "closed by the other terminal")
+        return out
+
+    def timer(self, now: float) -> Outputs:
+        """Time passed: retransmit, acknowledge, heartbeat, or find the partner gone."""
+        out = Outputs()
+        p = self.params
+        if self.state is CircuitState.CONNECTING:
+            if self.connecting and self._started is not None:
+                if now >= self._started + p.silence:
+                    self._abort(
+                        out, f"no answer from the connect subject within {p.silence} s", now
+                    )
+                elif self._connect_at is not None and now >= self._connect_at:
+                    self._send_connect(out, now)
+            return out
+        if self.state is CircuitState.DISCONNECTED:
+            return out
+        stalled = self._last_tick is not None and now - self._last_tick > p.silence / 2
+        self._last_tick = now
+        if stalled:
+            # This terminal was not run for a long while (its process starved or
+            # stopped): what the partner sent meanwhile may still wait unread, so
+            # the partner gets half a silence period from now, not a verdict.
+            self._last_heard = max(self._last_heard, now - p.silence / 2)
+        if now >= self._last_heard + p.silence:
+            self._abort(out, f"no heartbeat from the other terminal for {p.silence} s", now)
+            return out
+        if self._unacked:
+            seq, (_, first) = next(iter(self._unacked.items()))
+            if now >= first + p.silence:
+                self._abort(out, f"data loss: message {seq} not acknowledged in {p.silence} s", now)
+                return out
+        if self._gap_since is not None and now >= self._gap_since + p.silence:
+            self._abort(
+                out, f"data loss: message {self._delivered + 1} never arrived ({p.silence} s)", now
+            )
+            return out
+        if self._rtx_at is not None and now >= self._rtx_at:
+            self._retransmit(out, now)
+        if (
+            self._ack_at is not None and now >= self._ack_at
+        ) or now >= self._last_sent + p.heartbeat:
+            self._transmit(out, self._frame(FrameKind.ACK, ack=self._delivered), now)
+        return out
+
+    # -- pieces ------------------------------------------------------------------
+
+    def _frame(self, kind: FrameKind, **values: Any) -> Frame:
+        return Frame(kind, self.peer_token or b"", self.token, **values)
+
+    def _transmit(self, out: Outputs, frame: Frame, now: float) -> None:
+        if self.peer_address is None:
+            return
+        out.transmit.append((self.peer_address, frame))
+        self._last_sent = now
+        if frame.kind is not FrameKind.CONNECT:
+            self._ack_at = None
+
+    def _send_connect(self, out: Outputs, now: float) -> None:
+        self._transmit(out, Frame(FrameKind.CONNECT, b"", self.token, inbox=self.inbox), now)
+        # Repeat with backoff up to the heartbeat until an answer or the silence limit.
+        delay = self._rto
+        self._rto = min(self._rto * 2, self.params.heartbeat)
+        self._connect_at = now + delay
+
+    def _on_connect(self, frame: Frame, out: Outputs, now: float) -> None:
+        if self.connecting:
+            self.foreign += 1
+            return
+        if self.peer_token is None and self.state is CircuitState.CONNECTING:
+            self.peer_token = frame.from_token
+            self.peer_address = frame.inbox
+            self.state = CircuitState.CONNECTED
+            self._last_heard = now
+            out.connected = True
+        elif frame.from_token != self.peer_token:
+            self.foreign += 1  # another would-be connector: a circuit has two ends only
+            return
+        # First CONNECT, or a repeat because our ACCEPT was lost: (re)send ACCEPT.
+        self._transmit(out, self._frame(FrameKind.ACCEPT, inbox=self.inbox), now)
+
+    def _acked(self, ack: int, out: Outputs, now: float) -> bool:
+        if ack >= self._next_send:
+            self._abort(out, f"protocol error: ack {ack} for messages never sent", now)
+            return False
+        unacked = self._unacked
+        progressed = False
+        while unacked:
+            seq = next(iter(unacked))
+            if seq > ack:
+                break
+            del unacked[seq]
+            progressed = True
+        if progressed:
+            self._rto = self.params.retransmit
+            self._rtx_at = now + self._rto if unacked else None
+        return True
+
+    def _on_data(self, frame: Frame, out: Outputs, now: float) -> None:
+        seq = frame.seq
+        p = self.params
+        if seq <= self._delivered or seq in self._early:
+            self._ack_at = now  # a repeat: the partner missed our ack; answer at once
+            return
+        if self._ack_at is None:
+            self._ack_at = now + p.ack_delay
+        if seq != self._delivered + 1:
+            if self._gap_since is None:
+                self._gap_since = now
+            self._early[seq] = frame.payload
+            if len(self._early) > p.max_early:
+                self._abort(out, f"data loss: {len(self._early)} messages wait behind a gap", now)
+            return
+        out.deliver.append(frame.payload)
+        delivered = seq
+        early = self._early
+        while early:
+            payload = early.pop(delivered + 1, None)
+            if payload is None:
+                break
+            delivered += 1
+            out.deliver.append(payload)
+        self._delivered = delivered
+        self._gap_since = now if early else None  # a later hole starts its own wait
+
+    def _retransmit(self, out: Outputs, now: float) -> None:
+        p = self.params
+        for sent, (frame, _) in enumerate(self._unacked.values()):
+            if sent >= p.burst:
+                break
+            self._transmit(out, replace(frame, ack=self._delivered), now)
+        self._rto = min(self._rto * 2, p.heartbeat)
+        self._rtx_at = now + self._rto
+
+    def _abort(self, out: Outputs, reason: str, now: float) -> None:
+        if self.peer_token is not None:
+            self._transmit(out, self._frame(FrameKind.ABORT, text=reason), now)
+        self._end(out, False, reason)
+
+    def _end(self, out: Outputs, graceful: bool, reason: str) -> None:
+        self.state = CircuitState.DISCONNECTED
+        self.reason = reason
+        self._unacked.clear()
+        self._early.clear()
+        self._rtx_at = self._ack_at = self._gap_since = self._connect_at = None
+        out.disconnected = (graceful, reason)

@@ -1,0 +1,127 @@
+"""The frames of the circuit protocol, and their form as rvasync messages.
+
+Every frame names the terminal it is for by that terminal's *token* (16
+random bytes it drew and gave only to its partner) and the sender by its own
+token: a frame whose ``to`` token is not the receiver's is not the partner's
+and is dropped, which is what keeps third transports out of a circuit's
+stream even when they learn a terminal's inbox. CONNECT is the one frame
+sent before the acceptor's token is known; it carries the connector's token
+and inbox (where everything for the connector goes).
+
+On a transport a frame is a message on the partner's inbox: one packed
+``vc`` field (kind, both tokens, ``seq``, ``ack``), the connector's ``inbox``
+or an ABORT's ``text`` where needed and, for DATA, the user's message nested
+whole with its subject and reply subject beside it.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from rvasync.errors import MalformedMessage
+from rvasync.message import Message
+
+__all__ = ["TOKEN_SIZE", "Frame", "FrameKind", "frame_from_message", "frame_to_message"]
+
+TOKEN_SIZE = 16
+
+
+class FrameKind(enum.IntEnum):
+    """What a frame does."""
+
+    CONNECT = 1  #: connector -> connect subject: "I want this circuit" (token, inbox)
+    ACCEPT = 2  #: acceptor -> connector: "the circuit is yours" (its own token)
+    DATA = 3  #: one user message, numbered from 1, with the sender's cumulative ack
+    ACK = 4  #: cumulative ack alone; also the heartbeat when nothing else was sent
+    CLOSE = 5  #: the sender closed its terminal after data up to ``seq``
+    ABORT = 6  #: the sender's terminal found the circuit broken (``text`` says why)
+
+
+@dataclass(slots=True, frozen=True)
+class Frame:
+    """One protocol frame; ``payload`` (DATA only) is opaque to the circuit core."""
+
+    kind: FrameKind
+    to_token: bytes
+    from_token: bytes
+    seq: int = 0
+    ack: int = 0
+    inbox: str = ""
+    payload: Any = None
+    text: str = ""
+
+
+_HEADER = struct.Struct(">B16s16sQQ")
+
+
+def frame_to_message(frame: Frame, subject: str) -> Message:
+    """The message that carries ``frame`` to ``subject`` (the partner's inbox).
+
+    The fixed part (kind, tokens, seq, ack) is one packed ``vc`` field, so a
+    frame costs one field to build and one to read; a DATA payload must be a
+    :class:`Message` and travels nested, its subject and reply subject beside it.
+    """
+    header = _HEADER.pack(
+        frame.kind, frame.to_token.ljust(TOKEN_SIZE, b"\0"), frame.from_token, frame.seq, frame.ack
+    )
+    fields: dict[str, Any] = {"vc": header}
+    if frame.kind is FrameKind.DATA:
+        payload = frame.payload
+        if not isinstance(payload, Message) or payload.subject is None:
+            raise MalformedMessage("a circuit DATA frame carries a Message with a subject")
+        fields["subj"] = payload.subject
+        if payload.reply_subject is not None:
+            fields["rply"] = payload.reply_subject
+        fields["msg"] = payload
+    if frame.inbox:
+        fields["inbox"] = frame.inbox
+    if frame.text:
+        fields["text"] = frame.text
+    return Message(subject, fields)
+
+
+def _text(msg: Message, name: str) -> str:
+    value = msg.get(name, "")
+    if not isinstance(value, str):
+        raise MalformedMessage(f"circuit frame field {name!r} is a {type(value).__name__}")
+    return value
+
+
+def frame_from_message(msg: Message) -> Frame:
+    """The frame ``msg`` carries; :class:`MalformedMessage` if it is not a circuit frame.
+
+    A DATA frame's payload is the nested user message with its subject and
+    reply subject restored.
+    """
+    header = msg.get("vc")
+    if not isinstance(header, bytes) or len(header) != _HEADER.size:
+        raise MalformedMessage("not a circuit frame (no valid 'vc' header)")
+    raw_kind, to_token, from_token, seq, ack = _HEADER.unpack(header)
+    try:
+        kind = FrameKind(raw_kind)
+    except ValueError:
+        raise MalformedMessage(f"not a circuit frame (kind {raw_kind})") from None
+    if kind is FrameKind.CONNECT:
+        to_token = b""
+    payload: Message | None = None
+    inbox = ""
+    if kind is FrameKind.DATA:
+        inner = msg.get("msg")
+        subject = msg.get("subj")
+        if not isinstance(inner, Message) or not isinstance(subject, str) or seq < 1:
+            raise MalformedMessage("circuit DATA frame without subject, message or sequence")
+        reply = msg.get("rply")
+        if reply is not None and not isinstance(reply, str):
+            raise MalformedMessage("circuit DATA frame with a reply subject that is not a str")
+        payload = inner.copy()
+        payload.subject = subject
+        payload.reply_subject = reply
+    else:
+        inbox = _text(msg, "inbox")
+        if kind is FrameKind.CONNECT and not inbox:
+            raise MalformedMessage("circuit CONNECT frame without the connector's inbox")
+    text = _text(msg, "text") if kind is FrameKind.ABORT else ""
+    return Frame(kind, to_token, from_token, seq, ack, inbox, payload, text)
