@@ -188,3 +188,37 @@ async def test_a_message_for_someone_elses_inbox_is_dropped(rv_service: tuple[st
         assert a.direct.route(rv.Message(foreign, {"forged": True}))
         await until(lambda: b.direct.dropped == 1, "the foreign inbox message dropped")
         assert len(got.queue) == 0
+
+
+async def test_the_service_key_seals_the_direct_path_too(rv_service: tuple[str, str]) -> None:
+    """With a service key the direct port is no open door: its datagrams carry the MAC,
+    and a datagram without a valid tag is refused and counted, not delivered."""
+    import socket
+
+    service, network = rv_service
+    key = "direct-path-service-key-0123456789"
+    async with (
+        rv.Transport(f"{service}:", network, service_key=key) as client,
+        rv.Transport(f"{service}:", network, service_key=key) as server,
+    ):
+        assert client.direct is not None and server.direct is not None
+        requests = server.listen("PRICE")
+
+        async def serve() -> None:
+            async for request in requests:
+                await server.send_reply(rv.Message(fields={"n": request["n"] + 1}), request)
+
+        task = asyncio.ensure_future(serve())
+        for n in range(10):
+            reply = await client.send_request(rv.Message("PRICE", {"n": n}), WAIT)
+            assert reply["n"] == n + 1
+        assert server.direct.sent >= 5  # replies went direct, sealed, and were opened
+        assert client.direct.unauthenticated == 0
+        # A forger without the key: its datagrams at the direct port are refused.
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as forger:
+            for _ in range(5):
+                forger.sendto(b"RVDH" + bytes(40), ("127.0.0.1", client.direct.port))
+        async with asyncio.timeout(WAIT):
+            while client.direct.unauthenticated < 5:
+                await asyncio.sleep(0.01)
+        task.cancel()

@@ -41,6 +41,7 @@ from rvasync.protocol.reliable_events import (
     OutboundDataLoss,
     PeerSilent,
 )
+from rvasync.protocol.servicekey import TAG_SIZE, DatagramMac
 
 __all__ = ["DEFAULT_RELIABILITY", "DirectChannel", "open_direct_socket"]
 
@@ -92,6 +93,10 @@ def _host(address: object) -> str:
     return str(address[0]) if isinstance(address, tuple) else str(address)
 
 
+#: The reliable core's largest datagram on a direct channel (its default).
+_MAX_DATAGRAM = 60000
+
+
 class DirectChannel:
     """One transport's direct UDP channel (see the module docstring)."""
 
@@ -103,8 +108,12 @@ class DirectChannel:
         owns: Callable[[str], bool],
         present: Callable[[Message], object],
         reliability: float | None = None,
+        mac: DatagramMac | None = None,
     ) -> None:
         self._loop = asyncio.get_running_loop()
+        #: The service key's MAC (None: no key): the direct port is as much a way into
+        #: the service as the daemons' port, so it seals and checks the same way.
+        self._mac = mac
         self._sock = sock
         self.address: tuple[str, int] = sock.getsockname()
         self.tag = direct_tag(self.address[1])
@@ -114,6 +123,8 @@ class DirectChannel:
         self._core = ReliableEndpoint(
             now=self._loop.time(),
             reliability=DEFAULT_RELIABILITY if reliability is None else reliability,
+            # The tag travels inside the datagram size the network allows.
+            max_datagram=_MAX_DATAGRAM if mac is None else _MAX_DATAGRAM - TAG_SIZE,
         )
         self._peers = DirectPeers()
         self._dests: dict[str, Any] = {}
@@ -126,6 +137,8 @@ class DirectChannel:
         self.sent = 0
         self.received = 0
         self.dropped = 0
+        #: datagrams refused because their service-key tag was missing or wrong
+        self.unauthenticated = 0
         #: Loss simulation for tests: a function of each arriving reliable-core
         #: datagram; True drops it before the core sees it (None: no loss).
         self.drop: Callable[[bytes], bool] | None = None
@@ -207,6 +220,8 @@ class DirectChannel:
         self._after_core()
 
     def _sendto(self, data: Any, dest: Any) -> None:
+        if self._mac is not None:
+            data = self._mac.seal(bytes(data))
         try:
             self._sock.sendto(data, dest)
         except OSError:
@@ -229,6 +244,12 @@ class DirectChannel:
                 break
             except OSError:
                 continue  # an ICMP error of an earlier send: nothing to read
+            if self._mac is not None:
+                opened = self._mac.open(data)
+                if opened is None:
+                    self.unauthenticated += 1
+                    continue
+                data = opened
             if data[:4] in _CONTROL:
                 answer = peers.answer(data)
                 if answer is not None:

@@ -30,7 +30,7 @@ from rvasync.errors import (
 )
 from rvasync.message import Message
 from rvasync.protocol.clientproto.address import parse_daemon
-from rvasync.protocol.servicekey import check_service_key
+from rvasync.protocol.servicekey import DatagramMac, check_service_key
 from rvasync.security import Security
 from rvasync.subjects import check_send_subject
 from rvasync.transport.base import (
@@ -256,6 +256,11 @@ class Transport(BaseTransport):
             owns=self._owns_inbox,
             present=self._present,
             reliability=self.reliability,
+            mac=(
+                None
+                if self.service_key is None
+                else DatagramMac(self.service_key, parse_service(self.service).port)
+            ),
         )
         self._inbox_prefix = f"{link.inbox_prefix}{channel.tag}."
         self._publish = channel.wrap(link.publish)
