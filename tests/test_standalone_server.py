@@ -200,6 +200,23 @@ async def test_illegal_subject_gets_an_advisory_not_a_drop():
         writer.close()
 
 
+async def test_every_illegal_publish_is_refused_also_when_its_verdict_is_remembered():
+    """The server remembers its verdict per subject: the second and third publish to the
+    same illegal subject are refused and reported like the first, legal ones pass."""
+    async with serving() as (_, server):
+        bad = Message("_RV.FAKE.ADVISORY", {"x": 1}).to_bytes()
+        good = Message("A.B", {"x": 1}).to_bytes()
+        reader, writer = await raw_client(
+            server.port, cp.Hello(), cp.Publish([bad, good, bad]), cp.Publish([bad]), cp.Ping(5)
+        )
+        frames = await read_frames(reader, lambda fs: any(type(f) is cp.Pong for f in fs))
+        advisories = [Message.from_bytes(f.message) for f in frames if type(f) is cp.Advisory]
+        illegal = [a for a in advisories if a.subject.endswith("CLIENT.ILLEGAL_PUBLISH")]
+        assert [a["sub"] for a in illegal] == ["_RV.FAKE.ADVISORY"] * 3
+        assert server.stats.illegal_publish == 3
+        writer.close()
+
+
 @pytest.mark.parametrize(
     "junk",
     [

@@ -91,6 +91,8 @@ MAX_LOGINS_IN_FLIGHT = 32
 USERS_FILE_CHECK = 2.0
 
 _connection_ids = itertools.count(1)
+#: Subjects whose publish verdict one connection remembers (then it starts over).
+_VERDICTS_KEPT = 1024
 
 
 @dataclass
@@ -301,6 +303,10 @@ class ClientConnection(asyncio.Protocol):
         self._transport: asyncio.Transport | None = None
         self._conn = cp.Connection(cp.Role.DAEMON)
         self._interests: dict[str, int] = {}
+        # The daemon's verdict on each subject this client published lately ("" when
+        # legal, else why not): a client publishes few subjects many times, and the
+        # checks cost more than the lookup. Bounded (cleared when full).
+        self._verdicts: dict[str, str] = {}
         # Backlog of (enqueued_at, kind, wire): messages and advisories in delivery order.
         self._queue: deque[tuple[float, int, bytes]] = deque()
         self._queued_bytes = 0
@@ -625,15 +631,11 @@ class ClientConnection(asyncio.Protocol):
                 raise cp.ProtocolError(
                     "PUBLISH carried bytes that are not a message with a subject"
                 )
-            try:
-                # The daemon's rule, not the application's: the client transport
-                # already refused reserved subjects to its user, while the drivers
-                # inside it (certified delivery, fault tolerance) use _RVCM/_RVFT.
-                validate_subject(subject, wildcards=True)
-                if not is_router(self.session.description):  # a router presents advisories
-                    check_client_subject(subject)
-            except (InvalidSubject, NotPermitted) as exc:
-                self._illegal_publish(subject, str(exc))
+            verdict = self._verdicts.get(subject)
+            if verdict is None:
+                verdict = self._subject_verdict(subject)
+            if verdict:
+                self._illegal_publish(subject, verdict)
                 continue
             perms = self._permissions
             if perms is not None and not perms.may_publish(subject):
@@ -664,6 +666,24 @@ class ClientConnection(asyncio.Protocol):
             return
         if waiting is not None:
             self._hold_reading_until(waiting)
+
+    def _subject_verdict(self, subject: str) -> str:
+        """Why this client may not publish to ``subject`` ("": it may); remembered."""
+        try:
+            # The daemon's rule, not the application's: the client transport
+            # already refused reserved subjects to its user, while the drivers
+            # inside it (certified delivery, fault tolerance) use _RVCM/_RVFT.
+            validate_subject(subject, wildcards=True)
+            if not is_router(self.session.description):  # a router presents advisories
+                check_client_subject(subject)
+            verdict = ""
+        except (InvalidSubject, NotPermitted) as exc:
+            verdict = str(exc)
+        verdicts = self._verdicts
+        if len(verdicts) >= _VERDICTS_KEPT:
+            verdicts.clear()
+        verdicts[subject] = verdict
+        return verdict
 
     def _hold_reading_until(self, waiting: Any) -> None:
         """The engine's send backlog is full: stop reading this client until it drains.
