@@ -679,10 +679,11 @@ class ClientConnection(asyncio.Protocol):
             verdict = ""
         except (InvalidSubject, NotPermitted) as exc:
             verdict = str(exc)
-        verdicts = self._verdicts
-        if len(verdicts) >= _VERDICTS_KEPT:
-            verdicts.clear()
-        verdicts[subject] = verdict
+        if not subject.startswith("_INBOX."):  # a reply's inbox seldom comes back
+            verdicts = self._verdicts
+            if len(verdicts) >= _VERDICTS_KEPT:
+                verdicts.clear()
+            verdicts[subject] = verdict
         return verdict
 
     def _hold_reading_until(self, waiting: Any) -> None:
