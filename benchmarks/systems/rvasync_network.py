@@ -184,7 +184,7 @@ class RvNetworkPubSub(ListenerPubSub, _RvNetwork, PubSub):
 
     @classmethod
     def variants(cls) -> Sequence[Variant]:
-        return (IN_PROCESS_DAEMON, CIRCUIT, STANDALONE_DAEMON)
+        return (IN_PROCESS_DAEMON, SERVICE_KEY, CIRCUIT, STANDALONE_DAEMON)
 
     @classmethod
     def not_applicable(cls, scenario: Scenario, params: Params, variant: Variant) -> str | None:
