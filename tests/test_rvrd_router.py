@@ -322,6 +322,11 @@ async def test_router_through_a_standalone_daemon(rv_daemon: str) -> None:
         lb = await pb.listen("TO.B")
         await rb.wait_for(lambda: "TO.A" in rb.listening("B"), WAIT)
         await ra.wait_for(lambda: "TO.B" in ra.listening("A"), WAIT)
+        # The router's listen travels to the standalone daemon as a frame;
+        # a ping round trip proves the daemon has taken it (CI saw the race).
+        link = ra.attachments["A"].transport.link
+        assert link is not None
+        await link.ping(WAIT)
         await ta.send(rv.Message("TO.B", {"n": 1}))
         assert (await pb.next(lb))["n"] == 1
         await pb.send("TO.A", n=2)
