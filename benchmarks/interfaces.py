@@ -92,8 +92,10 @@ class Adapter(abc.ABC):
 class PubSub(Adapter):
     """Publish/subscribe, between processes ("pubsub") or inside one ("inproc").
 
-    A payload is published with a *handle* made once by :meth:`prepare`, so the
-    measured loop times sending, not message construction.
+    Two ways to publish. :meth:`publish_new` builds a new message for every send,
+    with the subject and payload field an application sets, as applications do:
+    the headline rows use it. :meth:`publish` re-sends a *handle* made once by
+    :meth:`prepare`, timing sending alone: the secondary "prebuilt" rows.
     """
 
     async def connect(self) -> None:
@@ -122,6 +124,15 @@ class PubSub(Adapter):
     @abc.abstractmethod
     async def publish(self, handle: Any) -> None:
         """Send one prepared message."""
+
+    async def publish_new(self, subject: str, payload: bytes) -> None:
+        """Build one new message carrying ``payload`` on ``subject`` and send it.
+
+        The default suits systems whose message *is* its subject and bytes (the
+        prepared handle is then all an application builds); systems with a
+        message object override it to build that object per send.
+        """
+        await self.publish(self.prepare(subject, payload))
 
     async def flush(self) -> None:
         """Push buffered messages out before the publisher stops its clock."""

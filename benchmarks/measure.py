@@ -129,6 +129,15 @@ async def publish_many(client: PubSub, handle: Any, count: int) -> None:
             await asyncio.sleep(0)
 
 
+async def publish_new_many(client: PubSub, subject: str, data: bytes, count: int) -> None:
+    """Build and publish ``count`` new messages, yielding to the loop every :data:`YIELD_EVERY`."""
+    publish_new = client.publish_new
+    for i in range(count):
+        await publish_new(subject, data)
+        if i % YIELD_EVERY == YIELD_EVERY - 1:
+            await asyncio.sleep(0)
+
+
 def timed_batches(
     run_batch: Callable[[int], int], seconds: float, min_batch_seconds: float = 0.02
 ) -> list[float]:

@@ -7,6 +7,10 @@ messages followed by an end marker. Publishers are *passive*: they stay
 connected until the subscribers have finished (a reliable transport may still
 need them for retransmissions), then report.
 
+Each send builds a new message (``message="new"``, what applications do), unless
+the row says ``message="prebuilt"``: then one message made before the clock
+starts is sent again and again, which times the send path alone.
+
 Throughput is end to end: deliveries (messages x subscribers) divided by the time
 from the first publisher's start to the last subscriber's last receipt.
 """
@@ -24,6 +28,7 @@ from benchmarks.measure import (
     now_ns,
     payload,
     publish_many,
+    publish_new_many,
 )
 from benchmarks.registry import Metric, Params, RoleGroup, Scenario, scenario
 from benchmarks.worker import WorkerContext
@@ -62,12 +67,17 @@ async def publisher(ctx: WorkerContext) -> dict[str, Any]:
     await client.connect()
     try:
         await client.wait_subscribers(int(p["subs"]), timeout=float(p["timeout"]) / 2)
-        handle = client.prepare(SUBJECT, payload(int(p["size"])))
+        data = payload(int(p["size"]))
+        prebuilt = p.get("message", "new") == "prebuilt"
+        handle = client.prepare(SUBJECT, data) if prebuilt else None
         end = client.prepare(SUBJECT, end_marker(ctx.index))
         await ctx.ready()
         await ctx.go()
         t_start = now_ns()
-        await publish_many(client, handle, int(p["messages"]))
+        if prebuilt:
+            await publish_many(client, handle, int(p["messages"]))
+        else:
+            await publish_new_many(client, SUBJECT, data, int(p["messages"]))
         await client.publish(end)
         await client.flush()
         t_end = now_ns()
@@ -135,8 +145,21 @@ def _count(n: int, noun: str) -> str:
 
 
 def _throughput(
-    name: str, title: str, size: int, subs: int, pubs: int, messages: int, quick: int, order: int
+    name: str,
+    title: str,
+    size: int,
+    subs: int,
+    pubs: int,
+    messages: int,
+    quick: int,
+    order: int,
+    message: str = "new",
 ) -> Scenario:
+    how = (
+        "a new message is built for every send"
+        if message == "new"
+        else "one message built beforehand is sent again and again (the send path alone)"
+    )
     return scenario(
         Scenario(
             name=name,
@@ -144,7 +167,7 @@ def _throughput(
             description=(
                 f"{_count(pubs, 'publisher process')} send messages of {size:,} B on one subject "
                 f"to {_count(subs, 'subscriber process')}; 'delivered' counts messages x "
-                "subscribers per second, end to end."
+                f"subscribers per second, end to end; {how}."
             ),
             capability="pubsub",
             primary=DELIVERED,
@@ -152,7 +175,14 @@ def _throughput(
             roles=_ROLES,
             layout=layout,
             combine=combine_throughput,
-            params={"size": size, "subs": subs, "pubs": pubs, "messages": messages, "idle": 3.0},
+            params={
+                "size": size,
+                "subs": subs,
+                "pubs": pubs,
+                "messages": messages,
+                "idle": 3.0,
+                "message": message,
+            },
             quick={"messages": quick, "idle": 2.0},
             timeout=180.0,
             quick_timeout=60.0,
@@ -166,6 +196,29 @@ _throughput("pubsub-16KiB-1sub", "Pub/sub, 16 KiB, 1 subscriber", 16384, 1, 1, 2
 _throughput("pubsub-128B-10sub", "Pub/sub, 128 B, 10 subscribers", 128, 10, 1, 20_000, 2_000, 12)
 _throughput("pubsub-16KiB-10sub", "Pub/sub, 16 KiB, 10 subscribers", 16384, 10, 1, 4_000, 400, 13)
 _throughput("fanin-10pub", "Fan-in, 10 publishers to 1 subscriber", 128, 1, 10, 20_000, 2_000, 20)
+# Secondary rows: the send path alone, one prebuilt message re-sent.
+_throughput(
+    "pubsub-128B-1sub-prebuilt",
+    "Pub/sub, 128 B, 1 subscriber, one prebuilt message re-sent",
+    128,
+    1,
+    1,
+    200_000,
+    20_000,
+    14,
+    message="prebuilt",
+)
+_throughput(
+    "fanin-10pub-prebuilt",
+    "Fan-in, 10 publishers to 1 subscriber, one prebuilt message re-sent",
+    128,
+    1,
+    10,
+    20_000,
+    2_000,
+    21,
+    message="prebuilt",
+)
 
 scenario(
     Scenario(

@@ -83,6 +83,7 @@ class FloorPubSub(PubSub):
         _grow_buffers(sender)
         self.transports.append(sender)
         self.sender = sender
+        self.addresses = [(self.env["host"], port) for port in self.env["ports"]]
 
     async def subscribe(self, subject: str) -> _Receiver:
         loop = asyncio.get_running_loop()
@@ -105,6 +106,12 @@ class FloorPubSub(PubSub):
         sendto = self.sender.sendto
         for address in addresses:
             sendto(data, address)
+
+    async def publish_new(self, subject: str, payload: bytes) -> None:
+        """The floor's message is its payload datagram; the addresses are set-up, not message."""
+        sendto = self.sender.sendto
+        for address in self.addresses:
+            sendto(payload, address)
 
     async def flush(self) -> None:
         for _ in range(10_000):

@@ -154,6 +154,10 @@ class NatsPubSub(_NatsClient, PubSub):
     async def publish(self, handle: tuple[str, bytes]) -> None:
         await self.nc.publish(*handle)
 
+    async def publish_new(self, subject: str, payload: bytes) -> None:
+        """A NATS message is its subject and payload bytes: nothing more to build."""
+        await self.nc.publish(subject, payload)
+
     async def flush(self) -> None:
         await self.nc.flush(timeout=60)
 

@@ -194,6 +194,9 @@ class RvRoutedPubSub(_RvRouted, PubSub):
     async def publish(self, handle: Any) -> None:
         await self.transport.send(handle)
 
+    async def publish_new(self, subject: str, payload: bytes) -> None:
+        await self.transport.send(self.rv.Message(subject, {"data": payload}))
+
 
 @adapter
 class RvRoutedReqRep(_RvRouted, ReqRep):
@@ -316,6 +319,9 @@ class NatsRoutedPubSub(_NatsRouted, PubSub):
 
     async def publish(self, handle: tuple[str, bytes]) -> None:
         await self.nc.publish(*handle)
+
+    async def publish_new(self, subject: str, payload: bytes) -> None:
+        await self.nc.publish(subject, payload)
 
     async def flush(self) -> None:
         await self.nc.flush(timeout=60)

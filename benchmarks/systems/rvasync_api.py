@@ -83,3 +83,6 @@ class ListenerPubSub:
 
     async def publish(self, handle: Any) -> None:
         await self.transport.send(handle)
+
+    async def publish_new(self, subject: str, payload: bytes) -> None:
+        await self.transport.send(self.rv.Message(subject, {"data": payload}))

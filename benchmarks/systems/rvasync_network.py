@@ -235,6 +235,13 @@ class RvNetworkPubSub(ListenerPubSub, _RvNetwork, PubSub):
         else:
             await self.transport.send(handle)
 
+    async def publish_new(self, subject: str, payload: bytes) -> None:
+        msg = self.rv.Message(subject, {"data": payload})
+        if self.variant.name == CIRCUIT.name:
+            await self.vc.send(msg)
+        else:
+            await self.transport.send(msg)
+
     async def close(self) -> None:
         inviter = getattr(self, "inviter", None)
         if inviter is not None:
