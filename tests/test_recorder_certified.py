@@ -13,6 +13,7 @@ message).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
 import sys
 
@@ -44,6 +45,15 @@ class RecorderProcess:
         async with asyncio.timeout(TIMEOUT):
             line = await self.proc.stderr.readline()
         assert b"recording" in line, line
+
+    async def stderr_so_far(self) -> bytes:
+        """What the recorder wrote on stderr until now (for a failure's message)."""
+        assert self.proc is not None and self.proc.stderr is not None
+        chunks = []
+        with contextlib.suppress(TimeoutError):
+            while chunk := await asyncio.wait_for(self.proc.stderr.read(65536), 0.5):
+                chunks.append(chunk)
+        return b"".join(chunks)
 
     async def signal(self, sig: int) -> int:
         assert self.proc is not None
@@ -85,9 +95,20 @@ async def test_certified_recording_survives_kill_9(tmp_path):
                 assert await recorder.signal(signal.SIGKILL) == -signal.SIGKILL
             if number == TOTAL // 2:
                 await recorder.start()  # same name and ledger: the sender redelivers
-        async with asyncio.timeout(TIMEOUT):
-            while {seq for _, seq in recorded(directory)} != set(range(1, TOTAL + 1)):
-                await asyncio.sleep(0.2)
+        try:
+            async with asyncio.timeout(TIMEOUT):
+                while {seq for _, seq in recorded(directory)} != set(range(1, TOTAL + 1)):
+                    await asyncio.sleep(0.2)
+        except TimeoutError:
+            seen = {seq for _, seq in recorded(directory)}
+            missing = sorted(set(range(1, TOTAL + 1)) - seen)
+            reviews = [(r.subject, r.listeners) for r in cm.review_ledger(SUBJECT)]
+            stderr = await recorder.stderr_so_far()
+            raise AssertionError(
+                f"not recorded after {TIMEOUT} s: {missing[:40]} ({len(missing)} missing; "
+                f"uncertified copies: {None in seen}); sender's ledger: {reviews}; "
+                f"recorder's stderr: {stderr[-2000:]!r}"
+            ) from None
         assert await recorder.signal(signal.SIGTERM) == 0
     labels = recorded(directory)
     assert {sender for sender, _ in labels} == {"ORDER.DESK"}

@@ -135,6 +135,7 @@ class Recorder:
         self._queue: Queue | None = None
         self._listeners: list[Any] = []
         self._jobs: deque[_Job] = deque()
+        self._finishing = asyncio.Lock()
         self._unconfirmed: list[Message] = []
         self._tasks: list[asyncio.Task[None]] = []
         self._error: BaseException | None = None
@@ -338,16 +339,22 @@ class Recorder:
         self._jobs.append(_Job(future, messages))
 
     async def _finish_oldest(self) -> None:
-        job = self._jobs[0]
-        # Shielded: stop() cancels the task waiting here, not the job's result.
-        info = await asyncio.shield(job.future)
-        self._jobs.popleft()
-        if job.messages:
-            self._unconfirmed.extend(job.messages)
-        if info is not None:
-            # The job's own roll: every job finished so far is in the file.
-            durable, self._unconfirmed = self._unconfirmed, []
-            await self._after_commit(info, durable)
+        # The receiving loop and the roll timer both finish jobs; one at a
+        # time, or both would wait on the same job and then each pop one (the
+        # second popping a job nobody accounted for, or an empty deque).
+        async with self._finishing:
+            if not self._jobs:
+                return
+            job = self._jobs[0]
+            # Shielded: stop() cancels the task waiting here, not the job's result.
+            info = await asyncio.shield(job.future)
+            self._jobs.popleft()
+            if job.messages:
+                self._unconfirmed.extend(job.messages)
+            if info is not None:
+                # The job's own roll: every job finished so far is in the file.
+                durable, self._unconfirmed = self._unconfirmed, []
+                await self._after_commit(info, durable)
 
     async def _reap(self) -> None:
         """Account for the jobs the writer thread has finished (in order)."""
@@ -359,7 +366,8 @@ class Recorder:
             try:
                 await self._finish_oldest()
             except BaseException as exc:
-                self._jobs.popleft()
+                if self._jobs:
+                    self._jobs.popleft()
                 if self._error is None:
                     self._error = exc
 
