@@ -28,7 +28,7 @@ from rvasync.protocol.cm import (
     encode_record,
     new_ledger,
 )
-from rvasync.protocol.cm.records import DataRecord, Record, parse_record
+from rvasync.protocol.cm.records import DataRecord, Hello, Record, parse_record
 
 
 @dataclass
@@ -198,10 +198,14 @@ class SimNet:
         if p2p:
             targets = [n for n in self.nodes if n.address == destination]
         else:
+            # Labeled messages and announcements (Hello) reach every node: as
+            # the driver does, a node listens to the announcements of the
+            # correspondents it knows (its core ignores the others).
             targets = [
                 n
                 for n in self.nodes
-                if isinstance(record, DataRecord) or destination in n.core.control_subjects
+                if isinstance(record, DataRecord | Hello)
+                or destination in n.core.control_subjects
             ]
         for node in targets:
             copies = 1

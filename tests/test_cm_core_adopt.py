@@ -70,3 +70,48 @@ def test_successor_without_require_old_still_cancels():
     joe, successor = _predecessor_crashed(require_old=False)
     assert successor.certified() == []
     assert [a.get("listener") for a in joe.advisories_of("REGISTRATION.CLOSED")] == ["WORK.Q"]
+
+
+# --- A listener that comes back after the sender has gone quiet -------------------------------
+#
+# The spec: when an anticipated (or restarted) listener starts, "the sender
+# automatically retransmits all the stored messages". A listener discovers a
+# sender only from a labeled message, so with nothing new to send the stored
+# messages would wait for the next one. The sender hears the listener's
+# announcement (Hello) instead and invites it to register.
+
+
+def _quiet_sender_then_listener(require_old: bool, listen_after: float = 0.0):
+    net = SimNet(5)
+    joe = net.add("JOE")
+    joe.core.add_listener("DB.PER", "STORE.THIS")
+    for i in range(1, 6):
+        net.send(joe, "STORE.THIS", b"%d" % i)
+    net.run(30)  # nobody listens yet: the messages wait in the sender's ledger
+    assert joe.core.review_ledger("STORE.THIS")[0].total_messages == 5
+    db = net.add("DB.PER", require_old=require_old)
+    if listen_after:
+        net.run(listen_after)  # announced itself, not yet listening
+    db.core.listen("STORE.THIS", now=net.now)
+    net.run(30)  # no new message from the sender
+    return joe, db
+
+
+def test_an_anticipated_listener_starting_after_the_last_send_gets_the_stored_messages():
+    joe, db = _quiet_sender_then_listener(require_old=True)
+    assert [s for _, _, s in db.certified()] == [1, 2, 3, 4, 5]
+    assert joe.core.review_ledger("STORE.THIS")[0].total_messages == 0
+
+
+def test_the_invitation_is_repeated_for_a_listener_that_listens_a_moment_after_starting():
+    _, db = _quiet_sender_then_listener(require_old=True, listen_after=2.5)
+    assert [s for _, _, s in db.certified()] == [1, 2, 3, 4, 5]
+
+
+def test_a_listener_that_does_not_require_old_messages_ignores_the_invitation():
+    joe, db = _quiet_sender_then_listener(require_old=False)
+    assert db.certified() == []
+    # The sender still keeps them (nothing was confirmed, nothing cancelled).
+    assert joe.core.review_ledger("STORE.THIS")[0].total_messages == 5
+    assert joe.advisories_of("REGISTRATION.CLOSED") == []
+

@@ -406,6 +406,45 @@ async def test_add_listener_anticipates_db_per(t):
     await db.close()
 
 
+async def test_an_anticipated_listener_gets_the_stored_messages_without_a_new_send(t):
+    """The spec: when DB starts, JAN "automatically retransmits all the stored messages",
+    even if JAN has nothing new to send (JAN hears DB's announcement and invites it)."""
+    jan = CmTransport(t, "JAN", timing=FAST)
+    await jan.add_listener("DB_PER", "STORE.THIS")
+    for n in range(1, 6):
+        await jan.send(Message("STORE.THIS", {"n": n}))
+    db = CmTransport(t, "DB_PER", require_old=True, timing=FAST)
+    listener = db.listen("STORE.THIS")
+    got = [await listener.get(WAIT) for _ in range(5)]
+    assert [(m["n"], m.cm.sequence) for m in got] == [(n, n) for n in range(1, 6)]
+    await listener.close()
+    await until(lambda: unconfirmed(jan, "STORE.THIS") == 0)
+    await jan.close()
+    await db.close()
+
+
+async def test_a_restarted_listener_gets_back_its_unconfirmed_messages_from_a_quiet_sender(t):
+    jan = CmTransport(t, "JAN", timing=FAST)
+    db = CmTransport(t, "DB_PER", require_old=True, timing=FAST)
+    first = db.listen("STORE.THIS", explicit_confirm=True)
+    await jan.send(Message("STORE.THIS", {"n": 0}))  # discovery: registers DB_PER
+    await until(lambda: jan.review_ledger("STORE.THIS")[0].listeners, what="registration")
+    for n in range(1, 4):
+        await jan.send(Message("STORE.THIS", {"n": n}))
+    for _ in range(4):
+        await first.get(WAIT)  # delivered, never confirmed
+    await db.close()  # the instance goes away; its agreement stays with JAN
+    assert unconfirmed(jan, "STORE.THIS") == 3
+    again = CmTransport(t, "DB_PER", require_old=True, timing=FAST)
+    listener = again.listen("STORE.THIS")
+    got = [await listener.get(WAIT) for _ in range(3)]
+    assert sorted(m["n"] for m in got) == [1, 2, 3]
+    await listener.close()
+    await until(lambda: unconfirmed(jan, "STORE.THIS") == 0)
+    await jan.close()
+    await again.close()
+
+
 # --- names, moves, collisions --------------------------------------------------------------------
 
 

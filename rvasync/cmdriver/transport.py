@@ -62,7 +62,7 @@ from rvasync.protocol.cm.names import (
     is_transient_name,
     new_transient_name,
 )
-from rvasync.protocol.cm.records import DataRecord, Hello, parse_record
+from rvasync.protocol.cm.records import DataRecord, Hello, RegisterRequest, parse_record
 from rvasync.protocol.relay import RelayTiming
 from rvasync.queues import Queue
 from rvasync.relaydriver.link import RelayLink
@@ -289,6 +289,9 @@ class CmTransport:
             lambda condition, tail: interested(f"_RV.INFO.RVCM.{condition}.{tail}")
         )
         self._core = core
+        for entry in state.subjects.values() if state is not None else ():
+            for listener in entry.registrations:
+                self._watch(listener)  # listeners of ours the ledger remembers
         self._pump_task = self._loop.create_task(self._pump(), name=f"rvcm:{self._name}")
         self._process(core.drain())
 
@@ -527,6 +530,7 @@ class CmTransport:
         """
         core = await self._ready()
         added = core.add_listener(name, subject)
+        self._watch(name)
         await self._after_ledger_change(core)
         return added
 
@@ -832,6 +836,8 @@ class CmTransport:
         if role is _P2P:
             if record.origin != self._name:
                 self._peers[record.origin] = record.address
+                if isinstance(record, RegisterRequest):
+                    self._watch(record.origin)  # a listener of ours: watch for its restarts
             core.receive(record, now)
         elif role is _OWN_HELLO:
             core.receive(record, now)
@@ -842,15 +848,27 @@ class CmTransport:
             and msg.subject == hello_subject(record.origin)
         ):
             # A sender announcing a new instance: labeled messages from it now
-            # carry its new address, which makes the core notice the move.
+            # carry its new address, which makes the core notice the move. A
+            # listener announcing one: the core invites it to take back the
+            # messages it is owed.
             self._peers[record.origin] = record.address
+            core.receive(record, now)
 
     def _first_contact(self, sender: str) -> str:
         """A labeled message from ``sender``, not heard from yet: watch for its restarts."""
-        if not is_transient_name(sender) and sender not in self._watched:
-            with contextlib.suppress(RvError):
-                self._watched[sender] = self._net_listen(hello_subject(sender), _PEER_HELLO)
+        self._watch(sender)
         return any_instance_address(sender)
+
+    def _watch(self, name: str) -> None:
+        """Listen for announcements of new instances of correspondent ``name``.
+
+        Senders we listen to (their labeled messages then carry a new address)
+        and listeners we keep messages for (a restarted one is invited to take
+        them back without waiting for our next message).
+        """
+        if not is_transient_name(name) and name != self._name and name not in self._watched:
+            with contextlib.suppress(RvError):
+                self._watched[name] = self._net_listen(hello_subject(name), _PEER_HELLO)
 
     def _malformed(self, msg: Message, exc: Exception) -> None:
         self.malformed += 1

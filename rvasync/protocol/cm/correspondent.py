@@ -339,6 +339,8 @@ class CmCorrespondent:
             self._collision(record)
             return
         if isinstance(record, Hello):
+            if not record.reply:
+                self._sender.on_hello(record.origin, record.address, now)
             return
         if ctx.note_peer(record.origin, record.address):
             # A sender that moved is asked to resume our agreements at once. A

@@ -99,6 +99,11 @@ class _Source:
     seen: set[int] = field(default_factory=set)
     seen_order: deque[int] = field(default_factory=deque)
     highest_uncertified: int = 0
+    # Sequences strictly between these two were sent before the agreement (and
+    # after what an earlier instance confirmed): one arriving after the
+    # registration reply is delivered uncertified, as it would have been before.
+    late_low: int = 0
+    late_high: int = 0
 
 
 class ListenerHalf:
@@ -474,6 +479,10 @@ class ListenerHalf:
             if seq > src.last_seen:
                 src.last_seen = seq
             if seq < src.expected or seq in src.held:
+                if src.late_low < seq < src.late_high:
+                    # Sent before the agreement, overtaken by the registration
+                    # reply: still a message this listener never had.
+                    self._deliver_uncertified(src, rec)
                 return
             src.held[seq] = rec
             self._drain(src)
@@ -511,6 +520,7 @@ class ListenerHalf:
                 src.done.clear()
             # Held messages we (an earlier instance) already confirmed are
             # duplicates; others before the agreement arrive uncertified.
+            src.late_low, src.late_high = src.confirmed, begin
             for seq in [s for s in src.held if s <= src.confirmed]:
                 del src.held[seq]
             self._release_held_uncertified(src, below=begin)
@@ -610,7 +620,7 @@ class ListenerHalf:
         if src.expected <= src.last_seen:
             self._request_missing(src, now)
 
-    def _adopt(self, rec: ConfirmRequest, now: float) -> None:
+    def _adopt(self, rec: ConfirmRequest | Invite, now: float) -> None:
         """Take over an agreement an earlier instance of this name made, instead of cancelling it.
 
         A listener that requires old messages (a distributed queue's new
@@ -638,6 +648,11 @@ class ListenerHalf:
 
     def on_invite(self, rec: Invite, now: float) -> None:
         src = self._sources.get((rec.origin, rec.subject))
+        if src is None and self._require_old and self._index.match(rec.subject):
+            # A sender keeps messages for this name (an earlier instance's, or
+            # anticipated): take them over, as a confirmation request would.
+            self._adopt(rec, now)
+            return
         if src is None or src.status != UNCERTIFIED or not self._index.match(src.subject):
             return
         src.address = rec.address

@@ -57,6 +57,10 @@ from rvasync.subjects import has_wildcards, subject_matches
 
 __all__ = ["ListenerReview", "SenderHalf", "SubjectReview"]
 
+#: Invitations repeated after a listener's announcement of a new instance (one
+#: per register_retry_interval), in case it announced itself before listening.
+_HELLO_REMINDERS = 5
+
 
 @dataclass(frozen=True, slots=True)
 class ListenerReview:
@@ -93,6 +97,9 @@ class SenderHalf:
         self._asks: dict[tuple[str, str], float] = {}
         # Listeners refused or cut off by disallow: where they were, for invites on allow.
         self._refused: dict[str, tuple[str, set[str]]] = {}
+        # (subject, listener) -> (new instance's address, next reminder, reminders left):
+        # a listener that announced a new instance while owing messages, until it registers.
+        self._reminders: dict[tuple[str, str], tuple[str, float, int]] = {}
         for subject, entry in ctx.ledger.subjects.items():
             self._last_sent[subject] = entry.last_sent
             for seq, message in entry.messages.items():
@@ -345,6 +352,7 @@ class SenderHalf:
                 ),
             )
             return
+        self._reminders.pop((subject, listener), None)
         entry = ctx.ledger.subject(subject)
         last = self.last_sent(subject)
         old = entry.registrations.get(listener)
@@ -414,6 +422,45 @@ class SenderHalf:
                 disallowed=listener in ctx.ledger.disallowed,
             ),
         )
+
+    def on_hello(self, listener: str, address: str, now: float) -> None:
+        """Listener ``listener`` announced a new instance at ``address``: tell it what waits.
+
+        A restarted (or anticipated, first started) listener only discovers a
+        sender when a labeled message from it arrives; if the sender has
+        nothing new to send, the stored messages would wait for the next one.
+        The spec wants them retransmitted when the listener comes back, so the
+        sender invites the new instance to register on every subject it owes
+        messages on (a listener that requires old messages registers and gets
+        them; one that does not ignores the invitation). Invitations repeat a
+        few times, since the new instance may announce itself before it has
+        created its listeners.
+        """
+        ctx = self._ctx
+        for subject, entry in ctx.ledger.subjects.items():
+            reg = entry.registrations.get(listener)
+            if reg is None or reg.address == address or not self._owes(entry, reg):
+                continue
+            ctx.send_to(address, Invite(origin=ctx.name, address=ctx.address, subject=subject))
+            self._reminders[(subject, listener)] = (
+                address,
+                now + ctx.timing.register_retry_interval,
+                _HELLO_REMINDERS,
+            )
+
+    def _remind(self, now: float) -> None:
+        ctx = self._ctx
+        for key, (address, when, left) in list(self._reminders.items()):
+            if when > now:
+                continue
+            subject, listener = key
+            entry = ctx.ledger.subjects.get(subject)
+            reg = entry.registrations.get(listener) if entry is not None else None
+            if entry is None or reg is None or not self._owes(entry, reg) or left <= 0:
+                del self._reminders[key]
+                continue
+            ctx.send_to(address, Invite(origin=ctx.name, address=ctx.address, subject=subject))
+            self._reminders[key] = (address, now + ctx.timing.register_retry_interval, left - 1)
 
     def on_confirm(self, rec: Confirm, now: float) -> None:
         ctx = self._ctx
@@ -503,6 +550,8 @@ class SenderHalf:
             message = entry.messages.get(seq) if entry is not None else None
             if entry is not None and message is not None and message.expiry == expiry:
                 self._fail(subject, entry, seq)
+        if self._reminders:
+            self._remind(now)
         warned: set[str] = set()
         for key, when in list(self._asks.items()):
             if when > now:
@@ -537,6 +586,7 @@ class SenderHalf:
                 break
             heapq.heappop(self._expiries)
         candidates = [when for when in self._asks.values()]
+        candidates.extend(when for _, when, _ in self._reminders.values())
         if self._expiries:
             candidates.append(self._expiries[0][0])
         return min(candidates) if candidates else None
