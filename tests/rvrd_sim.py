@@ -67,6 +67,10 @@ class Domain:
                 if out.frame[0] == "DATA":
                     self.crossings[(link, out.frame[6])] += 1
                     self.directed[(router, out.neighbor, out.frame[6])] += 1
+                elif out.frame[0] == "BATCH":
+                    for msg_id in out.frame[6]:
+                        self.crossings[(link, msg_id)] += 1
+                        self.directed[(router, out.neighbor, msg_id)] += 1
                 self._take(out.neighbor, self.cores[out.neighbor].receive(router, out.frame))
             elif isinstance(out, Deliver):
                 self.delivered[(out.network, out.payload)] += 1
@@ -127,6 +131,16 @@ class Domain:
         for r, nets in self.attach.items():
             if network in nets and self._listens(r, network, subject):
                 self._take(r, self.cores[r].import_message(network, subject, msg_id))
+        if settle:
+            self.settle()
+
+    def publish_batch(
+        self, network: str, subject: str, msg_ids: list[Any], *, settle: bool = True
+    ) -> None:
+        """Several messages of one subject, handed to each router as one batch."""
+        for r, nets in self.attach.items():
+            if network in nets and self._listens(r, network, subject):
+                self._take(r, self.cores[r].import_batch(network, subject, list(msg_ids)))
         if settle:
             self.settle()
 

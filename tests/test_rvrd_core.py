@@ -67,16 +67,22 @@ def scenarios(draw: st.DrawFn) -> dict:
     }
 
 
-def _check(domain: Domain, ids: itertools.count) -> None:
+def _check(domain: Domain, ids: itertools.count, batched: bool = False) -> None:
     for network in sorted(domain.networks()):
         for subject in SUBJECTS:
             msg_id = next(ids)
             before_loss = sum(loss.messages for loss in domain.losses)
-            domain.publish(network, subject, msg_id)
+            if batched:
+                # Three messages in one batch: each must fare as a single message would.
+                batch = [msg_id, next(ids), next(ids)]
+                domain.publish_batch(network, subject, batch)
+            else:
+                batch = [msg_id]
+                domain.publish(network, subject, msg_id)
             reach = domain.reachable_networks(network)
-            lost = sum(loss.messages for loss in domain.losses) - before_loss
+            lost = -(-(sum(loss.messages for loss in domain.losses) - before_loss) // len(batch))
             unreached = False
-            for other in domain.networks():
+            for other, msg_id in itertools.product(domain.networks(), batch):
                 got = domain.delivered[(other, msg_id)]
                 if other == network or not domain.wants(other, subject):
                     assert got == 0, (other, subject, "delivered where nobody listens")
@@ -90,7 +96,7 @@ def _check(domain: Domain, ids: itertools.count) -> None:
                     # A router can only report interest it heard of before the partition.
                     unreached = unreached or _known(domain, network, other)
             for (link, mid), count in domain.crossings.items():
-                if mid == msg_id:
+                if mid in batch:
                     assert count == 1, ("a link crossed twice", link, subject)
             if unreached:
                 assert lost >= 1, ("a loss went unreported", network, subject)
@@ -132,15 +138,15 @@ def _stale(domain: Domain, network: str) -> bool:
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(scenarios())
-def test_exactly_once_where_a_path_exists(sc: dict) -> None:
+@given(scenarios(), st.booleans())
+def test_exactly_once_where_a_path_exists(sc: dict, batched: bool) -> None:
     domain = Domain(sc["attach"])
     for a, b in sc["edges"]:
         domain.link_up(f"r{a}", f"r{b}", sc["costs"][(a, b)])
     for node, pattern in sc["listens"]:
         domain.listen(f"n{node}", pattern)
     ids = itertools.count()
-    _check(domain, ids)
+    _check(domain, ids, batched)
     edges = sc["edges"]
     for action, index in sc["events"]:
         if action == "unlisten" and sc["listens"]:
@@ -152,7 +158,7 @@ def test_exactly_once_where_a_path_exists(sc: dict) -> None:
                 domain.link_down(f"r{a}", f"r{b}")
             else:
                 domain.link_up(f"r{a}", f"r{b}", sc["costs"][(a, b)])
-        _check(domain, ids)
+        _check(domain, ids, batched)
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -172,7 +178,11 @@ def test_no_loop_while_records_are_still_flooding(sc: dict, plan: list[tuple[int
     edges = sc["edges"]
     nets = sorted(domain.networks())
     for i, (steps, which) in enumerate(plan):
-        domain.publish(nets[which % len(nets)], SUBJECTS[which % len(SUBJECTS)], i, settle=False)
+        net, subject = nets[which % len(nets)], SUBJECTS[which % len(SUBJECTS)]
+        if steps % 2:
+            domain.publish_batch(net, subject, [i, (i, "b")], settle=False)
+        else:
+            domain.publish(net, subject, i, settle=False)
         if edges:
             a, b = edges[which % len(edges)]
             if frozenset((f"r{a}", f"r{b}")) in domain.up:

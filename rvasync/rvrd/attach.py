@@ -10,6 +10,9 @@ never announced as the network's interest. Through it, it
   with it: UNREACHABLE.TRANSPORT);
 * listens to exactly what the rest of the domain wants from this network
   (:meth:`Attachment.set_listens`) and to replies on its own inboxes;
+* gathers the messages programs publish here during one event-loop turn and
+  hands each run of one subject to the router as a batch (one routing
+  decision, one BATCH frame per link), in the order they arrived;
 * publishes what the domain delivers here (:meth:`Attachment.deliver`),
   tagged with a reserved ``_rvrd`` field so that other routers on the
   network know the message is already inside the domain.
@@ -17,6 +20,7 @@ never announced as the network's interest. Through it, it
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -70,6 +74,8 @@ class Attachment:
     """The router's presence on local network ``config``.
 
     ``on_message(network, subject, payload, tag)``: a message to import;
+    ``on_batch(network, subject, payloads)``: messages of one subject that programs
+    published here, in order (gathered over one event-loop turn);
     ``on_interest(network, subject, added)``: the network's interest changed.
     """
 
@@ -79,6 +85,7 @@ class Attachment:
         config: NetworkConfig,
         *,
         on_message: Callable[[str, str, bytes, Tag | None], None],
+        on_batch: Callable[[str, str, list[bytes]], None],
         on_interest: Callable[[str, str, bool], None],
         on_error: Callable[..., None],
     ) -> None:
@@ -86,6 +93,9 @@ class Attachment:
         self.config = config
         self._router = router
         self._on_message = on_message
+        self._on_batch = on_batch
+        #: Untagged messages of this turn, (subject, payload), flushed at its end.
+        self._pending: list[tuple[str, bytes]] = []
         self._on_interest = on_interest
         self._on_error = on_error
         self.transport = Transport(
@@ -177,7 +187,25 @@ class Attachment:
         except RvError:
             self._on_error("cannot encode a message to route", subject=subject)
             return
+        if tag is None:
+            if not self._pending:
+                asyncio.get_running_loop().call_soon(self.flush)
+            self._pending.append((subject, payload))
+            return
+        self.flush()  # what came before it leaves first
         self._on_message(self.name, subject, payload, tag)
+
+    def flush(self) -> None:
+        """Hand the messages gathered this turn to the router, one batch per run of a subject."""
+        pending, self._pending = self._pending, []
+        i, n = 0, len(pending)
+        while i < n:
+            subject = pending[i][0]
+            j = i + 1
+            while j < n and pending[j][0] == subject:
+                j += 1
+            self._on_batch(self.name, subject, [p for _, p in pending[i:j]])
+            i = j
 
     def _reply(self, msg: Message) -> None:
         """A reply to one of the inboxes the router wrote as reply subjects here."""
@@ -187,6 +215,7 @@ class Attachment:
         msg = msg.copy()
         msg.subject = subject
         msg.reply_subject = domain_reply(self.name, msg.reply_subject)
+        self.flush()
         self._on_message(self.name, subject, msg.to_bytes(), None)
 
     # ------------------------------------------------------------------ messages out

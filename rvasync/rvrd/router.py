@@ -90,6 +90,7 @@ class Router:
                     self.name,
                     net,
                     on_message=self._on_message,
+                    on_batch=self._on_batch,
                     on_interest=self._on_interest,
                     on_error=self._error,
                 )
@@ -174,8 +175,11 @@ class Router:
             cls = out.__class__
             if cls is SendFrame:
                 link = self._links.get(out.neighbor)
-                if (link is None or not link.send(out.frame)) and out.frame[0] == "DATA":
-                    self._lost(1, f"link to {out.neighbor} cannot take it", out.frame[5])
+                if link is None or not link.send(out.frame):
+                    kind = out.frame[0]
+                    if kind == "DATA" or kind == "BATCH":
+                        count = 1 if kind == "DATA" else len(out.frame[6])
+                        self._lost(count, f"link to {out.neighbor} cannot take it", out.frame[5])
             elif cls is Deliver:
                 attachment = self.attachments[out.network]
                 if not attachment.deliver(out.subject, out.payload, out.tag):
@@ -198,6 +202,14 @@ class Router:
             self._run(self.core.import_message(network, subject, payload, tag))
         except Exception:
             self._error("routing a message", network=network, subject=subject)
+
+    def _on_batch(self, network: str, subject: str, payloads: list[bytes]) -> None:
+        if self._closed:
+            return
+        try:
+            self._run(self.core.import_batch(network, subject, payloads))
+        except Exception:
+            self._error("routing messages", network=network, subject=subject)
 
     def _on_interest(self, network: str, subject: str, added: bool) -> None:
         if self._closed:

@@ -61,7 +61,12 @@ DECISION_CACHE = 4096
 
 LSA = "LSA"
 DATA = "DATA"
+#: Several messages of one subject, imported one after another by one router:
+#: ``[BATCH, origin, importer, first seq, hops, subject, [payload, ...]]`` (consecutive seqs).
+BATCH = "BATCH"
 ACK = "ACK"
+#: Largest number of messages in one BATCH frame.
+MAX_BATCH = 256
 
 
 def routable(subject: str) -> bool:
@@ -179,6 +184,7 @@ class RouterCore:
         self._listen: dict[str, frozenset[str]] = {}
         self._unreachable_since: dict[str, float] = {}
         self._decisions: dict[tuple[str, str], tuple[list[str], list[str], int]] = {}
+        self._exports: dict[tuple[str, str], bool] = {}
         self._reachable: frozenset[str] = frozenset()
         self.topology = Topology(name, {})
 
@@ -310,6 +316,25 @@ class RouterCore:
                 link.ack_sent = link.received
                 out.append(SendFrame(neighbor, [ACK, link.received]))
             return out
+        if kind == BATCH and len(frame) == 7:
+            _, origin, importer, seq, hops, subject, payloads = frame
+            if not (
+                isinstance(origin, str)
+                and isinstance(importer, str)
+                and isinstance(seq, int)
+                and isinstance(hops, int)
+                and isinstance(subject, str)
+                and isinstance(payloads, list)
+                and 0 < len(payloads) <= MAX_BATCH
+            ):
+                self.stats.bad_frames += 1
+                raise ValueError("malformed BATCH frame")
+            link.received += len(payloads)
+            out = self._batch_in(origin, importer, seq, hops, subject, payloads, neighbor)
+            if link.received - link.ack_sent >= ACK_EVERY:
+                link.ack_sent = link.received
+                out.append(SendFrame(neighbor, [ACK, link.received]))
+            return out
         if kind == ACK and len(frame) == 2 and isinstance(frame[1], int):
             link.acked = max(link.acked, min(frame[1], link.sent))
             return []
@@ -363,10 +388,7 @@ class RouterCore:
         """
         self._check_network(network)
         if tag is None:
-            inbox_reply = subject.startswith(INBOX_ROUTE + ".")
-            if not inbox_reply and (
-                not routable(subject) or not self.networks[network].exports_subject(subject)
-            ):
+            if not self._exported(network, subject):
                 self.stats.not_exported += 1
                 return []
             self._import_seq += 1
@@ -374,6 +396,125 @@ class RouterCore:
             return self._forward(network, self.name, self._import_seq, 0, subject, payload, True)
         origin, importer, seq, hops = tag
         return self._forward_in(origin, importer, seq, hops, subject, payload, net_node(network))
+
+    def import_batch(self, network: str, subject: str, payloads: list[Any]) -> list[Any]:
+        """Messages of one ``subject`` that programs published on ``network``, in order.
+
+        The same outcome as :meth:`import_message` called for each payload
+        (untagged), at the cost of one routing decision, and the messages
+        cross each link as one BATCH frame (up to :data:`MAX_BATCH` each)
+        instead of one frame per message.
+        """
+        self._check_network(network)
+        if not payloads:
+            return []
+        if not self._exported(network, subject):
+            self.stats.not_exported += len(payloads)
+            return []
+        out: list[Any] = []
+        for start in range(0, len(payloads), MAX_BATCH):
+            chunk = payloads[start : start + MAX_BATCH]
+            first = self._import_seq + 1
+            self._import_seq += len(chunk)
+            self.stats.imported += len(chunk)
+            out += self._forward_batch(network, self.name, first, 0, subject, chunk, True, None)
+        return out
+
+    def _exported(self, network: str, subject: str) -> bool:
+        """Whether a program's message on ``network`` enters the domain (cached per subject)."""
+        key = (network, subject)
+        found = self._exports.get(key)
+        if found is None:
+            found = subject.startswith(INBOX_ROUTE + ".") or (
+                routable(subject) and self.networks[network].exports_subject(subject)
+            )
+            if len(self._exports) >= DECISION_CACHE:
+                self._exports.clear()
+            self._exports[key] = found
+        return found
+
+    def _batch_in(
+        self,
+        origin: str,
+        importer: str,
+        seq: int,
+        hops: int,
+        subject: str,
+        payloads: list[Any],
+        neighbor: str,
+    ) -> list[Any]:
+        """A BATCH frame from ``neighbor``: as many DATA frames, decided once."""
+        seen = self._seen
+        if any((importer, seq + i) in seen for i in range(len(payloads))):
+            # Some already seen (records still flooding): take them one by one.
+            out: list[Any] = []
+            came_from = router_node(neighbor)
+            for i, payload in enumerate(payloads):
+                out += self._forward_in(
+                    origin, importer, seq + i, hops, subject, payload, came_from
+                )
+            return out
+        tree = self.topology.tree(net_node(origin))
+        off_tree = tree is None or tree.parent.get(router_node(self.name)) != router_node(neighbor)
+        return self._forward_batch(
+            origin,
+            importer,
+            seq,
+            hops,
+            subject,
+            payloads,
+            False,
+            router_node(neighbor) if off_tree else None,
+        )
+
+    def _forward_batch(
+        self,
+        origin: str,
+        importer: str,
+        seq: int,
+        hops: int,
+        subject: str,
+        payloads: list[Any],
+        fresh: bool,
+        off_tree_from: str | None,
+    ) -> list[Any]:
+        """:meth:`_forward` for consecutive sequence numbers ``seq``.. of one subject."""
+        n = len(payloads)
+        for i in range(n):
+            self._remember((importer, seq + i))
+        if hops >= self.max_hops:
+            self.stats.lost += n
+            return [Loss(n, "hop limit reached", subject)]
+        out: list[Any] = []
+        if off_tree_from is not None:
+            nets = [
+                node[2:]
+                for node in self._attached_nodes()
+                if node != net_node(origin) and self._delivers(node, subject)
+            ]
+            routers: list[str] = []
+            lost = 0
+        else:
+            nets, routers, lost = self._decide(origin, subject)
+        for net in nets:
+            self.stats.delivered += n
+            for i, payload in enumerate(payloads):
+                out.append(Deliver(net, subject, payload, (origin, importer, seq + i, hops + 1)))
+        for neighbor in routers:
+            link = self._links.get(neighbor)
+            if link is None:
+                self.stats.lost += n
+                out.append(Loss(n, f"no link to {neighbor}", subject, neighbor))
+                continue
+            link.sent += n
+            self.stats.forwarded += n
+            out.append(
+                SendFrame(neighbor, [BATCH, origin, importer, seq, hops + 1, subject, payloads])
+            )
+        if fresh and lost:
+            self.stats.lost += n
+            out.append(Loss(n, "no path to a network that listens", subject))
+        return out
 
     def _forward_in(
         self,
