@@ -24,16 +24,25 @@ from rvasync.subjects import subject_matches
 
 
 class Domain:
-    def __init__(self, attach: dict[str, list[str]]) -> None:
-        """``attach``: router -> the networks it is attached to."""
+    def __init__(
+        self,
+        attach: dict[str, list[str]],
+        weights: dict[tuple[str, str], tuple[tuple[str, int], ...]] | None = None,
+    ) -> None:
+        """``attach``: router -> the networks it is attached to; ``weights``: (router,
+        network) -> that router's import weights there."""
         self.attach = attach
+        w = weights or {}
         self.cores = {
-            r: RouterCore(r, {n: NetworkPolicy() for n in nets}) for r, nets in attach.items()
+            r: RouterCore(r, {n: NetworkPolicy(weights=w.get((r, n), ())) for n in nets})
+            for r, nets in attach.items()
         }
         self.up: dict[frozenset[str], int] = {}
         self.queue: deque[tuple[str, Any]] = deque()  # (router, output) to carry out
         #: (network, message id) -> deliveries
         self.delivered: Counter[tuple[str, Any]] = Counter()
+        #: (network, message id) -> the router that delivered it last
+        self.deliverer: dict[tuple[str, Any], str] = {}
         #: (link, message id) -> DATA frames that crossed it (either direction)
         self.crossings: Counter[tuple[frozenset[str], Any]] = Counter()
         #: (from, to, message id) -> DATA frames sent that way
@@ -74,6 +83,7 @@ class Domain:
                 self._take(out.neighbor, self.cores[out.neighbor].receive(router, out.frame))
             elif isinstance(out, Deliver):
                 self.delivered[(out.network, out.payload)] += 1
+                self.deliverer[(out.network, out.payload)] = router
                 for other, nets in self.attach.items():
                     if out.network in nets and self._listens(other, out.network, out.subject):
                         self._take(

@@ -58,7 +58,14 @@ def scenarios(draw: st.DrawFn) -> dict:
             max_size=6,
         )
     )
+    weights = {
+        (r, net): tuple(draw(st.lists(st.tuples(st.sampled_from(PATTERNS), st.integers(1, 5)))))
+        for r, nets in attach.items()
+        for net in nets
+        if draw(st.booleans())
+    }
     return {
+        "weights": weights,
         "attach": attach,
         "edges": edges,
         "costs": costs,
@@ -140,7 +147,7 @@ def _stale(domain: Domain, network: str) -> bool:
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios(), st.booleans())
 def test_exactly_once_where_a_path_exists(sc: dict, batched: bool) -> None:
-    domain = Domain(sc["attach"])
+    domain = Domain(sc["attach"], sc["weights"])
     for a, b in sc["edges"]:
         domain.link_up(f"r{a}", f"r{b}", sc["costs"][(a, b)])
     for node, pattern in sc["listens"]:
@@ -170,7 +177,7 @@ def test_no_loop_while_records_are_still_flooding(sc: dict, plan: list[tuple[int
     each way of a link at most once, and a LAN served by one router gets it
     at most once.
     """
-    domain = Domain(sc["attach"])
+    domain = Domain(sc["attach"], sc["weights"])
     for a, b in sc["edges"]:
         domain.link_up(f"r{a}", f"r{b}", sc["costs"][(a, b)])
     for node, pattern in sc["listens"]:
@@ -312,3 +319,54 @@ def test_deliver_carries_tag() -> None:
     outs_b = domain.cores["b"].receive("a", frames[0].frame)
     (deliver,) = [o for o in outs_b if isinstance(o, Deliver)]
     assert deliver.tag[0] == "A" and deliver.tag[1] == "a"
+
+
+def _redundant_lan(weights: dict) -> Domain:
+    """LAN B served by b1 and b2, both one link from a (LAN A): equal cost."""
+    domain = Domain({"a": ["A"], "b1": ["B"], "b2": ["B"]}, weights)
+    domain.link_up("a", "b1", 1)
+    domain.link_up("a", "b2", 1)
+    domain.listen("B", ">")
+    return domain
+
+
+def test_subject_weights_divide_a_lan_between_its_routers() -> None:
+    domain = _redundant_lan({("b1", "B"): (("X.>", 10),), ("b2", "B"): (("Y.>", 10),)})
+    for i, subject in enumerate(["X.1", "Y.1", "X.2.3", "Z"]):
+        domain.publish("A", subject, i)
+    assert domain.deliverer[("B", 0)] == "b1"
+    assert domain.deliverer[("B", 1)] == "b2"
+    assert domain.deliverer[("B", 2)] == "b1"
+    assert domain.deliverer[("B", 3)] == "b1"  # equal weights (default): smallest name
+    assert all(domain.delivered[("B", i)] == 1 for i in range(4))
+    # Only the chosen router's link carries each subject.
+    assert domain.directed[("a", "b2", 0)] == 0
+    assert domain.directed[("a", "b1", 1)] == 0
+
+
+def test_subject_weights_keep_fault_tolerance() -> None:
+    domain = _redundant_lan({("b1", "B"): (("X.>", 10),), ("b2", "B"): (("Y.>", 10),)})
+    domain.link_down("a", "b1")
+    domain.publish("A", "X.1", "m1")
+    assert domain.deliverer[("B", "m1")] == "b2"
+    assert domain.delivered[("B", "m1")] == 1
+    domain.link_up("a", "b1", 1)
+    domain.publish("A", "X.1", "m2")
+    assert domain.deliverer[("B", "m2")] == "b1"
+
+
+def test_path_cost_comes_before_subject_weight() -> None:
+    domain = Domain({"a": ["A"], "b1": ["B"], "b2": ["B"]}, {("b2", "B"): (("X", 99),)})
+    domain.link_up("a", "b1", 1)
+    domain.link_up("a", "b2", 3)
+    domain.listen("B", "X")
+    domain.publish("A", "X", "m")
+    assert domain.deliverer[("B", "m")] == "b1"
+
+
+def test_heaviest_matching_pattern_counts() -> None:
+    domain = _redundant_lan({("b1", "B"): (("X.>", 2), ("X.Y", 1)), ("b2", "B"): (("X.*", 3),)})
+    domain.publish("A", "X.Y", "m1")
+    domain.publish("A", "X.Y.Z", "m2")
+    assert domain.deliverer[("B", "m1")] == "b2"  # b1's X.Y is 2 (its greatest match), b2's 3
+    assert domain.deliverer[("B", "m2")] == "b1"  # X.* does not match: b2 weighs 1

@@ -64,7 +64,7 @@ class Router:
         self.name = cfg.name
         self.core = RouterCore(
             cfg.name,
-            {n.name: NetworkPolicy(n.imports, n.exports) for n in cfg.networks},
+            {n.name: NetworkPolicy(n.imports, n.exports, n.weights) for n in cfg.networks},
         )
         self._log = stderr_logger()
         self.attachments: dict[str, Attachment] = {}

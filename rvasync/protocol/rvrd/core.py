@@ -82,6 +82,9 @@ class NetworkPolicy:
 
     imports: tuple[str, ...] = (">",)
     exports: tuple[str, ...] = (">",)
+    #: Import weights (pattern, weight >= 1): among routers reaching this network at the
+    #: same cost, the one with the greatest weight for a subject delivers it here.
+    weights: tuple[tuple[str, int], ...] = ()
 
     def imports_subject(self, subject: str) -> bool:
         return any(subject_matches(p, subject) for p in self.imports)
@@ -618,12 +621,27 @@ class RouterCore:
         if tree is None or (me not in tree.parent):
             lost = 1 if self._anyone_wants(subject, root) else 0
         else:
+            # Which router serves each listening network: the cheapest, then the heaviest
+            # import weight for this subject (topology.py); a branch is taken only toward
+            # a network whose server lies in it.
+            servers = [
+                topo.server(tree, node, subject)
+                for node in tree.candidates
+                if node != root and topo.wants(node, subject)
+            ]
+            for node in self._attached_nodes():
+                if (
+                    node != root
+                    and node in tree.candidates
+                    and topo.server(tree, node, subject) == me
+                    and self._delivers(node, subject)
+                ):
+                    nets.append(node[2:])
             for child in tree.children.get(me, ()):
-                if child.startswith("n:"):
-                    if self._delivers(child, subject):
-                        nets.append(child[2:])
-                elif any(topo.wants(n, subject) for n in tree.descendants[child] if n != root):
-                    routers.append(child[2:])
+                if child.startswith("r:"):
+                    below = tree.subtree[child]
+                    if any(server in below for server in servers):
+                        routers.append(child[2:])
             # Reported once per message: by the smallest-named router attached to the origin.
             attached = topo.attached.get(root, [])
             if attached and attached[0] == self.name and self._unreached(subject, root, tree):
@@ -664,6 +682,7 @@ class RouterCore:
             self._seq,
             {n: link.cost for n, link in self._links.items()},
             {net: self.advertised(net) for net in self.networks},
+            {net: policy.weights for net, policy in self.networks.items() if policy.weights},
         )
         self._records[self.name] = record
         out: list[Any] = [SendFrame(n, [LSA, record.to_wire()]) for n in sorted(self._links)]
