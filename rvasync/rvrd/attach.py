@@ -10,8 +10,9 @@ never announced as the network's interest. Through it, it
   with it: UNREACHABLE.TRANSPORT);
 * listens to exactly what the rest of the domain wants from this network
   (:meth:`Attachment.set_listens`) and to replies on its own inboxes;
-* gathers the messages programs publish here during one event-loop turn and
-  hands each run of one subject to the router as a batch (one routing
+* hands the first message programs publish here in an event-loop turn to
+  the router at once, gathers the rest of the turn and hands each run of
+  one subject to the router as a batch (one routing
   decision, one BATCH frame per link), in the order they arrived;
 * publishes what the domain delivers here (:meth:`Attachment.deliver`),
   tagged with a reserved ``_rvrd`` field so that other routers on the
@@ -96,6 +97,7 @@ class Attachment:
         self._on_batch = on_batch
         #: Untagged messages of this turn, (subject, payload), flushed at its end.
         self._pending: list[tuple[str, bytes]] = []
+        self._turn = False
         self._on_interest = on_interest
         self._on_error = on_error
         self.transport = Transport(
@@ -188,15 +190,26 @@ class Attachment:
             self._on_error("cannot encode a message to route", subject=subject)
             return
         if tag is None:
-            if not self._pending:
-                asyncio.get_running_loop().call_soon(self.flush)
-            self._pending.append((subject, payload))
+            if self._turn:
+                self._pending.append((subject, payload))
+                return
+            # The turn's first message leaves at once (latency); the rest of a burst is
+            # gathered and handed over at the end of the turn (throughput).
+            self._turn = True
+            asyncio.get_running_loop().call_soon(self._end_turn)
+            self._on_batch(self.name, subject, [payload])
             return
         self.flush()  # what came before it leaves first
         self._on_message(self.name, subject, payload, tag)
 
+    def _end_turn(self) -> None:
+        self._turn = False
+        self.flush()
+
     def flush(self) -> None:
         """Hand the messages gathered this turn to the router, one batch per run of a subject."""
+        if not self._pending:
+            return
         pending, self._pending = self._pending, []
         i, n = 0, len(pending)
         while i < n:
