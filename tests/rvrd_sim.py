@@ -19,6 +19,7 @@ from rvasync.protocol.rvrd import (
     NetworkPolicy,
     RouterCore,
     SendFrame,
+    SendLan,
 )
 from rvasync.subjects import subject_matches
 
@@ -28,9 +29,13 @@ class Domain:
         self,
         attach: dict[str, list[str]],
         weights: dict[tuple[str, str], tuple[tuple[str, int], ...]] | None = None,
+        *,
+        lan: bool = False,
     ) -> None:
         """``attach``: router -> the networks it is attached to; ``weights``: (router,
-        network) -> that router's import weights there."""
+        network) -> that router's import weights there; ``lan``: routers sharing a
+        network hear each other on it (LAN peers, records exchanged over it)."""
+        self.lan = lan
         self.attach = attach
         w = weights or {}
         self.cores = {
@@ -51,6 +56,12 @@ class Domain:
         self.interest: Counter[tuple[str, str]] = Counter()
         for r, core in self.cores.items():
             self._take(r, core.start())
+        if lan:
+            for r, nets in attach.items():
+                for net in nets:
+                    for other, their in attach.items():
+                        if other != r and net in their:
+                            self._take(r, self.cores[r].lan_peer_up(net, other))
         self.settle()
 
     def _take(self, router: str, outputs: list[Any]) -> None:
@@ -81,6 +92,12 @@ class Domain:
                         self.crossings[(link, msg_id)] += 1
                         self.directed[(router, out.neighbor, msg_id)] += 1
                 self._take(out.neighbor, self.cores[out.neighbor].receive(router, out.frame))
+            elif isinstance(out, SendLan):
+                for other, nets in self.attach.items():
+                    if other != router and out.network in nets:
+                        self._take(
+                            other, self.cores[other].receive_lan(out.network, router, out.frame)
+                        )
             elif isinstance(out, Deliver):
                 self.delivered[(out.network, out.payload)] += 1
                 self.deliverer[(out.network, out.payload)] = router

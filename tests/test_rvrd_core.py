@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rvasync.protocol.rvrd import Deliver, NetworkPolicy, RouterCore, SendFrame
+from rvasync.protocol.rvrd import Deliver, Loss, NetworkPolicy, RouterCore, SendFrame
 from rvasync.protocol.rvrd.patterns import intersects
 from rvasync.subjects import subject_matches
 from tests.rvrd_sim import Domain
@@ -65,6 +65,7 @@ def scenarios(draw: st.DrawFn) -> dict:
         if draw(st.booleans())
     }
     return {
+        "lan": draw(st.booleans()),
         "weights": weights,
         "attach": attach,
         "edges": edges,
@@ -94,9 +95,11 @@ def _check(domain: Domain, ids: itertools.count, batched: bool = False) -> None:
                 if other == network or not domain.wants(other, subject):
                     assert got == 0, (other, subject, "delivered where nobody listens")
                 elif other in reach:
-                    # Exactly once, except where the routers of a shared LAN are cut apart
-                    # from each other (each side then serves it: see docs/routing.md).
-                    split = max(_pieces(domain, other), _pieces(domain, network))
+                    # Exactly once. Without LAN peering, routers of a shared LAN that are
+                    # cut apart from each other each serve it (at most once per piece).
+                    split = (
+                        1 if domain.lan else max(_pieces(domain, other), _pieces(domain, network))
+                    )
                     assert 1 <= got <= split, (network, other, subject, got, domain.up)
                 else:
                     assert got == 0
@@ -127,6 +130,7 @@ def _known(domain: Domain, network: str, other: str) -> bool:
     node = "n:" + other
     return any(
         node in domain.cores[r].topology.unreachable_interest
+        or node in domain.cores[r].topology.interest  # known through a shared LAN
         for r, nets in domain.attach.items()
         if network in nets
     )
@@ -147,7 +151,7 @@ def _stale(domain: Domain, network: str) -> bool:
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios(), st.booleans())
 def test_exactly_once_where_a_path_exists(sc: dict, batched: bool) -> None:
-    domain = Domain(sc["attach"], sc["weights"])
+    domain = Domain(sc["attach"], sc["weights"], lan=sc["lan"])
     for a, b in sc["edges"]:
         domain.link_up(f"r{a}", f"r{b}", sc["costs"][(a, b)])
     for node, pattern in sc["listens"]:
@@ -177,7 +181,7 @@ def test_no_loop_while_records_are_still_flooding(sc: dict, plan: list[tuple[int
     each way of a link at most once, and a LAN served by one router gets it
     at most once.
     """
-    domain = Domain(sc["attach"], sc["weights"])
+    domain = Domain(sc["attach"], sc["weights"], lan=sc["lan"])
     for a, b in sc["edges"]:
         domain.link_up(f"r{a}", f"r{b}", sc["costs"][(a, b)])
     for node, pattern in sc["listens"]:
@@ -370,3 +374,33 @@ def test_heaviest_matching_pattern_counts() -> None:
     domain.publish("A", "X.Y.Z", "m2")
     assert domain.deliverer[("B", "m1")] == "b2"  # b1's X.Y is 2 (its greatest match), b2's 3
     assert domain.deliverer[("B", "m2")] == "b1"  # X.* does not match: b2 weighs 1
+
+
+def test_two_routers_on_the_same_two_lans_without_a_link_deliver_once() -> None:
+    """Both routers join A and B and hear each other there: no neighbor link needed."""
+    domain = Domain({"r1": ["A", "B"], "r2": ["A", "B"]}, lan=True)
+    domain.listen("B", "X")
+    domain.listen("A", "Y")
+    domain.publish("A", "X", "m1")
+    domain.publish("B", "Y", "m2")
+    assert domain.delivered[("B", "m1")] == 1
+    assert domain.delivered[("A", "m2")] == 1
+    assert domain.cores["r1"].topology.reachable == {"r1", "r2"}
+
+
+def test_a_lan_peer_going_silent_reports_what_was_left_to_it() -> None:
+    domain = Domain({"r1": ["A", "B"], "r2": ["A", "B"]}, lan=True)
+    domain.listen("B", "X")
+    domain.publish("A", "X", "m1")
+    assert domain.deliverer[("B", "m1")] == "r1"
+    r2 = domain.cores["r2"]
+    r2.lan_peer_up("A", "r1")  # heard again: m1 was handled
+    domain.publish("A", "X", "m2")
+    domain.publish("A", "X", "m3")
+    # r1 dies without a word; r2 notices the silence on both LANs.
+    outs = r2.lan_peer_down("A", "r1") + r2.lan_peer_down("B", "r1")
+    losses = [o for o in outs if isinstance(o, Loss)]
+    assert [loss.messages for loss in losses] == [2]
+    assert r2.topology.reachable == {"r2"}
+    out = r2.import_message("A", "X", "m4")
+    assert [o.network for o in out if isinstance(o, Deliver)] == ["B"]  # r2 took over

@@ -248,6 +248,43 @@ async def test_subject_weights_divide_a_lan_between_its_two_routers() -> None:
                 await r.close()
 
 
+async def test_two_routers_sharing_two_lans_need_no_link_between_them() -> None:
+    """Both routers join A and B, with no neighbor link: they find each other on the LANs,
+    deliver each message once, and when one goes away the other serves alone."""
+    sa, sb = services(2)
+    nets = [("A", sa), ("B", sb)]
+    r1 = await Router(router_config("r1", nets, [], listen=False)).start()
+    r2 = await Router(router_config("r2", nets, [], listen=False)).start()
+    pa, pb = await Program(sa).open(), await Program(sb).open()
+    try:
+        lb = await pb.listen("TO.B")
+        for r in (r1, r2):
+            await r.wait_for(
+                lambda r=r: (
+                    r.core.topology.reachable == {"r1", "r2"} and "TO.B" in r.listening("A")
+                ),
+                WAIT,
+            )
+        for n in range(5):
+            await pa.send("TO.B", n=n)
+        got = [(await pb.next(lb))["n"] for _ in range(5)]
+        assert got == list(range(5))
+        with pytest.raises(TimeoutError):
+            await pb.next(lb, timeout=0.5)  # no duplicate from the other router
+        served = r1.attachments["B"].published + r2.attachments["B"].published
+        assert served == 5
+        await r1.close()
+        await r2.wait_for(lambda: r2.core.topology.reachable == {"r2"}, WAIT)
+        await pa.send("TO.B", n=99)
+        assert (await pb.next(lb))["n"] == 99
+    finally:
+        await pa.close()
+        await pb.close()
+        for r in (r1, r2):
+            with contextlib.suppress(Exception):
+                await r.close()
+
+
 async def test_bad_config_and_unknown_neighbors_are_refused() -> None:
     with pytest.raises(rv.InvalidArgument, match=r"router\.name"):
         Router({"router": {"name": "bad name"}, "network": [{"name": "A"}]})

@@ -44,6 +44,10 @@ __all__ = ["TAG_FIELD", "Attachment", "parse_tag"]
 #: Reserved field on messages a router published into a network: "origin importer seq hops".
 TAG_FIELD = "_rvrd"
 UNREACHABLE = "_RV.INFO.SYSTEM.UNREACHABLE.TRANSPORT.>"
+#: Routers sharing a LAN: presence (``router``, ``network``) every heartbeat, and their
+#: link-state records (``frame``: the msgpack LSA frame), so they know each other.
+LAN_HELLO = "_RVRD.LAN.HELLO"
+LAN_LSA = "_RVRD.LAN.LSA"
 
 Tag = tuple[str, str, int, int]
 
@@ -77,7 +81,9 @@ class Attachment:
     ``on_message(network, subject, payload, tag)``: a message to import;
     ``on_batch(network, subject, payloads)``: messages of one subject that programs
     published here, in order (gathered over one event-loop turn);
-    ``on_interest(network, subject, added)``: the network's interest changed.
+    ``on_interest(network, subject, added)``: the network's interest changed;
+    ``on_lan(network, peer, frame)``: another router on this LAN was heard (``frame``:
+    the record it published, or None for its presence announcement).
     """
 
     def __init__(
@@ -88,6 +94,7 @@ class Attachment:
         on_message: Callable[[str, str, bytes, Tag | None], None],
         on_batch: Callable[[str, str, list[bytes]], None],
         on_interest: Callable[[str, str, bool], None],
+        on_lan: Callable[[str, str, bytes | None], None],
         on_error: Callable[..., None],
     ) -> None:
         self.name = config.name
@@ -99,6 +106,7 @@ class Attachment:
         self._pending: list[tuple[str, bytes]] = []
         self._turn = False
         self._on_interest = on_interest
+        self._on_lan = on_lan
         self._on_error = on_error
         self.transport = Transport(
             config.service,
@@ -118,6 +126,7 @@ class Attachment:
         await t.open()
         self.prefix = t.listen_inboxes(callback=self._reply).subject[:-2]
         t.listen(UNREACHABLE, callback=self._unreachable)
+        t.listen("_RVRD.LAN.>", callback=self._lan)
         # Last: listening to the announcements makes every daemon announce again.
         t.listen("_RV.INFO.SYSTEM.LISTEN.>", callback=self._announcement)
 
@@ -147,6 +156,45 @@ class Attachment:
         gone = self._daemons.pop(str(msg.get("tport")), None)
         for sub in sorted(gone or ()):
             self._on_interest(self.name, sub, False)
+
+    # ------------------------------------------------------------------ LAN peers
+
+    def _lan(self, msg: Message) -> None:
+        peer = msg.get("router")
+        network = msg.get("network")
+        if not isinstance(peer, str) or not peer or peer == self._router:
+            return
+        if network != self.name:
+            self._on_error(
+                "a router on this LAN gives it another network name (ignored)",
+                network=self.name,
+                peer=peer,
+                its_name=network,
+            )
+            return
+        frame = msg.get("frame") if msg.subject == LAN_LSA else None
+        if msg.subject == LAN_LSA and not isinstance(frame, bytes | bytearray):
+            return
+        self._on_lan(self.name, peer, None if frame is None else bytes(frame))
+
+    def _lan_message(self, subject: str, frame: bytes | None) -> None:
+        msg = Message(subject)
+        msg.add_reserved("router", self._router, FieldType.STRING)
+        msg.add_reserved("network", self.name, FieldType.STRING)
+        if frame is not None:
+            msg.add_reserved("frame", frame, FieldType.OPAQUE)
+        try:
+            self.transport.send_internal(msg)
+        except Exception:
+            self._on_error("cannot publish on the LAN", network=self.name, subject=subject)
+
+    def hello(self) -> None:
+        """Announce this router's presence to the other routers of the LAN."""
+        self._lan_message(LAN_HELLO, None)
+
+    def publish_record(self, frame: bytes) -> None:
+        """Publish a link-state frame for the other routers of the LAN."""
+        self._lan_message(LAN_LSA, frame)
 
     # ------------------------------------------------------------------ listening
 

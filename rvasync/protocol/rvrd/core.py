@@ -50,6 +50,7 @@ __all__ = [
     "NetworkPolicy",
     "RouterCore",
     "SendFrame",
+    "SendLan",
     "TopologyChanged",
     "routable",
 ]
@@ -126,6 +127,13 @@ class Loss(NamedTuple):
     neighbor: str | None = None
 
 
+class SendLan(NamedTuple):
+    """Publish ``frame`` (an LSA) on attached ``network``, for the other routers there."""
+
+    network: str
+    frame: list[Any]
+
+
 class TopologyChanged(NamedTuple):
     """The set of reachable routers changed (for logging and status)."""
 
@@ -177,6 +185,8 @@ class RouterCore:
         self.record_lifetime = record_lifetime
         self.stats = RouterStats()
         self._links: dict[str, _Link] = {}
+        #: network -> the other routers heard on it (LAN peers)
+        self._lan: dict[str, set[str]] = {}
         self._records: dict[str, LinkState] = {}
         self._seq = 0
         self._import_seq = 0
@@ -186,7 +196,10 @@ class RouterCore:
         self._dedup_window = dedup_window
         self._listen: dict[str, frozenset[str]] = {}
         self._unreachable_since: dict[str, float] = {}
-        self._decisions: dict[tuple[str, str], tuple[list[str], list[str], int]] = {}
+        self._decisions: dict[tuple[str, str], tuple[list[str], list[str], int, list[str]]] = {}
+        #: LAN peer -> messages this router left to it (it serves their network) since it
+        #: was last heard; reported lost if it goes silent (they may not have arrived).
+        self._left: dict[str, int] = {}
         self._exports: dict[tuple[str, str], bool] = {}
         self._reachable: frozenset[str] = frozenset()
         self.topology = Topology(name, {})
@@ -289,6 +302,64 @@ class RouterCore:
             out.append(Loss(unacked, f"neighbor link to {neighbor} broke", neighbor=neighbor))
         out += self._originate()
         return out
+
+    # ------------------------------------------------------------------ LAN peers
+
+    def lan_peer_up(self, network: str, peer: str) -> list[Any]:
+        """Router ``peer`` is heard on attached ``network`` (each of its announcements).
+
+        Routers sharing a LAN exchange their records over it, so they know each
+        other (and agree on which of them serves the LAN) without a neighbor
+        link between them. The LAN carries records only, never routed messages.
+        """
+        self._check_network(network)
+        if peer == self.name:
+            raise ValueError("a router cannot be its own LAN peer")
+        peers = self._lan.setdefault(network, set())
+        if peer in peers:
+            self._left.pop(peer, None)  # heard again: what it was left before, it handled
+            return []
+        peers.add(peer)
+        out: list[Any] = [
+            SendLan(network, [LSA, record.to_wire()])
+            for _, record in sorted(self._records.items())
+            if record.router != self.name
+        ]
+        out += self._originate()
+        return out
+
+    def lan_peer_down(self, network: str, peer: str) -> list[Any]:
+        """Router ``peer`` has not been heard on ``network`` for too long."""
+        self._check_network(network)
+        peers = self._lan.get(network)
+        if not peers or peer not in peers:
+            return []
+        peers.discard(peer)
+        out: list[Any] = []
+        if not any(peer in others for others in self._lan.values()):
+            left = self._left.pop(peer, 0)
+            if left:
+                self.stats.lost += left
+                out.append(Loss(left, f"router {peer} went silent on {network}", neighbor=peer))
+        return out + self._originate()
+
+    def lan_peers(self, network: str) -> frozenset[str]:
+        return frozenset(self._lan.get(network, ()))
+
+    def receive_lan(self, network: str, peer: str, frame: Any) -> list[Any]:
+        """A frame router ``peer`` published on ``network``: only LSA; ValueError otherwise."""
+        self._check_network(network)
+        if peer == self.name:
+            return []
+        if not isinstance(frame, list | tuple) or len(frame) != 2 or frame[0] != LSA:
+            self.stats.bad_frames += 1
+            raise ValueError("a LAN frame is [LSA, record]")
+        try:
+            record = LinkState.from_wire(frame[1])
+        except ValueError:
+            self.stats.bad_frames += 1
+            raise
+        return self._record_in("", record, network)
 
     # ------------------------------------------------------------------ frames
 
@@ -498,7 +569,10 @@ class RouterCore:
             routers: list[str] = []
             lost = 0
         else:
-            nets, routers, lost = self._decide(origin, subject)
+            nets, routers, lost, delegates = self._decide(origin, subject)
+            if fresh:
+                for peer in delegates:
+                    self._left[peer] = self._left.get(peer, 0) + n
         for net in nets:
             self.stats.delivered += n
             for i, payload in enumerate(payloads):
@@ -573,8 +647,10 @@ class RouterCore:
                 self.stats.delivered += 1
                 out.append(Deliver(net, subject, payload, tag))
             return out
-        decision = self._decide(origin, subject)
-        nets, routers, lost = decision
+        nets, routers, lost, delegates = self._decide(origin, subject)
+        if fresh:
+            for peer in delegates:
+                self._left[peer] = self._left.get(peer, 0) + 1
         tag = (origin, importer, seq, hops + 1)
         for net in nets:
             self.stats.delivered += 1
@@ -605,8 +681,9 @@ class RouterCore:
             return True
         return self.networks[node[2:]].imports_subject(subject)
 
-    def _decide(self, origin: str, subject: str) -> tuple[list[str], list[str], int]:
-        """(networks to deliver into, neighbors to send to, lost?) for a message of ``origin``."""
+    def _decide(self, origin: str, subject: str) -> tuple[list[str], list[str], int, list[str]]:
+        """(networks to deliver into, neighbors to send to, lost?, LAN peers of ``origin``
+        that take it from there themselves to serve a network) for a message of ``origin``."""
         key = (origin, subject)
         found = self._decisions.get(key)
         if found is not None:
@@ -617,6 +694,7 @@ class RouterCore:
         me = router_node(self.name)
         nets: list[str] = []
         routers: list[str] = []
+        delegates: list[str] = []
         lost = 0
         if tree is None or (me not in tree.parent):
             lost = 1 if self._anyone_wants(subject, root) else 0
@@ -642,11 +720,22 @@ class RouterCore:
                     below = tree.subtree[child]
                     if any(server in below for server in servers):
                         routers.append(child[2:])
+            peers = self._lan.get(origin, ())
+            delegates = sorted(
+                {
+                    server[2:]
+                    for server in servers
+                    if server is not None
+                    and server != me
+                    and server[2:] in peers
+                    and tree.parent.get(server) == root
+                }
+            )
             # Reported once per message: by the smallest-named router attached to the origin.
             attached = topo.attached.get(root, [])
             if attached and attached[0] == self.name and self._unreached(subject, root, tree):
                 lost = 1
-        found = (nets, routers, lost)
+        found = (nets, routers, lost, delegates)
         if len(self._decisions) >= DECISION_CACHE:
             self._decisions.clear()
         self._decisions[key] = found
@@ -662,6 +751,11 @@ class RouterCore:
         topo = self.topology
         if topo.unreachable_wants(subject):
             return True
+        if any(
+            node != root and node not in tree.candidates and topo.wants(node, subject)
+            for node in topo.interest
+        ):
+            return True  # known through a shared LAN, but no path of links leads there
         if subject.startswith(INBOX_ROUTE + "."):
             target = net_node(subject.split(".", 3)[2])
             return target != root and target not in tree.descendants.get(root, ())
@@ -683,15 +777,27 @@ class RouterCore:
             {n: link.cost for n, link in self._links.items()},
             {net: self.advertised(net) for net in self.networks},
             {net: policy.weights for net, policy in self.networks.items() if policy.weights},
+            {net: tuple(sorted(peers)) for net, peers in self._lan.items() if peers},
         )
         self._records[self.name] = record
         out: list[Any] = [SendFrame(n, [LSA, record.to_wire()]) for n in sorted(self._links)]
+        out += self._flood_lans(record, None)
         out += self._recompute()
         return out
 
-    def _record_in(self, neighbor: str, record: LinkState) -> list[Any]:
+    def _flood_lans(self, record: LinkState, came_on: str | None) -> list[Any]:
+        """The record on every attached LAN with peers, except the one it came on."""
+        return [
+            SendLan(net, [LSA, record.to_wire()])
+            for net, peers in sorted(self._lan.items())
+            if peers and net != came_on
+        ]
+
+    def _record_in(self, neighbor: str, record: LinkState, came_on: str | None = None) -> list[Any]:
         self.stats.records_received += 1
         if record.router == self.name:
+            if record.seq == self._seq and record.to_wire() == self._records[self.name].to_wire():
+                return []  # our own current record, come back another way (a LAN, a ring)
             if record.seq >= self._seq:
                 # An old self from before a restart is still flooding: outnumber it.
                 self._seq = record.seq
@@ -704,6 +810,7 @@ class RouterCore:
         out: list[Any] = [
             SendFrame(n, [LSA, record.to_wire()]) for n in sorted(self._links) if n != neighbor
         ]
+        out += self._flood_lans(record, came_on)
         out += self._recompute()
         return out
 

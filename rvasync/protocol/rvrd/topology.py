@@ -11,7 +11,11 @@ network in that branch listens to its subject.
 
 Nodes are strings: ``"r:<router>"`` for routers and ``"n:<network>"`` for
 networks. A router-to-router edge exists only when both ends report it (the
-two-way check), so a stale record of a dead router never draws a path. The
+two-way check), so a stale record of a dead router never draws a path.
+Routers that hear each other on a LAN they share (their records list each
+other as LAN peers, both ways) are reachable to each other even without a
+neighbor link: they exchange records over the LAN, so they agree on which
+of them serves it, but the LAN still carries no routed message between them. The
 edge from a router to an attached network costs :data:`ATTACH_COST`; a
 network is a leaf, never a transit between routers (routers that share a LAN
 cooperate through neighbor links), except as the root of its own messages.
@@ -85,6 +89,8 @@ class LinkState:
     networks: dict[str, tuple[str, ...]] = field(default_factory=dict)
     #: network -> import weights (pattern, weight >= 1) of this router there
     weights: dict[str, Weights] = field(default_factory=dict)
+    #: network -> the other routers this one hears on it (LAN peers)
+    lan: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def to_wire(self) -> list[object]:
         return [
@@ -93,14 +99,15 @@ class LinkState:
             sorted([k, v] for k, v in self.links.items()),
             sorted([k, list(v)] for k, v in self.networks.items()),
             sorted([k, [list(pw) for pw in v]] for k, v in self.weights.items() if v),
+            sorted([k, list(v)] for k, v in self.lan.items() if v),
         ]
 
     @classmethod
     def from_wire(cls, body: object) -> LinkState:
         """Parse a record; ValueError on anything malformed (a peer's bad frame)."""
-        if not isinstance(body, list | tuple) or len(body) != 5:
-            raise ValueError("a link-state record is [router, seq, links, networks, weights]")
-        router, seq, links, networks, weights = body
+        if not isinstance(body, list | tuple) or len(body) != 6:
+            raise ValueError("a link-state record is [router, seq, links, networks, weights, lan]")
+        router, seq, links, networks, weights, lan = body
         if not isinstance(router, str) or not router:
             raise ValueError("link-state router name must be a non-empty string")
         if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
@@ -138,7 +145,15 @@ class LinkState:
                     raise ValueError("a subject weight is [pattern, integer >= 1]")
                 entries.append((pair[0], pair[1]))
             parsed_weights[name] = tuple(entries)
-        return cls(router, seq, parsed_links, parsed_nets, parsed_weights)
+        parsed_lan: dict[str, tuple[str, ...]] = {}
+        for item in _pairs(lan, "lan"):
+            name, peers = item
+            if not isinstance(name, str) or not isinstance(peers, list | tuple):
+                raise ValueError("a network's LAN peers are [name, [router, ...]]")
+            if not all(isinstance(p, str) and p for p in peers):
+                raise ValueError("LAN peers must be router names")
+            parsed_lan[name] = tuple(peers)
+        return cls(router, seq, parsed_links, parsed_nets, parsed_weights, parsed_lan)
 
 
 def _pairs(value: object, what: str) -> list[tuple[object, object]]:
@@ -243,12 +258,21 @@ class Topology:
         todo = [self.me]
         while todo:
             name = todo.pop()
-            for other in records[name].links:
+            record = records[name]
+            for other in record.links:
                 if other in seen or other not in records:
                     continue
                 if name in records[other].links:  # two-way check
                     seen.add(other)
                     todo.append(other)
+            # Routers that hear each other on a shared LAN know each other (records only).
+            for net, peers in record.lan.items():
+                for other in peers:
+                    if other in seen or other not in records:
+                        continue
+                    if name in records[other].lan.get(net, ()):
+                        seen.add(other)
+                        todo.append(other)
         return seen
 
     def tree(self, root: str) -> Tree | None:
