@@ -19,21 +19,35 @@ from rvasync.protocol.rvrd import (
     NetworkPolicy,
     RouterCore,
     SendFrame,
+    SendLan,
 )
 from rvasync.subjects import subject_matches
 
 
 class Domain:
-    def __init__(self, attach: dict[str, list[str]]) -> None:
-        """``attach``: router -> the networks it is attached to."""
+    def __init__(
+        self,
+        attach: dict[str, list[str]],
+        weights: dict[tuple[str, str], tuple[tuple[str, int], ...]] | None = None,
+        *,
+        lan: bool = False,
+    ) -> None:
+        """``attach``: router -> the networks it is attached to; ``weights``: (router,
+        network) -> that router's import weights there; ``lan``: routers sharing a
+        network hear each other on it (LAN peers, records exchanged over it)."""
+        self.lan = lan
         self.attach = attach
+        w = weights or {}
         self.cores = {
-            r: RouterCore(r, {n: NetworkPolicy() for n in nets}) for r, nets in attach.items()
+            r: RouterCore(r, {n: NetworkPolicy(weights=w.get((r, n), ())) for n in nets})
+            for r, nets in attach.items()
         }
         self.up: dict[frozenset[str], int] = {}
         self.queue: deque[tuple[str, Any]] = deque()  # (router, output) to carry out
         #: (network, message id) -> deliveries
         self.delivered: Counter[tuple[str, Any]] = Counter()
+        #: (network, message id) -> the router that delivered it last
+        self.deliverer: dict[tuple[str, Any], str] = {}
         #: (link, message id) -> DATA frames that crossed it (either direction)
         self.crossings: Counter[tuple[frozenset[str], Any]] = Counter()
         #: (from, to, message id) -> DATA frames sent that way
@@ -42,6 +56,12 @@ class Domain:
         self.interest: Counter[tuple[str, str]] = Counter()
         for r, core in self.cores.items():
             self._take(r, core.start())
+        if lan:
+            for r, nets in attach.items():
+                for net in nets:
+                    for other, their in attach.items():
+                        if other != r and net in their:
+                            self._take(r, self.cores[r].lan_peer_up(net, other))
         self.settle()
 
     def _take(self, router: str, outputs: list[Any]) -> None:
@@ -67,9 +87,20 @@ class Domain:
                 if out.frame[0] == "DATA":
                     self.crossings[(link, out.frame[6])] += 1
                     self.directed[(router, out.neighbor, out.frame[6])] += 1
+                elif out.frame[0] == "BATCH":
+                    for msg_id in out.frame[6]:
+                        self.crossings[(link, msg_id)] += 1
+                        self.directed[(router, out.neighbor, msg_id)] += 1
                 self._take(out.neighbor, self.cores[out.neighbor].receive(router, out.frame))
+            elif isinstance(out, SendLan):
+                for other, nets in self.attach.items():
+                    if other != router and out.network in nets:
+                        self._take(
+                            other, self.cores[other].receive_lan(out.network, router, out.frame)
+                        )
             elif isinstance(out, Deliver):
                 self.delivered[(out.network, out.payload)] += 1
+                self.deliverer[(out.network, out.payload)] = router
                 for other, nets in self.attach.items():
                     if out.network in nets and self._listens(other, out.network, out.subject):
                         self._take(
@@ -127,6 +158,16 @@ class Domain:
         for r, nets in self.attach.items():
             if network in nets and self._listens(r, network, subject):
                 self._take(r, self.cores[r].import_message(network, subject, msg_id))
+        if settle:
+            self.settle()
+
+    def publish_batch(
+        self, network: str, subject: str, msg_ids: list[Any], *, settle: bool = True
+    ) -> None:
+        """Several messages of one subject, handed to each router as one batch."""
+        for r, nets in self.attach.items():
+            if network in nets and self._listens(r, network, subject):
+                self._take(r, self.cores[r].import_batch(network, subject, list(msg_ids)))
         if settle:
             self.settle()
 

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rvasync.protocol.rvrd import Deliver, NetworkPolicy, RouterCore, SendFrame
+from rvasync.protocol.rvrd import Deliver, Loss, NetworkPolicy, RouterCore, SendFrame
 from rvasync.protocol.rvrd.patterns import intersects
 from rvasync.subjects import subject_matches
 from tests.rvrd_sim import Domain
@@ -58,7 +58,15 @@ def scenarios(draw: st.DrawFn) -> dict:
             max_size=6,
         )
     )
+    weights = {
+        (r, net): tuple(draw(st.lists(st.tuples(st.sampled_from(PATTERNS), st.integers(1, 5)))))
+        for r, nets in attach.items()
+        for net in nets
+        if draw(st.booleans())
+    }
     return {
+        "lan": draw(st.booleans()),
+        "weights": weights,
         "attach": attach,
         "edges": edges,
         "costs": costs,
@@ -67,30 +75,38 @@ def scenarios(draw: st.DrawFn) -> dict:
     }
 
 
-def _check(domain: Domain, ids: itertools.count) -> None:
+def _check(domain: Domain, ids: itertools.count, batched: bool = False) -> None:
     for network in sorted(domain.networks()):
         for subject in SUBJECTS:
             msg_id = next(ids)
             before_loss = sum(loss.messages for loss in domain.losses)
-            domain.publish(network, subject, msg_id)
+            if batched:
+                # Three messages in one batch: each must fare as a single message would.
+                batch = [msg_id, next(ids), next(ids)]
+                domain.publish_batch(network, subject, batch)
+            else:
+                batch = [msg_id]
+                domain.publish(network, subject, msg_id)
             reach = domain.reachable_networks(network)
-            lost = sum(loss.messages for loss in domain.losses) - before_loss
+            lost = -(-(sum(loss.messages for loss in domain.losses) - before_loss) // len(batch))
             unreached = False
-            for other in domain.networks():
+            for other, msg_id in itertools.product(domain.networks(), batch):
                 got = domain.delivered[(other, msg_id)]
                 if other == network or not domain.wants(other, subject):
                     assert got == 0, (other, subject, "delivered where nobody listens")
                 elif other in reach:
-                    # Exactly once, except where the routers of a shared LAN are cut apart
-                    # from each other (each side then serves it: see docs/routing.md).
-                    split = max(_pieces(domain, other), _pieces(domain, network))
+                    # Exactly once. Without LAN peering, routers of a shared LAN that are
+                    # cut apart from each other each serve it (at most once per piece).
+                    split = (
+                        1 if domain.lan else max(_pieces(domain, other), _pieces(domain, network))
+                    )
                     assert 1 <= got <= split, (network, other, subject, got, domain.up)
                 else:
                     assert got == 0
                     # A router can only report interest it heard of before the partition.
                     unreached = unreached or _known(domain, network, other)
             for (link, mid), count in domain.crossings.items():
-                if mid == msg_id:
+                if mid in batch:
                     assert count == 1, ("a link crossed twice", link, subject)
             if unreached:
                 assert lost >= 1, ("a loss went unreported", network, subject)
@@ -114,6 +130,7 @@ def _known(domain: Domain, network: str, other: str) -> bool:
     node = "n:" + other
     return any(
         node in domain.cores[r].topology.unreachable_interest
+        or node in domain.cores[r].topology.interest  # known through a shared LAN
         for r, nets in domain.attach.items()
         if network in nets
     )
@@ -132,15 +149,15 @@ def _stale(domain: Domain, network: str) -> bool:
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(scenarios())
-def test_exactly_once_where_a_path_exists(sc: dict) -> None:
-    domain = Domain(sc["attach"])
+@given(scenarios(), st.booleans())
+def test_exactly_once_where_a_path_exists(sc: dict, batched: bool) -> None:
+    domain = Domain(sc["attach"], sc["weights"], lan=sc["lan"])
     for a, b in sc["edges"]:
         domain.link_up(f"r{a}", f"r{b}", sc["costs"][(a, b)])
     for node, pattern in sc["listens"]:
         domain.listen(f"n{node}", pattern)
     ids = itertools.count()
-    _check(domain, ids)
+    _check(domain, ids, batched)
     edges = sc["edges"]
     for action, index in sc["events"]:
         if action == "unlisten" and sc["listens"]:
@@ -152,7 +169,7 @@ def test_exactly_once_where_a_path_exists(sc: dict) -> None:
                 domain.link_down(f"r{a}", f"r{b}")
             else:
                 domain.link_up(f"r{a}", f"r{b}", sc["costs"][(a, b)])
-        _check(domain, ids)
+        _check(domain, ids, batched)
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -164,7 +181,7 @@ def test_no_loop_while_records_are_still_flooding(sc: dict, plan: list[tuple[int
     each way of a link at most once, and a LAN served by one router gets it
     at most once.
     """
-    domain = Domain(sc["attach"])
+    domain = Domain(sc["attach"], sc["weights"], lan=sc["lan"])
     for a, b in sc["edges"]:
         domain.link_up(f"r{a}", f"r{b}", sc["costs"][(a, b)])
     for node, pattern in sc["listens"]:
@@ -172,7 +189,11 @@ def test_no_loop_while_records_are_still_flooding(sc: dict, plan: list[tuple[int
     edges = sc["edges"]
     nets = sorted(domain.networks())
     for i, (steps, which) in enumerate(plan):
-        domain.publish(nets[which % len(nets)], SUBJECTS[which % len(SUBJECTS)], i, settle=False)
+        net, subject = nets[which % len(nets)], SUBJECTS[which % len(SUBJECTS)]
+        if steps % 2:
+            domain.publish_batch(net, subject, [i, (i, "b")], settle=False)
+        else:
+            domain.publish(net, subject, i, settle=False)
         if edges:
             a, b = edges[which % len(edges)]
             if frozenset((f"r{a}", f"r{b}")) in domain.up:
@@ -302,3 +323,84 @@ def test_deliver_carries_tag() -> None:
     outs_b = domain.cores["b"].receive("a", frames[0].frame)
     (deliver,) = [o for o in outs_b if isinstance(o, Deliver)]
     assert deliver.tag[0] == "A" and deliver.tag[1] == "a"
+
+
+def _redundant_lan(weights: dict) -> Domain:
+    """LAN B served by b1 and b2, both one link from a (LAN A): equal cost."""
+    domain = Domain({"a": ["A"], "b1": ["B"], "b2": ["B"]}, weights)
+    domain.link_up("a", "b1", 1)
+    domain.link_up("a", "b2", 1)
+    domain.listen("B", ">")
+    return domain
+
+
+def test_subject_weights_divide_a_lan_between_its_routers() -> None:
+    domain = _redundant_lan({("b1", "B"): (("X.>", 10),), ("b2", "B"): (("Y.>", 10),)})
+    for i, subject in enumerate(["X.1", "Y.1", "X.2.3", "Z"]):
+        domain.publish("A", subject, i)
+    assert domain.deliverer[("B", 0)] == "b1"
+    assert domain.deliverer[("B", 1)] == "b2"
+    assert domain.deliverer[("B", 2)] == "b1"
+    assert domain.deliverer[("B", 3)] == "b1"  # equal weights (default): smallest name
+    assert all(domain.delivered[("B", i)] == 1 for i in range(4))
+    # Only the chosen router's link carries each subject.
+    assert domain.directed[("a", "b2", 0)] == 0
+    assert domain.directed[("a", "b1", 1)] == 0
+
+
+def test_subject_weights_keep_fault_tolerance() -> None:
+    domain = _redundant_lan({("b1", "B"): (("X.>", 10),), ("b2", "B"): (("Y.>", 10),)})
+    domain.link_down("a", "b1")
+    domain.publish("A", "X.1", "m1")
+    assert domain.deliverer[("B", "m1")] == "b2"
+    assert domain.delivered[("B", "m1")] == 1
+    domain.link_up("a", "b1", 1)
+    domain.publish("A", "X.1", "m2")
+    assert domain.deliverer[("B", "m2")] == "b1"
+
+
+def test_path_cost_comes_before_subject_weight() -> None:
+    domain = Domain({"a": ["A"], "b1": ["B"], "b2": ["B"]}, {("b2", "B"): (("X", 99),)})
+    domain.link_up("a", "b1", 1)
+    domain.link_up("a", "b2", 3)
+    domain.listen("B", "X")
+    domain.publish("A", "X", "m")
+    assert domain.deliverer[("B", "m")] == "b1"
+
+
+def test_heaviest_matching_pattern_counts() -> None:
+    domain = _redundant_lan({("b1", "B"): (("X.>", 2), ("X.Y", 1)), ("b2", "B"): (("X.*", 3),)})
+    domain.publish("A", "X.Y", "m1")
+    domain.publish("A", "X.Y.Z", "m2")
+    assert domain.deliverer[("B", "m1")] == "b2"  # b1's X.Y is 2 (its greatest match), b2's 3
+    assert domain.deliverer[("B", "m2")] == "b1"  # X.* does not match: b2 weighs 1
+
+
+def test_two_routers_on_the_same_two_lans_without_a_link_deliver_once() -> None:
+    """Both routers join A and B and hear each other there: no neighbor link needed."""
+    domain = Domain({"r1": ["A", "B"], "r2": ["A", "B"]}, lan=True)
+    domain.listen("B", "X")
+    domain.listen("A", "Y")
+    domain.publish("A", "X", "m1")
+    domain.publish("B", "Y", "m2")
+    assert domain.delivered[("B", "m1")] == 1
+    assert domain.delivered[("A", "m2")] == 1
+    assert domain.cores["r1"].topology.reachable == {"r1", "r2"}
+
+
+def test_a_lan_peer_going_silent_reports_what_was_left_to_it() -> None:
+    domain = Domain({"r1": ["A", "B"], "r2": ["A", "B"]}, lan=True)
+    domain.listen("B", "X")
+    domain.publish("A", "X", "m1")
+    assert domain.deliverer[("B", "m1")] == "r1"
+    r2 = domain.cores["r2"]
+    r2.lan_peer_up("A", "r1")  # heard again: m1 was handled
+    domain.publish("A", "X", "m2")
+    domain.publish("A", "X", "m3")
+    # r1 dies without a word; r2 notices the silence on both LANs.
+    outs = r2.lan_peer_down("A", "r1") + r2.lan_peer_down("B", "r1")
+    losses = [o for o in outs if isinstance(o, Loss)]
+    assert [loss.messages for loss in losses] == [2]
+    assert r2.topology.reachable == {"r2"}
+    out = r2.import_message("A", "X", "m4")
+    assert [o.network for o in out if isinstance(o, Deliver)] == ["B"]  # r2 took over

@@ -131,6 +131,10 @@ async def test_two_router_processes_carry_pubsub_and_request_reply(tmp_path: Pat
         ),
         ("[router]\nname = 'a'\nbogus = 1\n[[network]]\nname = 'A'\n", ":3: router.bogus"),
         ("[router\n", "not valid TOML"),
+        (
+            "[router]\nname = 'a'\n[[network]]\nname = 'A'\nweights = { 'X.>' = -1 }\n",
+            ":5: network[0].weights",
+        ),
     ],
 )
 async def test_bad_config_files_name_the_line(tmp_path: Path, text: str, expected: str) -> None:

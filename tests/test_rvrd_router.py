@@ -203,11 +203,97 @@ async def test_two_routers_on_one_lan_deliver_once_and_fail_over() -> None:
                 await r.close()
 
 
+def _weighted(config: dict[str, Any], weights: dict[str, int]) -> dict[str, Any]:
+    config["network"][0]["weights"] = weights
+    return config
+
+
+async def test_subject_weights_divide_a_lan_between_its_two_routers() -> None:
+    """LAN A's two routers split the subjects by weight; the survivor takes all on a failure."""
+    sa, sb = services(2)
+    rb = Router(router_config("rb", [("B", sb)], [("ra1", None, 1), ("ra2", None, 1)]))
+    await rb.start()
+    cfg1 = router_config("ra1", [("A", sa)], [("rb", rb.port, 1)], listen=False)
+    cfg2 = router_config("ra2", [("A", sa)], [("rb", rb.port, 1)], listen=False)
+    ra1 = Router(_weighted(cfg1, {"X.>": 10}))
+    ra2 = Router(_weighted(cfg2, {"Y.>": 10}))
+    await ra1.start()
+    await ra2.start()
+    pa, pb = await Program(sa).open(), await Program(sb).open()
+    try:
+        la = await pa.listen("*.1")
+        await rb.wait_for(lambda: "*.1" in rb.listening("B") and len(rb.neighbors) == 2, WAIT)
+        for r in (ra1, ra2):
+            await r.wait_for(lambda r=r: r.core.topology.reachable == {"ra1", "ra2", "rb"}, WAIT)
+        for n in range(4):
+            await pb.send("X.1", n=n)
+            await pb.send("Y.1", n=n)
+        got = sorted([(m.subject, m["n"]) for m in [await pa.next(la) for _ in range(8)]])
+        assert got == sorted([(s, n) for s in ("X.1", "Y.1") for n in range(4)])
+        with pytest.raises(TimeoutError):
+            await pa.next(la, timeout=0.5)  # no duplicate
+        assert ra1.attachments["A"].published == 4  # the X.> messages
+        assert ra2.attachments["A"].published == 4  # the Y.> messages
+        await ra1.close()
+        await rb.wait_for(lambda: rb.neighbors == ["ra2"], WAIT)
+        await ra2.wait_for(lambda: ra2.core.topology.reachable == {"ra2", "rb"}, WAIT)
+        await pb.send("X.1", n=99)
+        assert (await pa.next(la))["n"] == 99
+        assert ra2.attachments["A"].published == 5
+    finally:
+        await pa.close()
+        await pb.close()
+        for r in (ra1, ra2, rb):
+            with contextlib.suppress(Exception):
+                await r.close()
+
+
+async def test_two_routers_sharing_two_lans_need_no_link_between_them() -> None:
+    """Both routers join A and B, with no neighbor link: they find each other on the LANs,
+    deliver each message once, and when one goes away the other serves alone."""
+    sa, sb = services(2)
+    nets = [("A", sa), ("B", sb)]
+    r1 = await Router(router_config("r1", nets, [], listen=False)).start()
+    r2 = await Router(router_config("r2", nets, [], listen=False)).start()
+    pa, pb = await Program(sa).open(), await Program(sb).open()
+    try:
+        lb = await pb.listen("TO.B")
+        for r in (r1, r2):
+            await r.wait_for(
+                lambda r=r: (
+                    r.core.topology.reachable == {"r1", "r2"} and "TO.B" in r.listening("A")
+                ),
+                WAIT,
+            )
+        for n in range(5):
+            await pa.send("TO.B", n=n)
+        got = [(await pb.next(lb))["n"] for _ in range(5)]
+        assert got == list(range(5))
+        with pytest.raises(TimeoutError):
+            await pb.next(lb, timeout=0.5)  # no duplicate from the other router
+        served = r1.attachments["B"].published + r2.attachments["B"].published
+        assert served == 5
+        await r1.close()
+        await r2.wait_for(lambda: r2.core.topology.reachable == {"r2"}, WAIT)
+        await pa.send("TO.B", n=99)
+        assert (await pb.next(lb))["n"] == 99
+    finally:
+        await pa.close()
+        await pb.close()
+        for r in (r1, r2):
+            with contextlib.suppress(Exception):
+                await r.close()
+
+
 async def test_bad_config_and_unknown_neighbors_are_refused() -> None:
     with pytest.raises(rv.InvalidArgument, match=r"router\.name"):
         Router({"router": {"name": "bad name"}, "network": [{"name": "A"}]})
     with pytest.raises(rv.InvalidArgument, match=r"network"):
         Router({"router": {"name": "a"}})
+    with pytest.raises(rv.InvalidArgument, match=r"network\[0\]\.weights.*'X' must be an integer"):
+        Router({"router": {"name": "a"}, "network": [{"name": "A", "weights": {"X": 0}}]})
+    with pytest.raises(rv.InvalidArgument, match=r"network\[0\]\.weights.*bad subject pattern"):
+        Router({"router": {"name": "a"}, "network": [{"name": "A", "weights": {"X..Y": 2}}]})
     _, ra, rb = await _pair()
     try:
         # A stranger that says HELLO with another name is refused; the router carries on.

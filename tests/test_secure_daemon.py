@@ -269,6 +269,25 @@ async def test_passwords_over_a_plain_link_are_refused_unless_allowed(users_file
 # -- permissions ------------------------------------------------------------------------------
 
 
+async def test_only_a_user_permitted_reserved_subjects_may_claim_the_router_mark(pki, users_file):
+    """The router description lets a session publish _RV. advisories: on a daemon with logins
+    it is honoured only for a user whose permissions cover them."""
+    router = "rvasync-router:r1/A"
+    async with secure_daemon(pki, users_file) as (_, addr):
+        t = rv.Transport(daemon=addr, security=by_password(pki, "alice"), description=router)
+        with pytest.raises(rv.NotPermitted, match=r"may not connect as a routing daemon"):
+            await t.open()
+        await t.close()
+        async with rv.Transport(
+            daemon=addr, security=by_password(pki, "carol"), description=router
+        ) as ok:
+            advisory = rv.Message("_RV.WARN.SYSTEM.ROUTER.NEIGHBOR.CONNECTED", {"router": "r1"})
+            watcher = ok.listen("_RV.WARN.SYSTEM.ROUTER.>")
+            await ok.link.ping(WAIT)
+            ok.send_internal(advisory)
+            assert (await watcher.get(WAIT))["router"] == "r1"
+
+
 async def test_listen_and_send_outside_the_patterns_raise_not_permitted(pki, users_file):
     async with (
         secure_daemon(pki, users_file) as (_, addr),

@@ -23,10 +23,20 @@ from rvasync.fieldtypes import FieldType
 from rvasync.message import Message
 from rvasync.subjects import subject_matches
 
-__all__ = ["LISTEN_START", "LISTEN_STOP", "ROUTER_MARK", "InterestAnnouncer", "is_router"]
+__all__ = [
+    "LISTEN_START",
+    "LISTEN_STOP",
+    "ROUTER_MARK",
+    "ROUTER_PRIVILEGE",
+    "InterestAnnouncer",
+    "is_router",
+]
 
 #: A transport whose description starts with this is a router's: its interest is not announced.
 ROUTER_MARK = "rvasync-router:"
+#: On a daemon whose clients log in, a session may claim ROUTER_MARK only if its user may
+#: publish these subjects (what the mark lets it do); see docs/routing.md "Trust".
+ROUTER_PRIVILEGE = "_RV.>"
 LISTEN_START = "_RV.INFO.SYSTEM.LISTEN.START"
 LISTEN_STOP = "_RV.INFO.SYSTEM.LISTEN.STOP"
 

@@ -37,7 +37,7 @@ from rvasync.advisories import AdvisoryClass, build_advisory
 from rvasync.busypoll import poller_for
 from rvasync.daemon.advisories import slow_consumer
 from rvasync.daemon.auth import DaemonSecurity, LoginRefused, User, Users, cert_subject
-from rvasync.daemon.interestadv import is_router
+from rvasync.daemon.interestadv import ROUTER_MARK, ROUTER_PRIVILEGE, is_router
 from rvasync.daemon.service import check_client_subject
 from rvasync.daemon.session import Payload
 from rvasync.errors import (
@@ -496,6 +496,19 @@ class ClientConnection(asyncio.Protocol):
         self._attach(hello, None)
 
     def _attach(self, hello: cp.Hello, user: User | None) -> None:
+        if (
+            user is not None
+            and is_router(hello.description)
+            and not user.permissions.may_publish(ROUTER_PRIVILEGE)
+        ):
+            # The router mark lets a session publish reserved subjects: on a daemon with
+            # logins, only a user permitted to publish them may claim it.
+            self._refuse(
+                ErrorCode.NOT_PERMITTED,
+                f"user {user.name!r} may not connect as a routing daemon (description "
+                f"{ROUTER_MARK!r}...): that needs permission to publish {ROUTER_PRIVILEGE!r}",
+            )
+            return
         if user is not None:
             self.user = user.name
             perms = user.permissions

@@ -10,6 +10,10 @@ never announced as the network's interest. Through it, it
   with it: UNREACHABLE.TRANSPORT);
 * listens to exactly what the rest of the domain wants from this network
   (:meth:`Attachment.set_listens`) and to replies on its own inboxes;
+* hands the first message programs publish here in an event-loop turn to
+  the router at once, gathers the rest of the turn and hands each run of
+  one subject to the router as a batch (one routing
+  decision, one BATCH frame per link), in the order they arrived;
 * publishes what the domain delivers here (:meth:`Attachment.deliver`),
   tagged with a reserved ``_rvrd`` field so that other routers on the
   network know the message is already inside the domain.
@@ -17,6 +21,7 @@ never announced as the network's interest. Through it, it
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
@@ -39,6 +44,10 @@ __all__ = ["TAG_FIELD", "Attachment", "parse_tag"]
 #: Reserved field on messages a router published into a network: "origin importer seq hops".
 TAG_FIELD = "_rvrd"
 UNREACHABLE = "_RV.INFO.SYSTEM.UNREACHABLE.TRANSPORT.>"
+#: Routers sharing a LAN: presence (``router``, ``network``) every heartbeat, and their
+#: link-state records (``frame``: the msgpack LSA frame), so they know each other.
+LAN_HELLO = "_RVRD.LAN.HELLO"
+LAN_LSA = "_RVRD.LAN.LSA"
 
 Tag = tuple[str, str, int, int]
 
@@ -70,7 +79,11 @@ class Attachment:
     """The router's presence on local network ``config``.
 
     ``on_message(network, subject, payload, tag)``: a message to import;
-    ``on_interest(network, subject, added)``: the network's interest changed.
+    ``on_batch(network, subject, payloads)``: messages of one subject that programs
+    published here, in order (gathered over one event-loop turn);
+    ``on_interest(network, subject, added)``: the network's interest changed;
+    ``on_lan(network, peer, frame)``: another router on this LAN was heard (``frame``:
+    the record it published, or None for its presence announcement).
     """
 
     def __init__(
@@ -79,14 +92,21 @@ class Attachment:
         config: NetworkConfig,
         *,
         on_message: Callable[[str, str, bytes, Tag | None], None],
+        on_batch: Callable[[str, str, list[bytes]], None],
         on_interest: Callable[[str, str, bool], None],
+        on_lan: Callable[[str, str, bytes | None], None],
         on_error: Callable[..., None],
     ) -> None:
         self.name = config.name
         self.config = config
         self._router = router
         self._on_message = on_message
+        self._on_batch = on_batch
+        #: Untagged messages of this turn, (subject, payload), flushed at its end.
+        self._pending: list[tuple[str, bytes]] = []
+        self._turn = False
         self._on_interest = on_interest
+        self._on_lan = on_lan
         self._on_error = on_error
         self.transport = Transport(
             config.service,
@@ -106,6 +126,7 @@ class Attachment:
         await t.open()
         self.prefix = t.listen_inboxes(callback=self._reply).subject[:-2]
         t.listen(UNREACHABLE, callback=self._unreachable)
+        t.listen("_RVRD.LAN.>", callback=self._lan)
         # Last: listening to the announcements makes every daemon announce again.
         t.listen("_RV.INFO.SYSTEM.LISTEN.>", callback=self._announcement)
 
@@ -135,6 +156,45 @@ class Attachment:
         gone = self._daemons.pop(str(msg.get("tport")), None)
         for sub in sorted(gone or ()):
             self._on_interest(self.name, sub, False)
+
+    # ------------------------------------------------------------------ LAN peers
+
+    def _lan(self, msg: Message) -> None:
+        peer = msg.get("router")
+        network = msg.get("network")
+        if not isinstance(peer, str) or not peer or peer == self._router:
+            return
+        if network != self.name:
+            self._on_error(
+                "a router on this LAN gives it another network name (ignored)",
+                network=self.name,
+                peer=peer,
+                its_name=network,
+            )
+            return
+        frame = msg.get("frame") if msg.subject == LAN_LSA else None
+        if msg.subject == LAN_LSA and not isinstance(frame, bytes | bytearray):
+            return
+        self._on_lan(self.name, peer, None if frame is None else bytes(frame))
+
+    def _lan_message(self, subject: str, frame: bytes | None) -> None:
+        msg = Message(subject)
+        msg.add_reserved("router", self._router, FieldType.STRING)
+        msg.add_reserved("network", self.name, FieldType.STRING)
+        if frame is not None:
+            msg.add_reserved("frame", frame, FieldType.OPAQUE)
+        try:
+            self.transport.send_internal(msg)
+        except Exception:
+            self._on_error("cannot publish on the LAN", network=self.name, subject=subject)
+
+    def hello(self) -> None:
+        """Announce this router's presence to the other routers of the LAN."""
+        self._lan_message(LAN_HELLO, None)
+
+    def publish_record(self, frame: bytes) -> None:
+        """Publish a link-state frame for the other routers of the LAN."""
+        self._lan_message(LAN_LSA, frame)
 
     # ------------------------------------------------------------------ listening
 
@@ -177,7 +237,36 @@ class Attachment:
         except RvError:
             self._on_error("cannot encode a message to route", subject=subject)
             return
+        if tag is None:
+            if self._turn:
+                self._pending.append((subject, payload))
+                return
+            # The turn's first message leaves at once (latency); the rest of a burst is
+            # gathered and handed over at the end of the turn (throughput).
+            self._turn = True
+            asyncio.get_running_loop().call_soon(self._end_turn)
+            self._on_batch(self.name, subject, [payload])
+            return
+        self.flush()  # what came before it leaves first
         self._on_message(self.name, subject, payload, tag)
+
+    def _end_turn(self) -> None:
+        self._turn = False
+        self.flush()
+
+    def flush(self) -> None:
+        """Hand the messages gathered this turn to the router, one batch per run of a subject."""
+        if not self._pending:
+            return
+        pending, self._pending = self._pending, []
+        i, n = 0, len(pending)
+        while i < n:
+            subject = pending[i][0]
+            j = i + 1
+            while j < n and pending[j][0] == subject:
+                j += 1
+            self._on_batch(self.name, subject, [p for _, p in pending[i:j]])
+            i = j
 
     def _reply(self, msg: Message) -> None:
         """A reply to one of the inboxes the router wrote as reply subjects here."""
@@ -187,6 +276,7 @@ class Attachment:
         msg = msg.copy()
         msg.subject = subject
         msg.reply_subject = domain_reply(self.name, msg.reply_subject)
+        self.flush()
         self._on_message(self.name, subject, msg.to_bytes(), None)
 
     # ------------------------------------------------------------------ messages out

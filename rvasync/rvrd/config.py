@@ -33,6 +33,8 @@ class NetworkConfig:
     daemon: str | None = None
     imports: tuple[str, ...] = (">",)
     exports: tuple[str, ...] = (">",)
+    #: Import subject weights (pattern, weight): see docs/routing.md "Subject weights".
+    weights: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -151,7 +153,12 @@ def parse_config(
         if not isinstance(net, Mapping):
             w.fail(path, "must be a table", "network", i)
         _only(
-            w, path, net, {"name", "service", "network", "daemon", "import", "export"}, "network", i
+            w,
+            path,
+            net,
+            {"name", "service", "network", "daemon", "import", "export", "weights"},
+            "network",
+            i,
         )
         nname = _name(w, f"{path}.name", net.get("name"), "network", i)
         if nname in seen:
@@ -171,6 +178,7 @@ def parse_config(
                 daemon=values["daemon"],
                 imports=_patterns(w, f"{path}.import", net.get("import", [">"]), "network", i),
                 exports=_patterns(w, f"{path}.export", net.get("export", [">"]), "network", i),
+                weights=_weights(w, f"{path}.weights", net.get("weights", {}), i),
             )
         )
 
@@ -267,6 +275,28 @@ def _address(
             index,
         )
     return host, port
+
+
+#: Largest subject weight.
+MAX_WEIGHT = 1_000_000
+
+
+def _weights(w: _Where, path: str, value: Any, index: int) -> tuple[tuple[str, int], ...]:
+    """``weights = { "PATTERN" = weight, ... }``: integers from 1 to MAX_WEIGHT."""
+    if not isinstance(value, Mapping):
+        w.fail(path, 'must be a table of "subject pattern" = weight', "network", index)
+    out = []
+    for pattern, weight in value.items():
+        _patterns(w, path, [pattern], "network", index)
+        if not isinstance(weight, int) or isinstance(weight, bool) or not 1 <= weight <= MAX_WEIGHT:
+            w.fail(
+                path,
+                f"weight of {pattern!r} must be an integer from 1 to {MAX_WEIGHT}, got {weight!r}",
+                "network",
+                index,
+            )
+        out.append((str(pattern), int(weight)))
+    return tuple(out)
 
 
 def _patterns(w: _Where, path: str, value: Any, table: str, index: int) -> tuple[str, ...]:

@@ -33,6 +33,8 @@ HELLO = "HELLO"
 MAX_BACKLOG = 32 * 1024 * 1024
 
 _pack = msgpack.Packer(use_bin_type=True).pack
+#: Frames that carry messages (refused, and counted lost, when the link is too far behind).
+_DATA_KINDS = ("DATA", "BATCH")
 
 
 class LinkError(Exception):
@@ -147,7 +149,7 @@ class NeighborLink(asyncio.Protocol):
         transport = self._transport
         if self.closed or transport is None or transport.is_closing():
             return False
-        if frame[0] == "DATA" and transport.get_write_buffer_size() > MAX_BACKLOG:
+        if frame[0] in _DATA_KINDS and transport.get_write_buffer_size() > MAX_BACKLOG:
             return False
         if self._turn:
             self._out.append(_pack(frame))

@@ -22,6 +22,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import msgpack
+
 from rvasync._logging import stderr_logger
 from rvasync.advmsg import SYSTEM, AdvisoryClass, make_advisory
 from rvasync.errors import InvalidArgument, TransportClosed
@@ -34,8 +36,10 @@ from rvasync.protocol.rvrd import (
     NetworkPolicy,
     RouterCore,
     SendFrame,
+    SendLan,
     TopologyChanged,
 )
+from rvasync.protocol.rvrd import frames as link_frames
 from rvasync.rvrd.attach import Attachment, Tag
 from rvasync.rvrd.config import RouterConfig, load_config, parse_config
 from rvasync.rvrd.links import NeighborLink
@@ -64,7 +68,7 @@ class Router:
         self.name = cfg.name
         self.core = RouterCore(
             cfg.name,
-            {n.name: NetworkPolicy(n.imports, n.exports) for n in cfg.networks},
+            {n.name: NetworkPolicy(n.imports, n.exports, n.weights) for n in cfg.networks},
         )
         self._log = stderr_logger()
         self.attachments: dict[str, Attachment] = {}
@@ -73,6 +77,8 @@ class Router:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._server: asyncio.Server | None = None
         self._losses: dict[tuple[str, str | None], int] = {}
+        #: (network, LAN peer) -> when it was last heard
+        self._lan_heard: dict[tuple[str, str], float] = {}
         self._changed = asyncio.Event()
         self._closed = False
         self._started = False
@@ -90,7 +96,9 @@ class Router:
                     self.name,
                     net,
                     on_message=self._on_message,
+                    on_batch=self._on_batch,
                     on_interest=self._on_interest,
+                    on_lan=self._on_lan,
                     on_error=self._error,
                 )
                 self.attachments[net.name] = attachment
@@ -174,12 +182,17 @@ class Router:
             cls = out.__class__
             if cls is SendFrame:
                 link = self._links.get(out.neighbor)
-                if (link is None or not link.send(out.frame)) and out.frame[0] == "DATA":
-                    self._lost(1, f"link to {out.neighbor} cannot take it", out.frame[5])
+                if link is None or not link.send(out.frame):
+                    kind = out.frame[0]
+                    if kind == "DATA" or kind == "BATCH":
+                        count = 1 if kind == "DATA" else len(out.frame[6])
+                        self._lost(count, f"link to {out.neighbor} cannot take it", out.frame[5])
             elif cls is Deliver:
                 attachment = self.attachments[out.network]
                 if not attachment.deliver(out.subject, out.payload, out.tag):
                     self._lost(1, f"cannot publish into {out.network}", out.subject)
+            elif cls is SendLan:
+                self.attachments[out.network].publish_record(link_frames.encode(out.frame))
             elif cls is ListenSet:
                 self.attachments[out.network].set_listens(out.subjects)
                 self._changed.set()
@@ -198,6 +211,27 @@ class Router:
             self._run(self.core.import_message(network, subject, payload, tag))
         except Exception:
             self._error("routing a message", network=network, subject=subject)
+
+    def _on_batch(self, network: str, subject: str, payloads: list[bytes]) -> None:
+        if self._closed:
+            return
+        try:
+            self._run(self.core.import_batch(network, subject, payloads))
+        except Exception:
+            self._error("routing messages", network=network, subject=subject)
+
+    def _on_lan(self, network: str, peer: str, frame: bytes | None) -> None:
+        """Another router was heard on ``network`` (a presence or a record)."""
+        if self._closed:
+            return
+        try:
+            self._lan_heard[(network, peer)] = asyncio.get_running_loop().time()
+            self._run(self.core.lan_peer_up(network, peer))
+            if frame is not None:
+                self._run(self.core.receive_lan(network, peer, msgpack.unpackb(frame, raw=False)))
+            self._changed.set()
+        except Exception:
+            self._error("a LAN peer's record", network=network, peer=peer)
 
     def _on_interest(self, network: str, subject: str, added: bool) -> None:
         if self._closed:
@@ -342,10 +376,20 @@ class Router:
                     next_ping = now + self.config.heartbeat
                     for link in list(self._links.values()):
                         link.ping()
+                    for attachment in self.attachments.values():
+                        attachment.hello()
                 limit = self.config.neighbor_timeout
                 for link in list(self._links.values()):
                     if link.silent_for(now) > limit:
                         link.fail(f"neighbor silent for {limit:g} s")
+                for (network, peer), heard in list(self._lan_heard.items()):
+                    if now - heard > limit:
+                        del self._lan_heard[(network, peer)]
+                        self._log.warning(
+                            "LAN peer silent", router=self.name, network=network, peer=peer
+                        )
+                        self._run(self.core.lan_peer_down(network, peer))
+                        self._changed.set()
                 self._flush_losses()
             except TransportClosed:
                 return

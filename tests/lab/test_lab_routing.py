@@ -261,3 +261,59 @@ async def test_two_routers_on_one_lan_one_killed(
         figures.update(sites=2, routers=3, sent=total, delivered=len(got), reported_lost=lost)
     finally:
         await asyncio.gather(a.close(), b.close(), return_exceptions=True)
+
+
+async def test_two_routers_on_one_lan_without_a_link_between_them(
+    two_sites_redundant: MultiLab, tmp_path: Path, figures: dict[str, Any]
+) -> None:
+    """Each site has two routers; a1-b1 and a2-b2 are linked, nothing else.
+
+    a1 and a2 (and b1 and b2) reach each other only through the LAN they
+    share: they find each other there, so a stream from B to A arrives once
+    per message (without that, both paths would deliver it). a1 is killed -9
+    in the middle: the rest goes through b2 and a2, and what was in flight is
+    counted as DATALOSS at B.
+    """
+    lab = two_sites_redundant
+    service = str(free_port())
+    site_a, site_b = lab.sites
+    procs: dict[str, LabProcess] = {}
+    plan = [
+        ("b1", lab.router_host(1, 0), "lanB", [("a1", None)]),
+        ("b2", lab.router_host(1, 1), "lanB", [("a2", None)]),
+        ("a1", lab.router_host(0, 0), "lanA", [("b1", lab.wan_address(1, 0))]),
+        ("a2", lab.router_host(0, 1), "lanA", [("b2", lab.wan_address(1, 1))]),
+    ]
+    for name, host, lan, neighbors in plan:
+        path = tmp_path / f"{name}.toml"
+        network = (lan, host.network())
+        path.write_text(_router_toml(name, lab.wan[host], network, service, neighbors))
+        proc = await host.spawn("-m", "rvasync", "router", "--config", str(path))
+        assert b"ready" in await proc.readline(30)
+        procs[name] = proc
+    a = await site_a.hosts[2].agent(service)
+    b = await site_b.hosts[2].agent(service)
+    try:
+        await a.call(op="listen", subject="LAB.R")
+        await b.call(op="listen", subject="LAB.NONE")  # B watches DATALOSS advisories
+        await _until_through(b, a, "LAB.R")
+        await asyncio.sleep(2.0)  # the LAN peers have heard each other and agree
+        total = 400
+
+        async def kill_a1() -> None:
+            await asyncio.sleep(1.5)
+            procs["a1"].kill9()
+
+        await asyncio.gather(
+            b.call(op="send", subject="LAB.R", src="b", n=total, pace=0.1, wait=120),
+            kill_a1(),
+        )
+        got = await _wait_all(a, "b", total)
+        report = await b.call(op="report")
+        lost = sum(int(d.get("lost", 0)) for d in report["dataloss"])
+        assert len(got) == len(set(got)), "a message arrived twice"
+        assert len(got) + lost >= total, (len(got), lost, report["dataloss"])
+        assert set(range(total - 40, total)) <= set(got), "the survivor did not take over"
+        figures.update(sites=2, routers=4, sent=total, delivered=len(got), reported_lost=lost)
+    finally:
+        await asyncio.gather(a.close(), b.close(), return_exceptions=True)

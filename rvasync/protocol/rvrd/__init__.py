@@ -19,6 +19,7 @@ from rvasync.protocol.rvrd.core import (
     NetworkPolicy,
     RouterCore,
     SendFrame,
+    SendLan,
     TopologyChanged,
 )
 
@@ -29,5 +30,6 @@ __all__ = [
     "NetworkPolicy",
     "RouterCore",
     "SendFrame",
+    "SendLan",
     "TopologyChanged",
 ]

@@ -50,6 +50,7 @@ __all__ = [
     "NetworkPolicy",
     "RouterCore",
     "SendFrame",
+    "SendLan",
     "TopologyChanged",
     "routable",
 ]
@@ -61,7 +62,12 @@ DECISION_CACHE = 4096
 
 LSA = "LSA"
 DATA = "DATA"
+#: Several messages of one subject, imported one after another by one router:
+#: ``[BATCH, origin, importer, first seq, hops, subject, [payload, ...]]`` (consecutive seqs).
+BATCH = "BATCH"
 ACK = "ACK"
+#: Largest number of messages in one BATCH frame.
+MAX_BATCH = 256
 
 
 def routable(subject: str) -> bool:
@@ -77,6 +83,9 @@ class NetworkPolicy:
 
     imports: tuple[str, ...] = (">",)
     exports: tuple[str, ...] = (">",)
+    #: Import weights (pattern, weight >= 1): among routers reaching this network at the
+    #: same cost, the one with the greatest weight for a subject delivers it here.
+    weights: tuple[tuple[str, int], ...] = ()
 
     def imports_subject(self, subject: str) -> bool:
         return any(subject_matches(p, subject) for p in self.imports)
@@ -116,6 +125,13 @@ class Loss(NamedTuple):
     reason: str
     subject: str | None = None
     neighbor: str | None = None
+
+
+class SendLan(NamedTuple):
+    """Publish ``frame`` (an LSA) on attached ``network``, for the other routers there."""
+
+    network: str
+    frame: list[Any]
 
 
 class TopologyChanged(NamedTuple):
@@ -169,6 +185,8 @@ class RouterCore:
         self.record_lifetime = record_lifetime
         self.stats = RouterStats()
         self._links: dict[str, _Link] = {}
+        #: network -> the other routers heard on it (LAN peers)
+        self._lan: dict[str, set[str]] = {}
         self._records: dict[str, LinkState] = {}
         self._seq = 0
         self._import_seq = 0
@@ -178,7 +196,11 @@ class RouterCore:
         self._dedup_window = dedup_window
         self._listen: dict[str, frozenset[str]] = {}
         self._unreachable_since: dict[str, float] = {}
-        self._decisions: dict[tuple[str, str], tuple[list[str], list[str], int]] = {}
+        self._decisions: dict[tuple[str, str], tuple[list[str], list[str], int, list[str]]] = {}
+        #: LAN peer -> messages this router left to it (it serves their network) since it
+        #: was last heard; reported lost if it goes silent (they may not have arrived).
+        self._left: dict[str, int] = {}
+        self._exports: dict[tuple[str, str], bool] = {}
         self._reachable: frozenset[str] = frozenset()
         self.topology = Topology(name, {})
 
@@ -281,6 +303,64 @@ class RouterCore:
         out += self._originate()
         return out
 
+    # ------------------------------------------------------------------ LAN peers
+
+    def lan_peer_up(self, network: str, peer: str) -> list[Any]:
+        """Router ``peer`` is heard on attached ``network`` (each of its announcements).
+
+        Routers sharing a LAN exchange their records over it, so they know each
+        other (and agree on which of them serves the LAN) without a neighbor
+        link between them. The LAN carries records only, never routed messages.
+        """
+        self._check_network(network)
+        if peer == self.name:
+            raise ValueError("a router cannot be its own LAN peer")
+        peers = self._lan.setdefault(network, set())
+        if peer in peers:
+            self._left.pop(peer, None)  # heard again: what it was left before, it handled
+            return []
+        peers.add(peer)
+        out: list[Any] = [
+            SendLan(network, [LSA, record.to_wire()])
+            for _, record in sorted(self._records.items())
+            if record.router != self.name
+        ]
+        out += self._originate()
+        return out
+
+    def lan_peer_down(self, network: str, peer: str) -> list[Any]:
+        """Router ``peer`` has not been heard on ``network`` for too long."""
+        self._check_network(network)
+        peers = self._lan.get(network)
+        if not peers or peer not in peers:
+            return []
+        peers.discard(peer)
+        out: list[Any] = []
+        if not any(peer in others for others in self._lan.values()):
+            left = self._left.pop(peer, 0)
+            if left:
+                self.stats.lost += left
+                out.append(Loss(left, f"router {peer} went silent on {network}", neighbor=peer))
+        return out + self._originate()
+
+    def lan_peers(self, network: str) -> frozenset[str]:
+        return frozenset(self._lan.get(network, ()))
+
+    def receive_lan(self, network: str, peer: str, frame: Any) -> list[Any]:
+        """A frame router ``peer`` published on ``network``: only LSA; ValueError otherwise."""
+        self._check_network(network)
+        if peer == self.name:
+            return []
+        if not isinstance(frame, list | tuple) or len(frame) != 2 or frame[0] != LSA:
+            self.stats.bad_frames += 1
+            raise ValueError("a LAN frame is [LSA, record]")
+        try:
+            record = LinkState.from_wire(frame[1])
+        except ValueError:
+            self.stats.bad_frames += 1
+            raise
+        return self._record_in("", record, network)
+
     # ------------------------------------------------------------------ frames
 
     def receive(self, neighbor: str, frame: Any) -> list[Any]:
@@ -306,6 +386,25 @@ class RouterCore:
             link.received += 1
             came_from = router_node(neighbor)
             out = self._forward_in(origin, importer, seq, hops, subject, payload, came_from)
+            if link.received - link.ack_sent >= ACK_EVERY:
+                link.ack_sent = link.received
+                out.append(SendFrame(neighbor, [ACK, link.received]))
+            return out
+        if kind == BATCH and len(frame) == 7:
+            _, origin, importer, seq, hops, subject, payloads = frame
+            if not (
+                isinstance(origin, str)
+                and isinstance(importer, str)
+                and isinstance(seq, int)
+                and isinstance(hops, int)
+                and isinstance(subject, str)
+                and isinstance(payloads, list)
+                and 0 < len(payloads) <= MAX_BATCH
+            ):
+                self.stats.bad_frames += 1
+                raise ValueError("malformed BATCH frame")
+            link.received += len(payloads)
+            out = self._batch_in(origin, importer, seq, hops, subject, payloads, neighbor)
             if link.received - link.ack_sent >= ACK_EVERY:
                 link.ack_sent = link.received
                 out.append(SendFrame(neighbor, [ACK, link.received]))
@@ -363,10 +462,7 @@ class RouterCore:
         """
         self._check_network(network)
         if tag is None:
-            inbox_reply = subject.startswith(INBOX_ROUTE + ".")
-            if not inbox_reply and (
-                not routable(subject) or not self.networks[network].exports_subject(subject)
-            ):
+            if not self._exported(network, subject):
                 self.stats.not_exported += 1
                 return []
             self._import_seq += 1
@@ -374,6 +470,128 @@ class RouterCore:
             return self._forward(network, self.name, self._import_seq, 0, subject, payload, True)
         origin, importer, seq, hops = tag
         return self._forward_in(origin, importer, seq, hops, subject, payload, net_node(network))
+
+    def import_batch(self, network: str, subject: str, payloads: list[Any]) -> list[Any]:
+        """Messages of one ``subject`` that programs published on ``network``, in order.
+
+        The same outcome as :meth:`import_message` called for each payload
+        (untagged), at the cost of one routing decision, and the messages
+        cross each link as one BATCH frame (up to :data:`MAX_BATCH` each)
+        instead of one frame per message.
+        """
+        self._check_network(network)
+        if not payloads:
+            return []
+        if not self._exported(network, subject):
+            self.stats.not_exported += len(payloads)
+            return []
+        out: list[Any] = []
+        for start in range(0, len(payloads), MAX_BATCH):
+            chunk = payloads[start : start + MAX_BATCH]
+            first = self._import_seq + 1
+            self._import_seq += len(chunk)
+            self.stats.imported += len(chunk)
+            out += self._forward_batch(network, self.name, first, 0, subject, chunk, True, None)
+        return out
+
+    def _exported(self, network: str, subject: str) -> bool:
+        """Whether a program's message on ``network`` enters the domain (cached per subject)."""
+        key = (network, subject)
+        found = self._exports.get(key)
+        if found is None:
+            found = subject.startswith(INBOX_ROUTE + ".") or (
+                routable(subject) and self.networks[network].exports_subject(subject)
+            )
+            if len(self._exports) >= DECISION_CACHE:
+                self._exports.clear()
+            self._exports[key] = found
+        return found
+
+    def _batch_in(
+        self,
+        origin: str,
+        importer: str,
+        seq: int,
+        hops: int,
+        subject: str,
+        payloads: list[Any],
+        neighbor: str,
+    ) -> list[Any]:
+        """A BATCH frame from ``neighbor``: as many DATA frames, decided once."""
+        seen = self._seen
+        if any((importer, seq + i) in seen for i in range(len(payloads))):
+            # Some already seen (records still flooding): take them one by one.
+            out: list[Any] = []
+            came_from = router_node(neighbor)
+            for i, payload in enumerate(payloads):
+                out += self._forward_in(
+                    origin, importer, seq + i, hops, subject, payload, came_from
+                )
+            return out
+        tree = self.topology.tree(net_node(origin))
+        off_tree = tree is None or tree.parent.get(router_node(self.name)) != router_node(neighbor)
+        return self._forward_batch(
+            origin,
+            importer,
+            seq,
+            hops,
+            subject,
+            payloads,
+            False,
+            router_node(neighbor) if off_tree else None,
+        )
+
+    def _forward_batch(
+        self,
+        origin: str,
+        importer: str,
+        seq: int,
+        hops: int,
+        subject: str,
+        payloads: list[Any],
+        fresh: bool,
+        off_tree_from: str | None,
+    ) -> list[Any]:
+        """:meth:`_forward` for consecutive sequence numbers ``seq``.. of one subject."""
+        n = len(payloads)
+        for i in range(n):
+            self._remember((importer, seq + i))
+        if hops >= self.max_hops:
+            self.stats.lost += n
+            return [Loss(n, "hop limit reached", subject)]
+        out: list[Any] = []
+        if off_tree_from is not None:
+            nets = [
+                node[2:]
+                for node in self._attached_nodes()
+                if node != net_node(origin) and self._delivers(node, subject)
+            ]
+            routers: list[str] = []
+            lost = 0
+        else:
+            nets, routers, lost, delegates = self._decide(origin, subject)
+            if fresh:
+                for peer in delegates:
+                    self._left[peer] = self._left.get(peer, 0) + n
+        for net in nets:
+            self.stats.delivered += n
+            for i, payload in enumerate(payloads):
+                out.append(Deliver(net, subject, payload, (origin, importer, seq + i, hops + 1)))
+        for neighbor in routers:
+            link = self._links.get(neighbor)
+            if link is None:
+                self.stats.lost += n
+                out.append(Loss(n, f"no link to {neighbor}", subject, neighbor))
+                continue
+            link.sent += n
+            self.stats.forwarded += n
+            out.append(
+                SendFrame(neighbor, [BATCH, origin, importer, seq, hops + 1, subject, payloads])
+            )
+        if fresh and lost:
+            self.stats.lost += n
+            out.append(Loss(n, "no path to a network that listens", subject))
+        return out
 
     def _forward_in(
         self,
@@ -429,8 +647,10 @@ class RouterCore:
                 self.stats.delivered += 1
                 out.append(Deliver(net, subject, payload, tag))
             return out
-        decision = self._decide(origin, subject)
-        nets, routers, lost = decision
+        nets, routers, lost, delegates = self._decide(origin, subject)
+        if fresh:
+            for peer in delegates:
+                self._left[peer] = self._left.get(peer, 0) + 1
         tag = (origin, importer, seq, hops + 1)
         for net in nets:
             self.stats.delivered += 1
@@ -461,8 +681,9 @@ class RouterCore:
             return True
         return self.networks[node[2:]].imports_subject(subject)
 
-    def _decide(self, origin: str, subject: str) -> tuple[list[str], list[str], int]:
-        """(networks to deliver into, neighbors to send to, lost?) for a message of ``origin``."""
+    def _decide(self, origin: str, subject: str) -> tuple[list[str], list[str], int, list[str]]:
+        """(networks to deliver into, neighbors to send to, lost?, LAN peers of ``origin``
+        that take it from there themselves to serve a network) for a message of ``origin``."""
         key = (origin, subject)
         found = self._decisions.get(key)
         if found is not None:
@@ -473,21 +694,48 @@ class RouterCore:
         me = router_node(self.name)
         nets: list[str] = []
         routers: list[str] = []
+        delegates: list[str] = []
         lost = 0
         if tree is None or (me not in tree.parent):
             lost = 1 if self._anyone_wants(subject, root) else 0
         else:
+            # Which router serves each listening network: the cheapest, then the heaviest
+            # import weight for this subject (topology.py); a branch is taken only toward
+            # a network whose server lies in it.
+            servers = [
+                topo.server(tree, node, subject)
+                for node in tree.candidates
+                if node != root and topo.wants(node, subject)
+            ]
+            for node in self._attached_nodes():
+                if (
+                    node != root
+                    and node in tree.candidates
+                    and topo.server(tree, node, subject) == me
+                    and self._delivers(node, subject)
+                ):
+                    nets.append(node[2:])
             for child in tree.children.get(me, ()):
-                if child.startswith("n:"):
-                    if self._delivers(child, subject):
-                        nets.append(child[2:])
-                elif any(topo.wants(n, subject) for n in tree.descendants[child] if n != root):
-                    routers.append(child[2:])
+                if child.startswith("r:"):
+                    below = tree.subtree[child]
+                    if any(server in below for server in servers):
+                        routers.append(child[2:])
+            peers = self._lan.get(origin, ())
+            delegates = sorted(
+                {
+                    server[2:]
+                    for server in servers
+                    if server is not None
+                    and server != me
+                    and server[2:] in peers
+                    and tree.parent.get(server) == root
+                }
+            )
             # Reported once per message: by the smallest-named router attached to the origin.
             attached = topo.attached.get(root, [])
             if attached and attached[0] == self.name and self._unreached(subject, root, tree):
                 lost = 1
-        found = (nets, routers, lost)
+        found = (nets, routers, lost, delegates)
         if len(self._decisions) >= DECISION_CACHE:
             self._decisions.clear()
         self._decisions[key] = found
@@ -503,6 +751,11 @@ class RouterCore:
         topo = self.topology
         if topo.unreachable_wants(subject):
             return True
+        if any(
+            node != root and node not in tree.candidates and topo.wants(node, subject)
+            for node in topo.interest
+        ):
+            return True  # known through a shared LAN, but no path of links leads there
         if subject.startswith(INBOX_ROUTE + "."):
             target = net_node(subject.split(".", 3)[2])
             return target != root and target not in tree.descendants.get(root, ())
@@ -523,15 +776,28 @@ class RouterCore:
             self._seq,
             {n: link.cost for n, link in self._links.items()},
             {net: self.advertised(net) for net in self.networks},
+            {net: policy.weights for net, policy in self.networks.items() if policy.weights},
+            {net: tuple(sorted(peers)) for net, peers in self._lan.items() if peers},
         )
         self._records[self.name] = record
         out: list[Any] = [SendFrame(n, [LSA, record.to_wire()]) for n in sorted(self._links)]
+        out += self._flood_lans(record, None)
         out += self._recompute()
         return out
 
-    def _record_in(self, neighbor: str, record: LinkState) -> list[Any]:
+    def _flood_lans(self, record: LinkState, came_on: str | None) -> list[Any]:
+        """The record on every attached LAN with peers, except the one it came on."""
+        return [
+            SendLan(net, [LSA, record.to_wire()])
+            for net, peers in sorted(self._lan.items())
+            if peers and net != came_on
+        ]
+
+    def _record_in(self, neighbor: str, record: LinkState, came_on: str | None = None) -> list[Any]:
         self.stats.records_received += 1
         if record.router == self.name:
+            if record.seq == self._seq and record.to_wire() == self._records[self.name].to_wire():
+                return []  # our own current record, come back another way (a LAN, a ring)
             if record.seq >= self._seq:
                 # An old self from before a restart is still flooding: outnumber it.
                 self._seq = record.seq
@@ -544,6 +810,7 @@ class RouterCore:
         out: list[Any] = [
             SendFrame(n, [LSA, record.to_wire()]) for n in sorted(self._links) if n != neighbor
         ]
+        out += self._flood_lans(record, came_on)
         out += self._recompute()
         return out
 

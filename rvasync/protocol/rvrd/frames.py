@@ -3,8 +3,9 @@
 msgpack delimits its values itself, so a streaming unpacker on the reading
 side splits the byte stream into frames with no length prefix, and hands
 over every frame of one ``read`` at once. Frames are the core's (``LSA``,
-``DATA``, ``ACK``) plus the link's own: ``HELLO`` (``["HELLO", version,
-router name]``, the first frame each way) and ``PING`` (keeps an idle link
+``DATA``, ``BATCH``: several messages of one subject, ``ACK``) plus the
+link's own: ``HELLO`` (``["HELLO", version, router name]``, the first frame
+each way) and ``PING`` (keeps an idle link
 known to be alive). ``DATA`` carries the message in rvasync's wire codec as
 opaque bytes.
 """
@@ -17,7 +18,7 @@ import msgpack
 
 __all__ = ["MAX_FRAME", "VERSION", "encode"]
 
-VERSION = 2
+VERSION = 3
 #: Largest frame: a 64 MiB message plus the routing fields around it.
 MAX_FRAME = 64 * 1024 * 1024 + 64 * 1024
 

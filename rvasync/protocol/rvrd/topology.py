@@ -11,10 +11,24 @@ network in that branch listens to its subject.
 
 Nodes are strings: ``"r:<router>"`` for routers and ``"n:<network>"`` for
 networks. A router-to-router edge exists only when both ends report it (the
-two-way check), so a stale record of a dead router never draws a path. The
+two-way check), so a stale record of a dead router never draws a path.
+Routers that hear each other on a LAN they share (their records list each
+other as LAN peers, both ways) are reachable to each other even without a
+neighbor link: they exchange records over the LAN, so they agree on which
+of them serves it, but the LAN still carries no routed message between them. The
 edge from a router to an attached network costs :data:`ATTACH_COST`; a
 network is a leaf, never a transit between routers (routers that share a LAN
 cooperate through neighbor links), except as the root of its own messages.
+
+Subject weights: when several routers reach a network at the same (lowest)
+cost, which of them delivers a message there depends on its subject. Each
+router floods, per attached network, its import weights (subject pattern,
+weight); for a subject, the candidate with the greatest weight delivers
+(a router without a matching pattern weighs :data:`DEFAULT_WEIGHT`), ties
+going to the smallest router name. Path costs come first: weights only choose
+among routers at equal cost. Every router computes the same choice from the
+same records, so a message is still delivered once; when the chosen router
+becomes unreachable, the next candidate takes over at the recomputation.
 """
 
 from __future__ import annotations
@@ -24,10 +38,34 @@ from dataclasses import dataclass, field
 
 from rvasync.subjects import subject_matches
 
-__all__ = ["ATTACH_COST", "INBOX_ROUTE", "LinkState", "Topology", "Tree", "net_node", "router_node"]
+__all__ = [
+    "ATTACH_COST",
+    "DEFAULT_WEIGHT",
+    "INBOX_ROUTE",
+    "LinkState",
+    "Topology",
+    "Tree",
+    "net_node",
+    "router_node",
+]
 
 #: Cost of the edge between a router and a network it is attached to.
 ATTACH_COST = 1
+
+#: The import weight of a subject no configured weight pattern matches.
+DEFAULT_WEIGHT = 1
+
+Weights = tuple[tuple[str, int], ...]
+
+
+def weight_of(weights: Weights, subject: str) -> int:
+    """The greatest weight among ``weights`` patterns matching ``subject`` (else the default)."""
+    best = None
+    for pattern, weight in weights:
+        if subject_matches(pattern, subject) and (best is None or weight > best):
+            best = weight
+    return DEFAULT_WEIGHT if best is None else best
+
 
 #: Every network implicitly wants the replies addressed to its inboxes (see inbox.py).
 INBOX_ROUTE = "_RVRD.INBOX"
@@ -49,6 +87,10 @@ class LinkState:
     seq: int
     links: dict[str, int] = field(default_factory=dict)
     networks: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: network -> import weights (pattern, weight >= 1) of this router there
+    weights: dict[str, Weights] = field(default_factory=dict)
+    #: network -> the other routers this one hears on it (LAN peers)
+    lan: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def to_wire(self) -> list[object]:
         return [
@@ -56,14 +98,16 @@ class LinkState:
             self.seq,
             sorted([k, v] for k, v in self.links.items()),
             sorted([k, list(v)] for k, v in self.networks.items()),
+            sorted([k, [list(pw) for pw in v]] for k, v in self.weights.items() if v),
+            sorted([k, list(v)] for k, v in self.lan.items() if v),
         ]
 
     @classmethod
     def from_wire(cls, body: object) -> LinkState:
         """Parse a record; ValueError on anything malformed (a peer's bad frame)."""
-        if not isinstance(body, list | tuple) or len(body) != 4:
-            raise ValueError("a link-state record is [router, seq, links, networks]")
-        router, seq, links, networks = body
+        if not isinstance(body, list | tuple) or len(body) != 6:
+            raise ValueError("a link-state record is [router, seq, links, networks, weights, lan]")
+        router, seq, links, networks, weights, lan = body
         if not isinstance(router, str) or not router:
             raise ValueError("link-state router name must be a non-empty string")
         if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
@@ -82,7 +126,34 @@ class LinkState:
             if not all(isinstance(s, str) and s for s in subjects):
                 raise ValueError("network interest must be a list of subjects")
             parsed_nets[name] = tuple(subjects)
-        return cls(router, seq, parsed_links, parsed_nets)
+        parsed_weights: dict[str, Weights] = {}
+        for item in _pairs(weights, "weights"):
+            name, pairs = item
+            if not isinstance(name, str) or not isinstance(pairs, list | tuple):
+                raise ValueError("a network's weights are [name, [[pattern, weight], ...]]")
+            entries = []
+            for pair in pairs:
+                if (
+                    not isinstance(pair, list | tuple)
+                    or len(pair) != 2
+                    or not isinstance(pair[0], str)
+                    or not pair[0]
+                    or not isinstance(pair[1], int)
+                    or isinstance(pair[1], bool)
+                    or pair[1] < 1
+                ):
+                    raise ValueError("a subject weight is [pattern, integer >= 1]")
+                entries.append((pair[0], pair[1]))
+            parsed_weights[name] = tuple(entries)
+        parsed_lan: dict[str, tuple[str, ...]] = {}
+        for item in _pairs(lan, "lan"):
+            name, peers = item
+            if not isinstance(name, str) or not isinstance(peers, list | tuple):
+                raise ValueError("a network's LAN peers are [name, [router, ...]]")
+            if not all(isinstance(p, str) and p for p in peers):
+                raise ValueError("LAN peers must be router names")
+            parsed_lan[name] = tuple(peers)
+        return cls(router, seq, parsed_links, parsed_nets, parsed_weights, parsed_lan)
 
 
 def _pairs(value: object, what: str) -> list[tuple[object, object]]:
@@ -99,11 +170,16 @@ def _pairs(value: object, what: str) -> list[tuple[object, object]]:
 class Tree:
     """The shortest-path tree rooted at one network, as one router's view draws it."""
 
-    __slots__ = ("children", "descendants", "parent", "root")
+    __slots__ = ("candidates", "children", "descendants", "parent", "root", "subtree")
 
-    def __init__(self, root: str, parent: dict[str, str]) -> None:
+    def __init__(
+        self, root: str, parent: dict[str, str], candidates: dict[str, list[str]] | None = None
+    ) -> None:
         self.root = root
         self.parent = parent
+        #: network node -> every router node reaching it at the lowest cost (sorted); the
+        #: subject's weights choose among them (``parent`` holds the first).
+        self.candidates: dict[str, list[str]] = candidates or {}
         self.children: dict[str, list[str]] = {}
         for node, up in sorted(parent.items()):
             self.children.setdefault(up, []).append(node)
@@ -124,6 +200,15 @@ class Tree:
             for child in self.children.get(node, ()):
                 nets.extend(self.descendants[child])
             self.descendants[node] = tuple(nets)
+        #: router node -> the router nodes at or below it
+        self.subtree: dict[str, frozenset[str]] = {}
+        for node in reversed(order):
+            if node.startswith("r:"):
+                below = {node}
+                for child in self.children.get(node, ()):
+                    if child.startswith("r:"):
+                        below |= self.subtree[child]
+                self.subtree[node] = frozenset(below)
 
 
 class Topology:
@@ -173,12 +258,21 @@ class Topology:
         todo = [self.me]
         while todo:
             name = todo.pop()
-            for other in records[name].links:
+            record = records[name]
+            for other in record.links:
                 if other in seen or other not in records:
                     continue
                 if name in records[other].links:  # two-way check
                     seen.add(other)
                     todo.append(other)
+            # Routers that hear each other on a shared LAN know each other (records only).
+            for net, peers in record.lan.items():
+                for other in peers:
+                    if other in seen or other not in records:
+                        continue
+                    if name in records[other].lan.get(net, ()):
+                        seen.add(other)
+                        todo.append(other)
         return seen
 
     def tree(self, root: str) -> Tree | None:
@@ -208,17 +302,43 @@ class Topology:
                     dist[other] = nd
                     heapq.heappush(heap, (nd, other))
         parent: dict[str, str] = {}
+        candidates: dict[str, list[str]] = {}
         for node, d in dist.items():
             if node == root:
                 continue
             # The same parent on every router: the smallest name among the cheapest.
-            best = min(
+            cheapest = sorted(
                 up
                 for up, cost in self.adjacency[node].items()
                 if up in dist and dist[up] + cost == d and (up == root or not up.startswith("n:"))
             )
-            parent[node] = best
-        return Tree(root, parent)
+            parent[node] = cheapest[0]
+            if node.startswith("n:"):
+                candidates[node] = cheapest
+        return Tree(root, parent, candidates)
+
+    def server(self, tree: Tree, network: str, subject: str) -> str | None:
+        """The router node that delivers ``subject`` into ``network`` (a node) on ``tree``.
+
+        Among the routers reaching it at the lowest cost, the one whose import
+        weight for the subject is greatest (the smallest name on a tie).
+        """
+        cands = tree.candidates.get(network)
+        if not cands:
+            return tree.parent.get(network)
+        if len(cands) == 1:
+            return cands[0]
+        net = network[2:]
+        best, best_weight = cands[0], -1
+        for cand in cands:
+            if cand.startswith("n:"):
+                continue
+            record = self._records.get(cand[2:])
+            weights = record.weights.get(net, ()) if record is not None else ()
+            weight = weight_of(weights, subject)
+            if weight > best_weight:
+                best, best_weight = cand, weight
+        return best
 
     def wants(self, node: str, subject: str) -> bool:
         """True if network ``node`` listens to ``subject`` (its replies included)."""
