@@ -281,3 +281,24 @@ async def test_circuit_under_loss_is_complete_or_loud(rv_service: tuple[str, str
         else:
             assert vc_a.connected and vc_b.connected
         ta.direct.drop = tb.direct.drop = None
+
+
+async def test_a_burst_arrives_whole_and_later_changes_do_not_travel() -> None:
+    """A burst (one loop turn) travels as a few frames and arrives in order; a message
+    changed by its sender after send arrives as it was sent (the process transport hands
+    the frames over in memory, so a missing snapshot would show)."""
+    t = rv.process_transport()
+    try:
+        vc_a, vc_b, _adv_a, _adv_b = await invite(t, t)
+        got = vc_b.listen("BURST")
+        msgs = [rv.Message("BURST", {"i": i}) for i in range(1000)]
+        for msg in msgs:
+            await vc_a.send(msg)
+        for msg in msgs:
+            msg["i"] = -1
+            msg.subject = "CHANGED"
+        assert [(await got.get(WAIT))["i"] for _ in range(1000)] == list(range(1000))
+        await vc_a.close()
+        await vc_b.close()
+    finally:
+        t.shutdown()

@@ -216,13 +216,15 @@ class VcTransport(BaseTransport):
         check_send_subject(subject)
         if msg.reply_subject is not None:
             check_reply_subject(msg.reply_subject)
-        msg.share()
         wait = self._route(msg)
         if wait is not None:
             await wait
 
     def _route(self, msg: Message) -> Any:
-        waiting = self._circuit.queue(msg)  # NotPermitted / TransportClosed
+        # A snapshot (fields shared copy-on-write, both marked shared): the frame adopts
+        # it, and what the sender changes afterwards cannot reach it, however late the
+        # frame is retransmitted.
+        waiting = self._circuit.queue(msg.delivery_copy(None, None))  # NotPermitted ...
         wait = None
         if not self._flush_scheduled:
             # The turn's first message leaves now (a lone request or reply does not

@@ -65,23 +65,26 @@ def frame_to_message(frame: Frame, subject: str) -> Message:
 
     The fixed part (kind, tokens, seq, ack) is one packed ``vc`` field, so a
     frame costs one field to build and one to read; a DATA frame's payloads
-    must be :class:`Message` objects with subjects (the terminal checked each
-    on send) and travel as one message array.
+    must be :class:`Message` objects with subjects that the caller owns (the
+    terminal's snapshots of what was sent, checked on send) and travel as one
+    message array, adopted rather than copied.
     """
     header = _HEADER.pack(
         frame.kind, frame.to_token.ljust(TOKEN_SIZE, b"\0"), frame.from_token, frame.seq, frame.ack
     )
     fields: dict[str, Any] = {"vc": header}
-    if frame.kind is FrameKind.DATA:
-        payloads = frame.payload
-        if not payloads:
-            raise MalformedMessage("a circuit DATA frame carries at least one message")
-        fields["msgs"] = payloads if payloads.__class__ is list else list(payloads)
     if frame.inbox:
         fields["inbox"] = frame.inbox
     if frame.text:
         fields["text"] = frame.text
-    return Message(subject, fields)
+    msg = Message(subject, fields)
+    if frame.kind is FrameKind.DATA:
+        payloads = frame.payload
+        if not payloads:
+            raise MalformedMessage("a circuit DATA frame carries at least one message")
+        # Each is the terminal's own snapshot of a sent message: adopted, not copied.
+        msg.adopt_messages("msgs", list(payloads))
+    return msg
 
 
 def _text(msg: Message, name: str) -> str:
