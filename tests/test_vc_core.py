@@ -372,3 +372,19 @@ def test_close_frames_what_is_queued_first() -> None:
     assert sim.records["A"].disconnected == (True, "closed by the other terminal")
     with pytest.raises(TransportClosed):
         b.queue(3)
+
+
+def test_adopted_messages_travel_as_a_message_array() -> None:
+    """Message.adopt_messages (the frame's driver API): the list itself, encoded as MSGARRAY."""
+    from rvasync.errors import ConversionError
+    from rvasync.fieldtypes import FieldType
+
+    inner = [Message("A.B", {"i": 1}), Message("C", {"j": "x"}, reply_subject="R")]
+    record = Message("_INBOX.X.1", {})
+    record.adopt_messages("msgs", inner)
+    assert record.field("msgs").type is FieldType.MSGARRAY
+    back = Message.from_bytes(record.to_bytes())["msgs"]
+    assert [(m.subject, m.reply_subject) for m in back] == [("A.B", None), ("C", "R")]
+    assert back[0]["i"] == 1 and back[1]["j"] == "x"
+    with pytest.raises(ConversionError):
+        record.adopt_messages("msgs", tuple(inner))  # type: ignore[arg-type]
