@@ -355,7 +355,7 @@ def test_a_frame_stays_until_its_last_message_is_acknowledged() -> None:
     # An ack inside the frame (only a broken partner sends one) keeps the whole frame.
     a.receive(Frame(FrameKind.ACK, a.token, b.token, ack=3), sim.now)
     assert a.unacked == 2 and a.state is CircuitState.CONNECTED
-    retransmitted = a.timer(sim.now + 10 * PARAMS.retransmit).transmit
+    retransmitted = a.timer(sim.now + 2 * PARAMS.retransmit).transmit  # due, not late
     assert any(f.kind is FrameKind.DATA and f.seq == frame.seq for _, f in retransmitted)
     a.receive(Frame(FrameKind.ACK, a.token, b.token, ack=5), sim.now)
     assert a.unacked == 0
@@ -388,3 +388,24 @@ def test_adopted_messages_travel_as_a_message_array() -> None:
     assert back[0]["i"] == 1 and back[1]["j"] == "x"
     with pytest.raises(ConversionError):
         record.adopt_messages("msgs", tuple(inner))  # type: ignore[arg-type]
+
+
+def test_a_late_retransmission_timer_waits_one_interval_for_unread_acks() -> None:
+    sim = VcSim(params=PARAMS)
+    a, b = connected_pair(sim)
+    out = a.send("x", sim.now)
+    deadline = a.next_deadline()
+    assert deadline is not None
+    late = sim.now + 3 * PARAMS.retransmit  # the process was busy meanwhile
+    assert not [f for _, f in a.timer(late).transmit if f.kind is FrameKind.DATA]
+    # The ack that was waiting unread arrives: nothing is resent at all.
+    (frame,) = [f for _, f in out.transmit]
+    a.receive(Frame(FrameKind.ACK, a.token, b.token, ack=frame.seq), late)
+    assert a.unacked == 0
+    # Without an ack, the next (late again) timer resends.
+    out = a.send("y", late)
+    later = late + 3 * PARAMS.retransmit
+    assert not [f for _, f in a.timer(later).transmit if f.kind is FrameKind.DATA]
+    even_later = later + 3 * PARAMS.retransmit
+    resent = [f for _, f in a.timer(even_later).transmit if f.kind is FrameKind.DATA]
+    assert [f.payload for f in resent] == [("y",)]

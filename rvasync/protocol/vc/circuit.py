@@ -24,7 +24,9 @@ Why each piece exists:
   drops duplicates and holds early messages. The sender keeps every frame
   until a cumulative ack covers its last message and retransmits the
   unacknowledged ones when acks stop advancing (backing off to the
-  heartbeat interval); acks are cumulative and delayed (``ack_delay``) or
+  heartbeat interval; a retransmission timer that comes a whole interval
+  late, because this side was busy, first waits one more interval for the
+  acks that may be waiting unread); acks are cumulative and delayed (``ack_delay``) or
   ride on the receiver's own DATA, so a stream costs few of them. A frame
   unacknowledged for ``silence`` seconds, or a hole the receiver has waited
   ``silence`` seconds to fill, breaks the circuit: delivery stops *before*
@@ -150,6 +152,7 @@ class Circuit:
         self._unacked: OrderedDict[int, tuple[Frame, float]] = OrderedDict()
         self._rto = self.params.retransmit
         self._rtx_at: float | None = None
+        self._rtx_deferred = False  # a late retransmission timer was put off once
         self._last_sent = 0.0
         # receiving side
         self._delivered = 0
@@ -341,8 +344,17 @@ class Circuit:
                 out, f"data loss: message {self._delivered + 1} never arrived ({p.silence} s)", now
             )
             return out
-        if self._rtx_at is not None and now >= self._rtx_at:
-            self._retransmit(out, now)
+        rtx_at = self._rtx_at
+        if rtx_at is not None and now >= rtx_at:
+            if now - rtx_at > self._rto and not self._rtx_deferred:
+                # This timer came more than a whole interval late: this side was busy,
+                # and the partner's acks may be waiting unread. Give them one interval
+                # before resending everything (once: then resend whatever happens).
+                self._rtx_deferred = True
+                self._rtx_at = now + self._rto
+            else:
+                self._rtx_deferred = False
+                self._retransmit(out, now)
         if (
             self._ack_at is not None and now >= self._ack_at
         ) or now >= self._last_sent + p.heartbeat:
@@ -409,6 +421,7 @@ class Circuit:
             del unacked[seq]
         self._rto = self.params.retransmit
         self._rtx_at = now + self._rto if unacked else None
+        self._rtx_deferred = False
         return True
 
     def _on_data(self, frame: Frame, out: Outputs, now: float) -> None:
