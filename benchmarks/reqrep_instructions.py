@@ -13,7 +13,11 @@ latency the client link decides.
 
 Needs valgrind (``apt-get install valgrind``). Usage::
 
-    python -m benchmarks.reqrep_instructions [--short 200] [--long 1200] [--standalone]
+    python -m benchmarks.reqrep_instructions [--short 200] [--long 1200] [--standalone] [--direct]
+
+``--direct`` gives both sides a two-part service (an ephemeral direct port) and
+sends the requests to an inbox of the replier, so requests and replies take
+the direct channels (the ``reqrep-latency`` row's ``ipm-direct`` variant).
 """
 
 from __future__ import annotations
@@ -36,24 +40,42 @@ import uvloop
 import rvasync as rv
 
 port, role, count = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
-daemon = sys.argv[4] if len(sys.argv) > 4 else None
+daemon = sys.argv[4] if len(sys.argv) > 4 and sys.argv[4] != "-" else None
+direct = len(sys.argv) > 5 and sys.argv[5] == "direct"
+WARMUP = 20
 
 async def main():
     # reply_poll=0: count the work of a round trip, not the polling while waiting.
-    t = rv.Transport(service=str(port), reply_poll=0, daemon=daemon)
+    service = f"{port}:" if direct else str(port)
+    t = rv.Transport(service=service, reply_poll=0, daemon=daemon)
     await t.open()
     if role == "replier":
-        listener = t.listen("bench.request")
+        if direct:
+            # Requests come to an inbox of this transport (the direct path); the
+            # requester asks where it is once.
+            inbox = t.create_inbox()
+            where = t.listen("bench.request")
+            listener = t.listen(inbox)
+        else:
+            listener = t.listen("bench.request")
         print("ready", flush=True)
+        if direct:
+            ask = await where.get(600)
+            await t.send_reply(rv.Message(fields={"inbox": inbox}), ask)
         served = 0
         async for request in listener:
             await t.send_reply(rv.Message(fields={"data": request["data"]}), request)
             served += 1
-            if served == count:
+            if served == count + (WARMUP if direct else 0):
                 break
         await asyncio.sleep(0.2)
     else:
         msg = rv.Message("bench.request", {"data": b"x" * 128})
+        if direct:
+            answer = await t.send_request(rv.Message("bench.request", {}), 600)
+            msg.subject = answer["inbox"]
+            for _ in range(WARMUP):  # the direct path opens once the first HELLO is answered
+                await t.send_request(msg, 60)
         for _ in range(count):
             await t.send_request(msg, 60)
     await t.close()
@@ -97,7 +119,9 @@ def _start_daemon(port: int, measured: bool, out: Path) -> subprocess.Popen[str]
     raise RuntimeError(f"the daemon did not listen on {port} within 120 s")
 
 
-def instructions(count: int, measured: str, workdir: Path, standalone: bool = False) -> int:
+def instructions(
+    count: int, measured: str, workdir: Path, standalone: bool = False, direct: bool = False
+) -> int:
     """Instructions the ``measured`` side ran for ``count`` round trips (whole process)."""
     script = workdir / "side.py"
     script.write_text(SIDE)
@@ -109,6 +133,8 @@ def instructions(count: int, measured: str, workdir: Path, standalone: bool = Fa
         out = workdir / f"callgrind.daemon.{count}.out"
         daemon = _start_daemon(daemon_port, measured == "daemon", out)
         extra = [f"127.0.0.1:{daemon_port}"]
+    if direct:
+        extra = [extra[0] if extra else "-", "direct"]
 
     def command(role: str) -> list[str]:
         base = [sys.executable, str(script), port, role, str(count), *extra]
@@ -150,14 +176,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--standalone", action="store_true", help="both sides are clients of a standalone daemon"
     )
+    parser.add_argument(
+        "--direct",
+        action="store_true",
+        help="direct communication: two-part services, requests to the replier's inbox",
+    )
     args = parser.parse_args(argv)
     if not 0 < args.short < args.long:
         parser.error("--short must be positive and below --long")
     sides = ("requester", "replier", "daemon") if args.standalone else ("requester", "replier")
     with tempfile.TemporaryDirectory() as tmp:
         for side in sides:
-            short = instructions(args.short, side, Path(tmp), args.standalone)
-            long = instructions(args.long, side, Path(tmp), args.standalone)
+            short = instructions(args.short, side, Path(tmp), args.standalone, args.direct)
+            long = instructions(args.long, side, Path(tmp), args.standalone, args.direct)
             per = (long - short) / (args.long - args.short)
             print(f"{side}: {per:,.0f} instructions per round trip")
     return 0

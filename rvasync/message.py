@@ -598,6 +598,23 @@ class Message(MessageBase):
     #: records (the names are the driver's, not the user's).
     add_reserved = _add_reserved
 
+    def adopt_messages(self, name: str, msgs: list[Message]) -> None:
+        """Append a MSGARRAY field ``name`` holding ``msgs`` themselves, not copies (driver API).
+
+        For a driver packing messages it was given to send into one record (a
+        virtual circuit's DATA frame). The caller hands over a list of Messages
+        that nobody else holds, typically the :meth:`delivery_copy` it took of
+        each when it was sent (a snapshot: later changes to the sender's
+        message copy its fields first and cannot reach it), so the checks and
+        the copy :meth:`add` makes of every nested message, which cost more
+        than encoding it, are not needed.
+        """
+        if msgs.__class__ is not list:
+            raise ConversionError(f"{field_label(name)}: adopt_messages takes a list")
+        if self._shared:
+            self._own()
+        self._fields.append((_check_name(name), 0, FieldType.MSGARRAY, msgs))
+
     @property
     def correlation_id(self) -> Any:
         """The correlation id of the listener that delivered this message (None if none did).

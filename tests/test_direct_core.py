@@ -20,7 +20,37 @@ from rvasync.protocol.direct import (
     DirectPeers,
     direct_tag,
     parse_direct_inbox,
+    parse_hello,
 )
+
+SERVICE = 7500
+DAEMON = ("127.0.0.1", 40000)
+
+
+def peers_of(
+    service: int = SERVICE,
+    retry: float = 0.5,
+    tries: int = 4,
+    backoff: float = 30.0,
+    capacity: int = 4096,
+) -> DirectPeers:
+    return DirectPeers(
+        service=service,
+        daemon=DAEMON,
+        retry=retry,
+        tries=tries,
+        backoff=backoff,
+        capacity=capacity,
+    )
+
+
+def ack_for(hello: bytes) -> bytes:
+    """What a transport of the same service answers to ``hello``."""
+    parsed = parse_hello(hello)
+    assert parsed is not None
+    answer = peers_of(parsed.service).answer(parsed)
+    assert answer is not None
+    return answer
 
 
 def test_inbox_parsing() -> None:
@@ -39,14 +69,21 @@ def test_inbox_parsing() -> None:
 
 
 def test_hello_ack_proves_an_address() -> None:
-    peers = DirectPeers(retry=1.0, tries=2, backoff=10.0)
+    peers = peers_of(retry=1.0, tries=2, backoff=10.0)
     a = ("127.0.0.1", 1000)
     hello = peers.hello_for(a, 0.0)
     assert hello is not None and hello.startswith(HELLO)
     assert peers.hello_for(a, 0.5) is None  # asked recently
     assert not peers.verified(a)
-    answer = DirectPeers().answer(hello)
-    assert answer == ACK + hello[len(HELLO) :]
+    parsed = parse_hello(hello)
+    assert parsed is not None
+    assert (parsed.service, parsed.daemon) == (SERVICE, DAEMON)
+    answer = peers_of().answer(parsed)
+    assert answer == ACK + parsed.nonce + SERVICE.to_bytes(2, "big")
+    # A transport of another service does not answer (a routing daemon's other side).
+    assert peers_of(SERVICE + 1).answer(parsed) is None
+    wrong_service = ACK + parsed.nonce + (SERVICE + 1).to_bytes(2, "big")
+    assert not peers.acknowledged(wrong_service, a)
     assert not peers.acknowledged(answer, ("127.0.0.1", 1001))  # from elsewhere
     assert peers.acknowledged(answer, a)
     assert peers.verified(a)
@@ -56,7 +93,7 @@ def test_hello_ack_proves_an_address() -> None:
 
 
 def test_an_address_that_never_answers_is_given_up_then_asked_again() -> None:
-    peers = DirectPeers(retry=1.0, tries=2, backoff=10.0)
+    peers = peers_of(retry=1.0, tries=2, backoff=10.0)
     a = ("127.0.0.1", 1000)
     assert peers.hello_for(a, 0.0) is not None
     assert peers.hello_for(a, 1.0) is not None
@@ -66,10 +103,10 @@ def test_an_address_that_never_answers_is_given_up_then_asked_again() -> None:
 
 
 def test_answer_only_to_hello() -> None:
-    peers = DirectPeers()
-    assert peers.answer(b"RVDA" + bytes(NONCE_SIZE)) is None
-    assert peers.answer(HELLO) is None
-    assert peers.answer(b"\xd2R" + bytes(30)) is None
+    assert parse_hello(b"RVDA" + bytes(NONCE_SIZE + 8)) is None
+    assert parse_hello(HELLO) is None
+    assert parse_hello(HELLO + bytes(NONCE_SIZE)) is None  # the old, shorter HELLO
+    assert parse_hello(b"\xd2R" + bytes(30)) is None
     assert DirectPeers.is_control(HELLO + bytes(NONCE_SIZE))
     assert not DirectPeers.is_control(b"\xd2R" + bytes(30))
 
@@ -84,7 +121,7 @@ def test_answer_only_to_hello() -> None:
 )
 def test_only_a_true_answer_verifies(seed: int, steps: list[tuple[str, int]]) -> None:
     rng = random.Random(seed)
-    peers = DirectPeers(retry=0.1, tries=3, backoff=1.0, capacity=8)
+    peers = peers_of(retry=0.1, tries=3, backoff=1.0, capacity=8)
     addresses = [("127.0.0.1", 2000 + i) for i in range(4)]
     sent: dict[tuple[str, int], bytes] = {}
     answered: set[tuple[str, int]] = set()
@@ -103,11 +140,11 @@ def test_only_a_true_answer_verifies(seed: int, steps: list[tuple[str, int]]) ->
         elif op == "wrong-src" and address in sent:
             other = addresses[(index + 1) % 4]
             if sent.get(other) != sent[address]:
-                assert not peers.acknowledged(ACK + sent[address][len(HELLO) :], other)
+                assert not peers.acknowledged(ack_for(sent[address]), other)
         elif (
             op == "answer"
             and address in sent
-            and peers.acknowledged(ACK + sent[address][len(HELLO) :], address)
+            and peers.acknowledged(ack_for(sent[address]), address)
         ):
             answered.add(address)
         for a in addresses:

@@ -10,6 +10,7 @@ stream; a deliberate close is INFO on the other side after all its data.
 from __future__ import annotations
 
 import struct
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -57,20 +58,35 @@ def test_handshake_and_ordered_delivery_on_a_clean_network() -> None:
     duplicate=st.floats(0.0, 0.3),
     jitter=st.floats(0.0005, 0.3),
     counts=st.lists(st.integers(0, 40), min_size=1, max_size=8),
+    batch=st.integers(1, 7),
+    flush_every=st.integers(1, 12),
 )
 def test_in_order_or_loud_never_a_gap(
-    seed: int, loss: float, duplicate: float, jitter: float, counts: list[int]
+    seed: int,
+    loss: float,
+    duplicate: float,
+    jitter: float,
+    counts: list[int],
+    batch: int,
+    flush_every: int,
 ) -> None:
-    sim = VcSim(seed=seed, loss=loss, duplicate=duplicate, delay=(0.0001, jitter), params=PARAMS)
+    """Frames of one message (``flush_every=1``) and runs of several (up to ``batch``
+    per frame): lost, repeated and overtaking each other on the way."""
+    params = replace(PARAMS, batch=batch)
+    sim = VcSim(seed=seed, loss=loss, duplicate=duplicate, delay=(0.0001, jitter), params=params)
     a, b = sim.pair()
     sim.run_until(1.0)
     n = 0
     for count in counts:
         for _ in range(count):
+            n += 1
             for name, circuit in (("A", a), ("B", b)):
                 if circuit.state is CircuitState.CONNECTED:
-                    sim.send(name, (name, n))
-            n += 1
+                    sim.queue(name, (name, n))
+                    if n % flush_every == 0:
+                        sim.flush(name)
+        for name in ("A", "B"):
+            sim.flush(name)
         sim.run_until(sim.now + 0.3)
     # Quiet period long enough for recovery or for both sides to give up.
     sim.run_until(sim.now + 3 * PARAMS.silence)
@@ -204,7 +220,7 @@ def test_forged_frames_never_reach_the_stream(
         to = victim.token if know_to else intruder  # even a leaked token of the receiver
         sim.inject(
             "A" if target_a else "B",
-            Frame(kind, to, intruder, seq=seq, ack=ack, inbox="X", payload=("forged", seq)),
+            Frame(kind, to, intruder, seq=seq, ack=ack, inbox="X", payload=[("forged", seq)]),
         )
     sim.run_until(sim.now + 2.0)
     for name in ("A", "B"):
@@ -251,7 +267,8 @@ def test_params_are_checked() -> None:
 
 def test_frame_message_roundtrip() -> None:
     inner = Message("USER.SUBJ", {"x": 1}, reply_subject="_INBOX.R.1")
-    frame = Frame(FrameKind.DATA, b"t" * 16, b"f" * 16, seq=7, ack=3, payload=inner)
+    other = Message("USER.OTHER", {"y": b"z"})
+    frame = Frame(FrameKind.DATA, b"t" * 16, b"f" * 16, seq=7, ack=3, payload=(inner, other))
     wire = Message.from_bytes(frame_to_message(frame, "_INBOX.P.1").to_bytes())
     back = frame_from_message(wire)
     assert (back.kind, back.to_token, back.from_token, back.seq, back.ack) == (
@@ -261,9 +278,11 @@ def test_frame_message_roundtrip() -> None:
         7,
         3,
     )
-    assert back.payload.subject == "USER.SUBJ"
-    assert back.payload.reply_subject == "_INBOX.R.1"
-    assert back.payload["x"] == 1
+    first, second = back.payload
+    assert first.subject == "USER.SUBJ"
+    assert first.reply_subject == "_INBOX.R.1"
+    assert first["x"] == 1
+    assert (second.subject, second.reply_subject, second["y"]) == ("USER.OTHER", None, b"z")
     connect = Frame(FrameKind.CONNECT, b"", b"f" * 16, inbox="_INBOX.C.1")
     assert frame_from_message(frame_to_message(connect, "_INBOX.A.1")) == connect
 
@@ -280,8 +299,10 @@ def _header(kind: int, seq: int = 0) -> bytes:
         {"vc": b"short"},
         {"vc": _header(99)},  # no such kind
         {"vc": _header(3, seq=1)},  # DATA without payload
-        {"vc": _header(3, seq=0), "subj": "A", "msg": Message(None, {})},  # DATA numbered 0
-        {"vc": _header(3, seq=1), "subj": "A", "msg": Message(None, {}), "rply": 5},
+        {"vc": _header(3, seq=0), "msgs": [Message("A", {})]},  # DATA numbered 0
+        {"vc": _header(3, seq=1), "msgs": [Message(None, {})]},  # an entry without subject
+        {"vc": _header(3, seq=1), "msgs": "A"},  # not a message array
+        {"vc": _header(3, seq=1), "msgs": Message("A", {})},  # one message, not an array
         {"vc": _header(1)},  # CONNECT without inbox
         {"vc": _header(6), "text": 7},  # ABORT whose text is not a str
     ],
@@ -300,3 +321,91 @@ def test_a_stall_of_this_side_alone_does_not_break_the_circuit() -> None:
     # ... but a partner that stays silent afterwards is still found out.
     out = a.timer(later + PARAMS.silence / 2)
     assert out.disconnected is not None and out.disconnected[0] is False
+
+
+def test_a_burst_travels_in_few_frames() -> None:
+    """Queued messages are framed together, ``batch`` per frame at most."""
+    sim = VcSim(params=replace(PARAMS, batch=256))
+    a, b = connected_pair(sim)
+    for i in range(600):
+        a.queue(i)
+    assert a.pending == 600 and a.unacked == 600
+    out = a.flush(sim.now)
+    frames = [frame for _, frame in out.transmit]
+    assert [(f.kind, f.seq, len(f.payload)) for f in frames] == [
+        (FrameKind.DATA, 1, 256),
+        (FrameKind.DATA, 257, 256),
+        (FrameKind.DATA, 513, 88),
+    ]
+    assert a.pending == 0
+    sim.records["A"].sent.extend(range(600))
+    sim.apply("A", out)
+    sim.run_until(sim.now + 1.0)
+    assert sim.records["B"].delivered == list(range(600))
+    assert a.unacked == 0 and b.delivered == 600
+
+
+def test_a_frame_stays_until_its_last_message_is_acknowledged() -> None:
+    sim = VcSim(params=PARAMS)
+    a, b = connected_pair(sim)
+    for i in range(5):
+        a.queue(i)
+    out = a.flush(sim.now)
+    (frame,) = [f for _, f in out.transmit]
+    # An ack inside the frame (only a broken partner sends one) keeps the whole frame.
+    a.receive(Frame(FrameKind.ACK, a.token, b.token, ack=3), sim.now)
+    assert a.unacked == 2 and a.state is CircuitState.CONNECTED
+    retransmitted = a.timer(sim.now + 2 * PARAMS.retransmit).transmit  # due, not late
+    assert any(f.kind is FrameKind.DATA and f.seq == frame.seq for _, f in retransmitted)
+    a.receive(Frame(FrameKind.ACK, a.token, b.token, ack=5), sim.now)
+    assert a.unacked == 0
+
+
+def test_close_frames_what_is_queued_first() -> None:
+    sim = VcSim(params=PARAMS)
+    _, b = connected_pair(sim)
+    for i in range(3):
+        sim.queue("B", i)
+    sim.close("B")
+    sim.run_until(sim.now + 1.0)
+    assert sim.records["A"].delivered == [0, 1, 2]
+    assert sim.records["A"].disconnected == (True, "closed by the other terminal")
+    with pytest.raises(TransportClosed):
+        b.queue(3)
+
+
+def test_adopted_messages_travel_as_a_message_array() -> None:
+    """Message.adopt_messages (the frame's driver API): the list itself, encoded as MSGARRAY."""
+    from rvasync.errors import ConversionError
+    from rvasync.fieldtypes import FieldType
+
+    inner = [Message("A.B", {"i": 1}), Message("C", {"j": "x"}, reply_subject="R")]
+    record = Message("_INBOX.X.1", {})
+    record.adopt_messages("msgs", inner)
+    assert record.field("msgs").type is FieldType.MSGARRAY
+    back = Message.from_bytes(record.to_bytes())["msgs"]
+    assert [(m.subject, m.reply_subject) for m in back] == [("A.B", None), ("C", "R")]
+    assert back[0]["i"] == 1 and back[1]["j"] == "x"
+    with pytest.raises(ConversionError):
+        record.adopt_messages("msgs", tuple(inner))  # type: ignore[arg-type]
+
+
+def test_a_late_retransmission_timer_waits_one_interval_for_unread_acks() -> None:
+    sim = VcSim(params=PARAMS)
+    a, b = connected_pair(sim)
+    out = a.send("x", sim.now)
+    deadline = a.next_deadline()
+    assert deadline is not None
+    late = sim.now + 3 * PARAMS.retransmit  # the process was busy meanwhile
+    assert not [f for _, f in a.timer(late).transmit if f.kind is FrameKind.DATA]
+    # The ack that was waiting unread arrives: nothing is resent at all.
+    (frame,) = [f for _, f in out.transmit]
+    a.receive(Frame(FrameKind.ACK, a.token, b.token, ack=frame.seq), late)
+    assert a.unacked == 0
+    # Without an ack, the next (late again) timer resends.
+    out = a.send("y", late)
+    later = late + 3 * PARAMS.retransmit
+    assert not [f for _, f in a.timer(later).transmit if f.kind is FrameKind.DATA]
+    even_later = later + 3 * PARAMS.retransmit
+    resent = [f for _, f in a.timer(even_later).transmit if f.kind is FrameKind.DATA]
+    assert [f.payload for f in resent] == [("y",)]

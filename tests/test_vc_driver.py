@@ -172,7 +172,7 @@ async def test_third_transport_cannot_inject(rv_service: tuple[str, str]) -> Non
         # all to the accept terminal's connect subject (the one public inbox).
         for frame in (
             Frame(FrameKind.CONNECT, b"", b"i" * 16, inbox=intruder.create_inbox()),
-            Frame(FrameKind.DATA, b"x" * 16, b"i" * 16, seq=1, payload=forged_payload),
+            Frame(FrameKind.DATA, b"x" * 16, b"i" * 16, seq=1, payload=[forged_payload]),
             Frame(FrameKind.CLOSE, b"x" * 16, b"i" * 16, seq=0),
             Frame(FrameKind.ABORT, b"x" * 16, b"i" * 16, text="forged"),
         ):
@@ -281,3 +281,24 @@ async def test_circuit_under_loss_is_complete_or_loud(rv_service: tuple[str, str
         else:
             assert vc_a.connected and vc_b.connected
         ta.direct.drop = tb.direct.drop = None
+
+
+async def test_a_burst_arrives_whole_and_later_changes_do_not_travel() -> None:
+    """A burst (one loop turn) travels as a few frames and arrives in order; a message
+    changed by its sender after send arrives as it was sent (the process transport hands
+    the frames over in memory, so a missing snapshot would show)."""
+    t = rv.process_transport()
+    try:
+        vc_a, vc_b, _adv_a, _adv_b = await invite(t, t)
+        got = vc_b.listen("BURST")
+        msgs = [rv.Message("BURST", {"i": i}) for i in range(1000)]
+        for msg in msgs:
+            await vc_a.send(msg)
+        for msg in msgs:
+            msg["i"] = -1
+            msg.subject = "CHANGED"
+        assert [(await got.get(WAIT))["i"] for _ in range(1000)] == list(range(1000))
+        await vc_a.close()
+        await vc_b.close()
+    finally:
+        t.shutdown()

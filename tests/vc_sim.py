@@ -92,6 +92,14 @@ class VcSim:
         self.records[name].sent.append(payload)
         self.apply(name, self.terminals[name].send(payload, self.now))
 
+    def queue(self, name: str, payload: Any) -> None:
+        """Queue ``payload`` for ``name``'s next DATA frame (sent by :meth:`flush`)."""
+        self.terminals[name].queue(payload)
+        self.records[name].sent.append(payload)
+
+    def flush(self, name: str) -> None:
+        self.apply(name, self.terminals[name].flush(self.now))
+
     def close(self, name: str) -> None:
         self.apply(name, self.terminals[name].close(self.now))
 

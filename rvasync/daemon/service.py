@@ -204,6 +204,11 @@ class ServiceEndpoint:
             self._linger = None
         return session
 
+    def on_service(self, address: tuple[str, int]) -> bool:
+        """Whether the daemon at ``address`` is on this service with no routing daemon
+        between: this daemon itself, or one whose datagrams were heard here."""
+        return address == self.address or self.driver.knows_address(address)
+
     def detach(self, session: ClientSession) -> None:
         """Called by ``ClientSession.close``: forget the session and tell everyone."""
         if self.sessions.get(session.token) is not session:

@@ -135,6 +135,8 @@ class SessionService(Protocol):
 
     def detach(self, session: ClientSession) -> None: ...
 
+    def on_service(self, address: tuple[str, int]) -> bool: ...
+
 
 class ClientSession:
     """One transport attached to one service of a daemon.
@@ -215,6 +217,11 @@ class ClientSession:
             self._service.remove_interest(self, subject)
         else:
             self._interests[subject] = count - 1
+
+    def on_service(self, address: tuple[str, int]) -> bool:
+        """Whether the daemon at ``address`` is on this session's service with no routing
+        daemon between (this session's daemon, or a daemon it hears directly)."""
+        return self._service.on_service(address)
 
     def interests(self) -> list[str]:
         """The subjects this session listens to now."""

@@ -14,8 +14,17 @@ any host and port. So an address is used only once it has *proved* that an
 enabled transport listens there: this end sends HELLO with a random nonce
 (small; no data), and the address must answer ACK with the same nonce from
 that same address. Until then, and if it never answers (no such transport,
-a firewall, a routing daemon in between), messages keep taking the daemon
-path. :class:`DirectPeers` keeps that state; the driver owns socket and clock.
+a firewall), messages keep taking the daemon path. :class:`DirectPeers`
+keeps that state; the driver owns socket and clock.
+
+Direct communication never crosses a routing daemon: two transports talk
+directly only when their daemons are on one service and hear each other. So
+HELLO names the asker's service (its UDP port) and the asker's daemon
+(address), and is answered only by a transport of the same service whose
+daemon is that daemon or hears it (:func:`parse_hello` gives the driver both
+to check); the asker, likewise, says HELLO only to an inbox whose daemon its
+own daemon hears. An inbox from behind a router (whose reply subjects name
+the router, and whose daemons are on another network) keeps the daemon path.
 """
 
 from __future__ import annotations
@@ -29,15 +38,51 @@ __all__ = [
     "HELLO",
     "NONCE_SIZE",
     "DirectPeers",
+    "Hello",
     "direct_tag",
     "parse_direct_inbox",
+    "parse_hello",
 ]
 
 #: Control datagrams (the reliable core's datagrams start with another byte).
 HELLO = b"RVDH"
 ACK = b"RVDA"
 NONCE_SIZE = 16
-_CONTROL_SIZE = len(HELLO) + NONCE_SIZE
+#: HELLO: magic, nonce, the asker's service port (2 bytes), the asker's daemon
+#: (IPv4 address and port, 6 bytes). ACK: magic, the same nonce and service.
+_HELLO_SIZE = len(HELLO) + NONCE_SIZE + 2 + 6
+_ACK_SIZE = len(ACK) + NONCE_SIZE + 2
+
+
+@dataclass(slots=True, frozen=True)
+class Hello:
+    """What a HELLO says: its nonce, the asker's service port and daemon address."""
+
+    nonce: bytes
+    service: int
+    daemon: tuple[str, int]
+
+
+def parse_hello(data: bytes) -> Hello | None:
+    """The contents of a well-formed HELLO datagram, else None."""
+    if len(data) != _HELLO_SIZE or data[:4] != HELLO:
+        return None
+    end = 4 + NONCE_SIZE
+    raw = data[end + 2 :]
+    host = ".".join(str(b) for b in raw[:4])
+    return Hello(
+        data[4:end],
+        int.from_bytes(data[end : end + 2], "big"),
+        (host, int.from_bytes(raw[4:], "big")),
+    )
+
+
+def _daemon_bytes(daemon: tuple[str, int]) -> bytes:
+    host, port = daemon
+    parts = host.split(".")
+    if len(parts) != 4:
+        raise ValueError(f"not an IPv4 daemon address: {host!r}")
+    return bytes(int(p) for p in parts) + port.to_bytes(2, "big")
 
 
 def direct_tag(port: int) -> str:
@@ -71,6 +116,8 @@ class _Pending:
 class DirectPeers:
     """Which direct addresses are proven, which are being asked, which gave no answer.
 
+    ``service`` is this transport's service port and ``daemon`` its daemon's
+    address (both travel in HELLO; a HELLO of another service is not answered).
     ``retry`` seconds between HELLOs to one address, ``tries`` HELLOs before it
     counts as unreachable, and then ``backoff`` seconds before it is asked again.
     At most ``capacity`` addresses are remembered (least recently used goes).
@@ -79,11 +126,18 @@ class DirectPeers:
     def __init__(
         self,
         *,
+        service: int,
+        daemon: tuple[str, int],
         retry: float = 0.5,
         tries: int = 4,
         backoff: float = 30.0,
         capacity: int = 4096,
     ) -> None:
+        if not 0 < service <= 0xFFFF:
+            raise ValueError(f"service port out of range: {service}")
+        self.service = service
+        self._service_bytes = service.to_bytes(2, "big")
+        self.daemon = daemon
         self.retry = retry
         self.tries = tries
         self.backoff = backoff
@@ -91,6 +145,16 @@ class DirectPeers:
         self._verified: OrderedDict[object, None] = OrderedDict()
         self._pending: dict[object, _Pending] = {}
         self._unreachable: dict[object, float] = {}
+
+    @property
+    def daemon(self) -> tuple[str, int]:
+        """This transport's daemon (it changes when a standalone daemon link reconnects)."""
+        return self._daemon
+
+    @daemon.setter
+    def daemon(self, daemon: tuple[str, int]) -> None:
+        self._daemon = daemon
+        self._origin = self._service_bytes + _daemon_bytes(daemon)
 
     def verified(self, address: object) -> bool:
         """True when messages to ``address`` may go directly."""
@@ -118,25 +182,32 @@ class DirectPeers:
                 return None
             pending.tries += 1
             pending.sent_at = now
-            return HELLO + pending.nonce
+            return HELLO + pending.nonce + self._origin
         if len(self._pending) >= self.capacity:
             return None  # too many unanswered questions at once: use the daemon path
         nonce = os.urandom(NONCE_SIZE)
         self._pending[address] = _Pending(nonce, now, 1)
-        return HELLO + nonce
+        return HELLO + nonce + self._origin
 
-    def answer(self, data: bytes) -> bytes | None:
-        """The ACK for a HELLO datagram (None if ``data`` is not a well-formed HELLO)."""
-        if len(data) != _CONTROL_SIZE or data[:4] != HELLO:
+    def answer(self, hello: Hello) -> bytes | None:
+        """The ACK for ``hello``; None when it comes from another service.
+
+        (Whether the asker's daemon is on this service with no router between is
+        the driver's question to its daemon, asked before this.)
+        """
+        if hello.service != self.service:
             return None
-        return ACK + data[4:]
+        return ACK + hello.nonce + self._service_bytes
 
     def acknowledged(self, data: bytes, address: object) -> bool:
         """An ACK arrived from ``address``: True if it proves a HELLO we sent there."""
         pending = self._pending.get(address)
-        if pending is None or len(data) != _CONTROL_SIZE or data[:4] != ACK:
+        if pending is None or len(data) != _ACK_SIZE or data[:4] != ACK:
             return False
-        if data[4:] != pending.nonce:
+        if (
+            data[4 : 4 + NONCE_SIZE] != pending.nonce
+            or data[4 + NONCE_SIZE :] != self._service_bytes
+        ):
             return False
         del self._pending[address]
         self._verified[address] = None

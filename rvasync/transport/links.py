@@ -173,5 +173,13 @@ class InProcessLink:
     def present(self, advisory: Message) -> None:
         self._present(advisory)
 
+    # -- direct communication ----------------------------------------------------
+
+    def on_service(self, address: tuple[str, int]) -> bool:
+        """Whether the daemon at ``address`` is on this link's service with no routing
+        daemon between (this link's daemon, or one it hears directly)."""
+        session = self._session
+        return session is not None and not session.closed and session.on_service(address)
+
     def __repr__(self) -> str:
         return f"<InProcessLink {self._session!r}>"

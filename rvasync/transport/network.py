@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from rvasync.busypoll import BusyPoller, check_window, poller_for
 from rvasync.daemon.engine import check_reliability
 from rvasync.daemon.params import parse_network, parse_service, regular_service
+from rvasync.daemon.udp import parse_address_hex
 from rvasync.errors import (
     DaemonUnavailable,
     InvalidArgument,
@@ -79,6 +80,16 @@ def _optional_str(name: str, value: Any) -> str | None:
     if value is not None and not isinstance(value, str):
         raise InvalidArgument(f"{name} must be a str or None, got {type(value).__name__}")
     return value
+
+
+def _daemon_of(inbox_prefix: str) -> tuple[str, int]:
+    """The daemon address an inbox prefix (``_INBOX.<address hex>.<session>.``) names."""
+    address = parse_address_hex(inbox_prefix.split(".", 2)[1])
+    if address is None:
+        raise DaemonUnavailable(
+            f"the daemon gave an inbox prefix without its address: {inbox_prefix!r}"
+        )
+    return address
 
 
 class Transport(BaseTransport):
@@ -255,6 +266,11 @@ class Transport(BaseTransport):
             deliver=self._deliver_direct,
             owns=self._owns_inbox,
             present=self._present,
+            service=parse_service(self.service).port,
+            daemon=_daemon_of(link.inbox_prefix),
+            # The in-process daemon tells which daemons are on its service (no router
+            # between); a standalone daemon's link cannot, so the service must match.
+            on_service=getattr(link, "on_service", None),
             reliability=self.reliability,
             mac=(
                 None
@@ -476,7 +492,11 @@ class Transport(BaseTransport):
         daemon; replies to them are lost (a pending request times out).
         """
         direct = self._direct
-        self._inbox_prefix = prefix if direct is None else f"{prefix}{direct.tag}."
+        if direct is None:
+            self._inbox_prefix = prefix
+        else:
+            self._inbox_prefix = f"{prefix}{direct.tag}."
+            direct.set_daemon(_daemon_of(prefix))
 
     def link_deliver_inbox(self, msg: Message, owned: bool) -> None:
         """A message for one of this transport's inboxes: the reply a request waits for,

@@ -2,8 +2,10 @@
 
 :class:`VcTransport` is an ordinary transport to the program (``send``,
 ``send_request``, ``send_reply``, ``create_inbox``, ``listen``), built on
-another transport it *employs*. Everything it sends becomes a DATA frame of
-the circuit core, carried on the employed transport to the partner's inbox;
+another transport it *employs*. Everything it sends goes into a DATA frame of
+the circuit core, carried on the employed transport to the partner's inbox
+(the turn's first message at once, in a frame of its own; the rest of the
+turn's messages together, at its end, so a burst costs a few frames);
 every frame arriving on its own inbox goes through the core, whose in-order
 deliveries reach this terminal's listeners (routed by the subject the
 partner sent to). Nothing else reaches them: the core drops frames without
@@ -97,6 +99,11 @@ class VcTransport(BaseTransport):
         self._all_acked = asyncio.Event()
         self._user_closed = False
         self._timer = DeadlineTimer(self._loop, self._on_timer)
+        #: True while an end-of-turn flush is scheduled (messages of this turn wait for it)
+        self._flush_scheduled = False
+        #: The employed transport's backpressure from a deferred flush, for the next send
+        self._held_wait: Any = None
+        self._batch = params.batch
         self._frames: Listener = transport.listen(inbox, callback=self._on_frame)
         self._apply(self._circuit.start(self._loop.time()))
 
@@ -209,14 +216,36 @@ class VcTransport(BaseTransport):
         check_send_subject(subject)
         if msg.reply_subject is not None:
             check_reply_subject(msg.reply_subject)
-        msg.share()
         wait = self._route(msg)
         if wait is not None:
             await wait
 
     def _route(self, msg: Message) -> Any:
-        out = self._circuit.send(msg, self._loop.time())  # NotPermitted / TransportClosed
-        return self._apply(out)
+        # A snapshot (fields shared copy-on-write, both marked shared): the frame adopts
+        # it, and what the sender changes afterwards cannot reach it, however late the
+        # frame is retransmitted.
+        waiting = self._circuit.queue(msg.delivery_copy(None, None))  # NotPermitted ...
+        wait = None
+        if not self._flush_scheduled:
+            # The turn's first message leaves now (a lone request or reply does not
+            # wait for the end of the turn); the rest of the turn is framed at its end.
+            self._flush_scheduled = True
+            self._loop.call_soon(self._end_of_turn)
+            wait = self._apply(self._circuit.flush(self._loop.time()))
+        elif waiting >= self._batch:
+            wait = self._apply(self._circuit.flush(self._loop.time()))
+        held = self._held_wait
+        if held is not None:
+            self._held_wait = None  # both are the same backlog: either will do
+            return wait or held
+        return wait
+
+    def _end_of_turn(self) -> None:
+        self._flush_scheduled = False
+        if self._circuit.pending:
+            wait = self._apply(self._circuit.flush(self._loop.time()))
+            if wait is not None:
+                self._held_wait = wait  # the next send waits for the backlog
 
     # -- lifecycle -----------------------------------------------------------------
 
@@ -240,6 +269,8 @@ class VcTransport(BaseTransport):
             raise NotPermitted("this virtual circuit terminal is already closed")
         self._user_closed = True
         circuit = self._circuit
+        if circuit.pending:
+            self._apply(circuit.flush(self._loop.time()))
         if circuit.state is CircuitState.CONNECTED and circuit.unacked:
             self._all_acked.clear()
             try:

@@ -15,13 +15,22 @@ Why each piece exists:
 * Exclusivity. Every later frame must name the receiver's token and come
   from the partner's token; anything else is counted in ``foreign`` and
   dropped.
-* Order without gaps. DATA frames are numbered; the receiver delivers in
-  number order, drops duplicates and holds early frames. The sender keeps
-  every frame until a cumulative ack covers it and retransmits the
+* Order without gaps. Every user message is numbered (from 1); a DATA frame
+  carries a run of consecutive messages (its ``seq`` is the first one's
+  number), so a burst costs a few frames, not one frame per message: the
+  driver queues the messages of an event-loop turn (:meth:`Circuit.queue`)
+  and frames them together (:meth:`Circuit.flush`, at most
+  ``CircuitParams.batch`` per frame). The receiver delivers in number order,
+  drops duplicates and holds early messages. The sender keeps every frame
+  until a cumulative ack covers its last message and retransmits the
   unacknowledged ones when acks stop advancing (backing off to the
-  heartbeat interval). A frame unacknowledged for ``silence`` seconds, or a
-  hole the receiver has waited ``silence`` seconds to fill, breaks the
-  circuit: delivery stops *before* the hole, with an error, never after it.
+  heartbeat interval; a retransmission timer that comes a whole interval
+  late, because this side was busy, first waits one more interval for the
+  acks that may be waiting unread); acks are cumulative and delayed (``ack_delay``) or
+  ride on the receiver's own DATA, so a stream costs few of them. A frame
+  unacknowledged for ``silence`` seconds, or a hole the receiver has waited
+  ``silence`` seconds to fill, breaks the circuit: delivery stops *before*
+  the hole, with an error, never after it.
 * Monitoring. A terminal that has sent nothing for ``heartbeat`` seconds
   sends an ACK (the heartbeat); one that has heard nothing from its partner
   for ``silence`` seconds breaks the circuit. So a partner that dies
@@ -48,6 +57,8 @@ from rvasync.protocol.vc.frames import TOKEN_SIZE, Frame, FrameKind
 
 __all__ = ["Circuit", "CircuitParams", "CircuitState", "Outputs"]
 
+_MISSING: Any = object()  # no early payload held for a number (payloads may be None)
+
 
 class CircuitState(enum.Enum):
     CONNECTING = "connecting"
@@ -62,7 +73,9 @@ class CircuitParams:
     ``silence`` is the documented disconnect time: a partner silent that
     long, or data unacknowledged that long, breaks the circuit. Six
     heartbeats fit in it by default, so only a long run of lost heartbeats
-    (not one or two) is taken for a dead partner.
+    (not one or two) is taken for a dead partner. ``batch`` is the most user
+    messages one DATA frame carries; ``burst`` the most frames one
+    retransmission round resends.
     """
 
     heartbeat: float = 0.5
@@ -71,6 +84,7 @@ class CircuitParams:
     ack_delay: float = 0.02
     max_early: int = 65536
     burst: int = 256
+    batch: int = 256
 
     def __post_init__(self) -> None:
         for name in ("heartbeat", "silence", "retransmit", "ack_delay"):
@@ -84,7 +98,7 @@ class CircuitParams:
                 f"circuit silence ({self.silence}) must exceed the heartbeat ({self.heartbeat}):"
                 " a partner needs time to send at least one heartbeat"
             )
-        for name in ("max_early", "burst"):
+        for name in ("max_early", "burst", "batch"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InvalidArgument(f"circuit {name} must be a positive int, got {value!r}")
@@ -130,11 +144,15 @@ class Circuit:
         #: frames dropped because they were not the partner's (forged, stale, strays)
         self.foreign = 0
         self.reason = ""
-        # sending side
-        self._next_send = 1
+        # sending side: messages queued for the next frame, then frames (by the
+        # number of their first message) until acknowledged
+        self._pending: list[Any] = []
+        self._next_send = 1  # the number the next framed message gets
+        self._acked_upto = 0
         self._unacked: OrderedDict[int, tuple[Frame, float]] = OrderedDict()
         self._rto = self.params.retransmit
         self._rtx_at: float | None = None
+        self._rtx_deferred = False  # a late retransmission timer was put off once
         self._last_sent = 0.0
         # receiving side
         self._delivered = 0
@@ -152,12 +170,17 @@ class Circuit:
 
     @property
     def unacked(self) -> int:
-        """DATA frames sent and not yet acknowledged."""
-        return len(self._unacked)
+        """User messages queued or sent and not yet acknowledged."""
+        return self._next_send - 1 - self._acked_upto + len(self._pending)
+
+    @property
+    def pending(self) -> int:
+        """User messages queued and not yet framed (see :meth:`flush`)."""
+        return len(self._pending)
 
     @property
     def delivered(self) -> int:
-        """DATA frames delivered in order so far."""
+        """User messages delivered in order so far."""
         return self._delivered
 
     def next_deadline(self) -> float | None:
@@ -192,30 +215,54 @@ class Circuit:
             self._send_connect(out, now)
         return out
 
-    def send(self, payload: Any, now: float) -> Outputs:
-        """Send one user payload to the partner (in order, retransmitted until acked)."""
-        if self.state is CircuitState.DISCONNECTED:
-            raise TransportClosed(f"the virtual circuit is disconnected ({self.reason})")
-        if self.state is CircuitState.CONNECTING:
+    def queue(self, payload: Any) -> int:
+        """Queue one user payload for the next DATA frame; returns how many wait now.
+
+        Nothing leaves until :meth:`flush` (the driver calls it at the end of
+        the event-loop turn, or at once for the turn's first message, or when
+        ``batch`` messages wait).
+        """
+        state = self.state
+        if state is not CircuitState.CONNECTED:
+            if state is CircuitState.DISCONNECTED:
+                raise TransportClosed(f"the virtual circuit is disconnected ({self.reason})")
             raise NotPermitted("the virtual circuit is not connected yet: await wait_connected()")
+        pending = self._pending
+        pending.append(payload)
+        return len(pending)
+
+    def flush(self, now: float) -> Outputs:
+        """Frame the queued payloads (``batch`` per frame at most) and transmit them."""
         out = Outputs()
-        seq = self._next_send
-        self._next_send = seq + 1
-        frame = self._frame(FrameKind.DATA, seq=seq, ack=self._delivered, payload=payload)
-        self._unacked[seq] = (frame, now)
-        if self._rtx_at is None:
-            self._rtx_at = now + self._rto
-        self._ack_at = None  # the ack rides on this frame
-        self._transmit(out, frame, now)
+        pending = self._pending
+        if not pending or self.state is not CircuitState.CONNECTED:
+            return out
+        batch = self.params.batch
+        if len(pending) <= batch:
+            self._data_frame(out, tuple(pending), now)
+        else:
+            for start in range(0, len(pending), batch):
+                self._data_frame(out, tuple(pending[start : start + batch]), now)
+        pending.clear()
         return out
 
+    def send(self, payload: Any, now: float) -> Outputs:
+        """Send one user payload to the partner now (:meth:`queue` and :meth:`flush`)."""
+        self.queue(payload)
+        return self.flush(now)
+
     def close(self, now: float) -> Outputs:
-        """Close this terminal on purpose (the partner ends gracefully); once only."""
+        """Close this terminal on purpose (the partner ends gracefully); once only.
+
+        Payloads still queued are framed first: the CLOSE frame names the last.
+        """
         if self.state is CircuitState.DISCONNECTED:
             raise TransportClosed(f"the virtual circuit is already disconnected ({self.reason})")
-        out = Outputs()
+        out = self.flush(now)
         if self.state is CircuitState.CONNECTED:
-            self._transmit(out, self._frame(FrameKind.CLOSE, seq=self._next_send - 1), now)
+            # The ack rides along: the partner need not wait for a last ACK from a closed end.
+            close = self._frame(FrameKind.CLOSE, seq=self._next_send - 1, ack=self._delivered)
+            self._transmit(out, close, now)
         self._end(out, True, "closed by this terminal")
         return out
 
@@ -297,8 +344,17 @@ class Circuit:
                 out, f"data loss: message {self._delivered + 1} never arrived ({p.silence} s)", now
             )
             return out
-        if self._rtx_at is not None and now >= self._rtx_at:
-            self._retransmit(out, now)
+        rtx_at = self._rtx_at
+        if rtx_at is not None and now >= rtx_at:
+            if now - rtx_at > self._rto and not self._rtx_deferred:
+                # This timer came more than a whole interval late: this side was busy,
+                # and the partner's acks may be waiting unread. Give them one interval
+                # before resending everything (once: then resend whatever happens).
+                self._rtx_deferred = True
+                self._rtx_at = now + self._rto
+            else:
+                self._rtx_deferred = False
+                self._retransmit(out, now)
         if (
             self._ack_at is not None and now >= self._ack_at
         ) or now >= self._last_sent + p.heartbeat:
@@ -309,6 +365,15 @@ class Circuit:
 
     def _frame(self, kind: FrameKind, **values: Any) -> Frame:
         return Frame(kind, self.peer_token or b"", self.token, **values)
+
+    def _data_frame(self, out: Outputs, payloads: tuple[Any, ...], now: float) -> None:
+        seq = self._next_send
+        self._next_send = seq + len(payloads)
+        frame = self._frame(FrameKind.DATA, seq=seq, ack=self._delivered, payload=payloads)
+        self._unacked[seq] = (frame, now)
+        if self._rtx_at is None:
+            self._rtx_at = now + self._rto
+        self._transmit(out, frame, now)  # the ack rides on this frame
 
     def _transmit(self, out: Outputs, frame: Frame, now: float) -> None:
         if self.peer_address is None:
@@ -345,43 +410,61 @@ class Circuit:
         if ack >= self._next_send:
             self._abort(out, f"protocol error: ack {ack} for messages never sent", now)
             return False
+        if ack <= self._acked_upto:
+            return True  # nothing new (an old or repeated ack)
+        self._acked_upto = ack
         unacked = self._unacked
-        progressed = False
         while unacked:
-            seq = next(iter(unacked))
-            if seq > ack:
-                break
+            seq, (frame, _) = next(iter(unacked.items()))
+            if seq + len(frame.payload) - 1 > ack:
+                break  # a frame goes once its last message is acknowledged
             del unacked[seq]
-            progressed = True
-        if progressed:
-            self._rto = self.params.retransmit
-            self._rtx_at = now + self._rto if unacked else None
+        self._rto = self.params.retransmit
+        self._rtx_at = now + self._rto if unacked else None
+        self._rtx_deferred = False
         return True
 
     def _on_data(self, frame: Frame, out: Outputs, now: float) -> None:
-        seq = frame.seq
+        first = frame.seq
+        payloads = frame.payload
+        last = first + len(payloads) - 1
         p = self.params
-        if seq <= self._delivered or seq in self._early:
+        delivered = self._delivered
+        if last <= delivered:
             self._ack_at = now  # a repeat: the partner missed our ack; answer at once
+            return
+        early = self._early
+        if first > delivered + 1:
+            # Early: hold each message until the hole before it is filled.
+            fresh = False
+            for seq in range(first, last + 1):
+                if seq not in early:
+                    early[seq] = payloads[seq - first]
+                    fresh = True
+            if not fresh:
+                self._ack_at = now  # a repeat of an early frame: answer at once
+                return
+            if self._ack_at is None:
+                self._ack_at = now + p.ack_delay
+            if self._gap_since is None:
+                self._gap_since = now
+            if len(early) > p.max_early:
+                self._abort(out, f"data loss: {len(early)} messages wait behind a gap", now)
             return
         if self._ack_at is None:
             self._ack_at = now + p.ack_delay
-        if seq != self._delivered + 1:
-            if self._gap_since is None:
-                self._gap_since = now
-            self._early[seq] = frame.payload
-            if len(self._early) > p.max_early:
-                self._abort(out, f"data loss: {len(self._early)} messages wait behind a gap", now)
-            return
-        out.deliver.append(frame.payload)
-        delivered = seq
-        early = self._early
-        while early:
-            payload = early.pop(delivered + 1, None)
-            if payload is None:
-                break
-            delivered += 1
-            out.deliver.append(payload)
+        # In order (or overlapping what was delivered): deliver the new part.
+        out.deliver.extend(payloads[delivered + 1 - first :] if first <= delivered else payloads)
+        delivered = last
+        if early:
+            for seq in range(first, last + 1):
+                early.pop(seq, None)  # held copies of what was just delivered
+            while early:
+                payload = early.pop(delivered + 1, _MISSING)
+                if payload is _MISSING:
+                    break
+                delivered += 1
+                out.deliver.append(payload)
         self._delivered = delivered
         self._gap_since = now if early else None  # a later hole starts its own wait
 
@@ -402,6 +485,7 @@ class Circuit:
     def _end(self, out: Outputs, graceful: bool, reason: str) -> None:
         self.state = CircuitState.DISCONNECTED
         self.reason = reason
+        self._pending.clear()
         self._unacked.clear()
         self._early.clear()
         self._rtx_at = self._ack_at = self._gap_since = self._connect_at = None

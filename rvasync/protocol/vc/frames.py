@@ -10,8 +10,10 @@ and inbox (where everything for the connector goes).
 
 On a transport a frame is a message on the partner's inbox: one packed
 ``vc`` field (kind, both tokens, ``seq``, ``ack``), the connector's ``inbox``
-or an ABORT's ``text`` where needed and, for DATA, the user's message nested
-whole with its subject and reply subject beside it.
+or an ABORT's ``text`` where needed and, for DATA, the run of user messages
+it carries as one message-array field ``msgs`` (each nested whole, with its
+subject and reply subject): the codec encodes and decodes the run in one
+call, which is what makes a frame of many messages cheap.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ class FrameKind(enum.IntEnum):
 
     CONNECT = 1  #: connector -> connect subject: "I want this circuit" (token, inbox)
     ACCEPT = 2  #: acceptor -> connector: "the circuit is yours" (its own token)
-    DATA = 3  #: one user message, numbered from 1, with the sender's cumulative ack
+    DATA = 3  #: a run of user messages (``seq``: the first one's number, from 1) and an ack
     ACK = 4  #: cumulative ack alone; also the heartbeat when nothing else was sent
     CLOSE = 5  #: the sender closed its terminal after data up to ``seq``
     ABORT = 6  #: the sender's terminal found the circuit broken (``text`` says why)
@@ -42,7 +44,8 @@ class FrameKind(enum.IntEnum):
 
 @dataclass(slots=True, frozen=True)
 class Frame:
-    """One protocol frame; ``payload`` (DATA only) is opaque to the circuit core."""
+    """One protocol frame. ``payload`` (DATA only) is the sequence of user payloads the
+    frame carries, numbered ``seq``, ``seq + 1`` ...; each is opaque to the circuit core."""
 
     kind: FrameKind
     to_token: bytes
@@ -61,26 +64,27 @@ def frame_to_message(frame: Frame, subject: str) -> Message:
     """The message that carries ``frame`` to ``subject`` (the partner's inbox).
 
     The fixed part (kind, tokens, seq, ack) is one packed ``vc`` field, so a
-    frame costs one field to build and one to read; a DATA payload must be a
-    :class:`Message` and travels nested, its subject and reply subject beside it.
+    frame costs one field to build and one to read; a DATA frame's payloads
+    must be :class:`Message` objects with subjects that the caller owns (the
+    terminal's snapshots of what was sent, checked on send) and travel as one
+    message array, adopted rather than copied.
     """
     header = _HEADER.pack(
         frame.kind, frame.to_token.ljust(TOKEN_SIZE, b"\0"), frame.from_token, frame.seq, frame.ack
     )
     fields: dict[str, Any] = {"vc": header}
-    if frame.kind is FrameKind.DATA:
-        payload = frame.payload
-        if not isinstance(payload, Message) or payload.subject is None:
-            raise MalformedMessage("a circuit DATA frame carries a Message with a subject")
-        fields["subj"] = payload.subject
-        if payload.reply_subject is not None:
-            fields["rply"] = payload.reply_subject
-        fields["msg"] = payload
     if frame.inbox:
         fields["inbox"] = frame.inbox
     if frame.text:
         fields["text"] = frame.text
-    return Message(subject, fields)
+    msg = Message(subject, fields)
+    if frame.kind is FrameKind.DATA:
+        payloads = frame.payload
+        if not payloads:
+            raise MalformedMessage("a circuit DATA frame carries at least one message")
+        # Each is the terminal's own snapshot of a sent message: adopted, not copied.
+        msg.adopt_messages("msgs", list(payloads))
+    return msg
 
 
 def _text(msg: Message, name: str) -> str:
@@ -93,8 +97,8 @@ def _text(msg: Message, name: str) -> str:
 def frame_from_message(msg: Message) -> Frame:
     """The frame ``msg`` carries; :class:`MalformedMessage` if it is not a circuit frame.
 
-    A DATA frame's payload is the nested user message with its subject and
-    reply subject restored.
+    A DATA frame's payload is the list of nested user messages, each with its
+    subject and reply subject.
     """
     header = msg.get("vc")
     if not isinstance(header, bytes) or len(header) != _HEADER.size:
@@ -106,19 +110,15 @@ def frame_from_message(msg: Message) -> Frame:
         raise MalformedMessage(f"not a circuit frame (kind {raw_kind})") from None
     if kind is FrameKind.CONNECT:
         to_token = b""
-    payload: Message | None = None
+    payload: list[Message] | None = None
     inbox = ""
     if kind is FrameKind.DATA:
-        inner = msg.get("msg")
-        subject = msg.get("subj")
-        if not isinstance(inner, Message) or not isinstance(subject, str) or seq < 1:
-            raise MalformedMessage("circuit DATA frame without subject, message or sequence")
-        reply = msg.get("rply")
-        if reply is not None and not isinstance(reply, str):
-            raise MalformedMessage("circuit DATA frame with a reply subject that is not a str")
-        payload = inner.copy()
-        payload.subject = subject
-        payload.reply_subject = reply
+        payload = msg.get("msgs")
+        if payload.__class__ is not list or not payload or seq < 1:
+            raise MalformedMessage("circuit DATA frame without messages or sequence")
+        for inner in payload:
+            if inner.__class__ is not Message or inner.subject is None:
+                raise MalformedMessage("circuit DATA frame with an entry that is not a message")
     else:
         inbox = _text(msg, "inbox")
         if kind is FrameKind.CONNECT and not inbox:
