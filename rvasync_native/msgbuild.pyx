@@ -14,11 +14,11 @@ as there. ``rvasync.message`` installs these functions as the methods; with
 """
 
 from cpython.dict cimport PyDict_Next
-from cpython.list cimport PyList_Append
+from cpython.list cimport PyList_Append, PyList_CheckExact
 from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.object cimport PyObject
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
-from cpython.ref cimport Py_INCREF
+from cpython.ref cimport Py_INCREF, Py_XDECREF
 
 from rvasync.errors import InvalidArgument
 from rvasync.fieldtypes import FieldType
@@ -29,6 +29,62 @@ cdef extern from "Python.h":
     bint PyUnicode_IS_ASCII(object)
     Py_ssize_t PyUnicode_GET_LENGTH(object)
     Py_UCS4 PyUnicode_READ_CHAR(object, Py_ssize_t)
+
+cdef extern from "Python.h":
+    ctypedef struct PyMemberDef:
+        Py_ssize_t offset
+    ctypedef struct PyMemberDescrObject:
+        PyMemberDef* d_member
+    bint PyObject_TypeCheck(object, type)
+
+# The Message slots this module writes, in this order.
+cdef tuple _SLOTS = (
+    "subject", "reply_subject", "listener", "closure", "cm", "_fields", "_ids", "_shared"
+)
+cdef enum:
+    S_SUBJECT, S_REPLY, S_LISTENER, S_CLOSURE, S_CM, S_FIELDS, S_IDS, S_SHARED, S_COUNT
+
+# Writing a slot through setattr looks the attribute up on the type each time;
+# init() writes the message's slots at their offsets instead. The offsets come
+# from the slot descriptors of the class that declares them (Message), learnt
+# on the first call; any other object takes the setattr path.
+cdef type _layout = None
+cdef Py_ssize_t _offset[8]
+cdef bint _learnt = False
+
+
+cdef int _learn(object obj) except -1:
+    """Find the class in ``type(obj).__mro__`` that declares every slot of _SLOTS."""
+    global _layout, _learnt
+    cdef Py_ssize_t i
+    for klass in type(obj).__mro__:
+        own = klass.__dict__
+        descriptors = [own.get(name) for name in _SLOTS]
+        if all(d is not None and type(d).__name__ == "member_descriptor" for d in descriptors):
+            for i in range(S_COUNT):
+                _offset[i] = (<PyMemberDescrObject*>descriptors[i]).d_member.offset
+            _layout = klass
+            break
+    _learnt = True
+    return 0
+
+
+cdef inline void _put(object obj, int slot, object value):
+    """Store ``value`` in slot number ``slot`` of ``obj`` (a ``_layout`` instance)."""
+    cdef PyObject** where = <PyObject**>((<char*><PyObject*>obj) + _offset[slot])
+    cdef PyObject* old = where[0]
+    Py_INCREF(value)
+    where[0] = <PyObject*>value
+    Py_XDECREF(old)
+
+
+cdef inline object _get(object obj, int slot):
+    """Slot number ``slot`` of ``obj`` (a ``_layout`` instance), or None when unset."""
+    cdef PyObject* value = (<PyObject**>((<char*><PyObject*>obj) + _offset[slot]))[0]
+    if value == NULL:
+        return None
+    return <object>value
+
 
 cdef object _STRING = FieldType.STRING
 cdef object _I64 = FieldType.I64
@@ -107,15 +163,27 @@ def init(self, subject=None, fields=None, *, reply_subject=None):
         raise InvalidArgument(
             f"reply_subject must be a str or None, got {type(reply_subject).__name__}"
         )
-    self.subject = subject
-    self.reply_subject = reply_subject
-    self.listener = None
-    self.closure = None
-    self.cm = None
     stored = []
-    self._fields = stored
-    self._ids = None
-    self._shared = False
+    if not _learnt:
+        _learn(self)
+    if _layout is not None and PyObject_TypeCheck(self, _layout):
+        _put(self, S_SUBJECT, subject)
+        _put(self, S_REPLY, reply_subject)
+        _put(self, S_LISTENER, None)
+        _put(self, S_CLOSURE, None)
+        _put(self, S_CM, None)
+        _put(self, S_FIELDS, stored)
+        _put(self, S_IDS, None)
+        _put(self, S_SHARED, False)
+    else:
+        self.subject = subject
+        self.reply_subject = reply_subject
+        self.listener = None
+        self.closure = None
+        self.cm = None
+        self._fields = stored
+        self._ids = None
+        self._shared = False
     if fields is None:
         return
     if type(fields) is not dict:
@@ -144,14 +212,20 @@ cdef bint all_plain(dict fields):
 def add(self, name, value, type=None, field_id=0):
     """``Message.add``: append a field (see its docstring in rvasync.message)."""
     cdef object ftype
+    cdef object fields
+    if not _learnt:
+        _learn(self)
     if (
         type is None
         and field_id is _ZERO
-        and not self._shared
+        and _layout is not None
+        and PyObject_TypeCheck(self, _layout)
+        and _get(self, S_SHARED) is False
         and _plain_name(name)
     ):
         ftype = _inferred(value)
-        if ftype is not None:
-            PyList_Append(self._fields, _entry(name, ftype, value))
+        fields = _get(self, S_FIELDS)
+        if ftype is not None and PyList_CheckExact(fields):
+            PyList_Append(fields, _entry(name, ftype, value))
             return
     self._add_checked(name, value, type, field_id)
