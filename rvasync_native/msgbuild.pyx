@@ -148,7 +148,7 @@ cdef inline int _add_one(object self, list fields, object name, object value) ex
 
 
 def init(self, subject=None, fields=None, *, reply_subject=None):
-    """``Message(subject=None, fields=None, *, reply_subject=None)``."""
+    """``Message(subject=None, fields=None, *, reply_subject=None)``: see the class docstring."""
     cdef Py_ssize_t pos = 0
     cdef PyObject* key
     cdef PyObject* item
@@ -210,7 +210,13 @@ cdef bint all_plain(dict fields):
 
 
 def add(self, name, value, type=None, field_id=0):
-    """``Message.add``: append a field (see its docstring in rvasync.message)."""
+    """Append a field.
+
+    Several fields may share a name. ``type=None`` infers the type from the
+    value; an explicit type converts and range-checks it. A non-zero
+    ``field_id`` (1..65535) must be unique in this message and needs a name.
+    Names starting with ``_`` are reserved.
+    """
     cdef object ftype
     cdef object fields
     if not _learnt:

@@ -31,7 +31,7 @@ def init(
     *,
     reply_subject: str | None = None,
 ) -> None:
-    """``Message(subject=None, fields=None, *, reply_subject=None)``."""
+    """``Message(subject=None, fields=None, *, reply_subject=None)``: see the class docstring."""
     # Exact-type checks first: a str costs one comparison each, nothing more.
     if subject is not None and subject.__class__ is not str and not isinstance(subject, str):
         raise InvalidArgument(f"subject must be a str or None, got {type(subject).__name__}")
@@ -66,5 +66,11 @@ def add(
     type: FieldType | int | None = None,
     field_id: int = 0,
 ) -> None:
-    """``Message.add``: append a field (see its docstring in rvasync.message)."""
+    """Append a field.
+
+    Several fields may share a name. ``type=None`` infers the type from the
+    value; an explicit type converts and range-checks it. A non-zero
+    ``field_id`` (1..65535) must be unique in this message and needs a name.
+    Names starting with ``_`` are reserved.
+    """
     self._add_checked(name, value, type, field_id)
