@@ -23,6 +23,7 @@ HOT_PATHS: tuple[str, ...] = (
     "rmframe",
     "daemonpath",
     "clientframes",
+    "msgbuild",
 )
 
 _loaded: dict[str, ModuleType] = {}

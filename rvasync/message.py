@@ -20,9 +20,10 @@ import math
 import numbers
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from rvasync import fieldtypes as _ft
+from rvasync._accel import load
 from rvasync._msgbase import MessageBase
 from rvasync._wire import FIELD_ID_MAX, U64_MAX
 from rvasync.errors import ConversionError, InvalidArgument
@@ -250,17 +251,6 @@ def _value_repr(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def _check_subject_type(name: str, value: object) -> None:
-    """A message's subject or reply subject is a str (a subclass will do) or None.
-
-    Only the type is checked when a message is built; the syntax is checked by
-    the transport that sends it (one cached check per subject). Assigning
-    ``msg.subject`` later is a plain attribute write, checked at send time.
-    """
-    if not isinstance(value, str):
-        raise InvalidArgument(f"{name} must be a str or None, got {type(value).__name__}")
-
-
 class Message(MessageBase):
     """A Rendezvous message: subject, optional reply subject and an ordered list of fields.
 
@@ -286,29 +276,31 @@ class Message(MessageBase):
     listener: Any
     closure: Any
     cm: CmLabel | None
+    _fields: list[_Entry]
+    _ids: dict[int, _Entry] | None
+    _shared: bool
 
-    def __init__(
-        self,
-        subject: str | None = None,
-        fields: Mapping[str, Any] | Iterable[Field] | None = None,
-        *,
-        reply_subject: str | None = None,
-    ) -> None:
-        # Exact-type checks first: a str costs one comparison each, nothing more.
-        if subject is not None and subject.__class__ is not str:
-            _check_subject_type("subject", subject)
-        if reply_subject is not None and reply_subject.__class__ is not str:
-            _check_subject_type("reply_subject", reply_subject)
-        self.subject = subject
-        self.reply_subject = reply_subject
-        self.listener = None
-        self.closure = None
-        self.cm = None
-        self._fields: list[_Entry] = []
-        self._ids: dict[int, _Entry] | None = None
-        self._shared = False
-        if fields is not None:
-            self._extend(fields)
+    if TYPE_CHECKING:
+        # The bodies are the selected ``msgbuild`` hot path's ``init`` and ``add``,
+        # installed below the class (native when built; rvasync.fallback.msgbuild
+        # holds the pure twin). These declarations give the type checker the signatures.
+
+        def __init__(
+            self,
+            subject: str | None = None,
+            fields: Mapping[str, Any] | Iterable[Field] | None = None,
+            *,
+            reply_subject: str | None = None,
+        ) -> None: ...
+
+        def add(
+            self,
+            name: str | None,
+            value: Any,
+            type: FieldType | int | None = None,
+            field_id: int = 0,
+        ) -> None:
+            """Append a field (see :meth:`_add_checked`)."""
 
     def _extend(self, fields: Mapping[str, Any] | Iterable[Field]) -> None:
         if fields.__class__ is dict or isinstance(fields, Mapping):  # dict: no ABC check
@@ -369,14 +361,14 @@ class Message(MessageBase):
 
     # -- adding and changing -------------------------------------------------
 
-    def add(
+    def _add_checked(
         self,
         name: str | None,
         value: Any,
         type: FieldType | int | None = None,
         field_id: int = 0,
     ) -> None:
-        """Append a field.
+        """Append a field (``Message.add``; the hot path calls this for all but the usual field).
 
         Several fields may share a name. ``type=None`` infers the type from
         the value; an explicit type converts and range-checks it. A non-zero
@@ -675,6 +667,14 @@ class Message(MessageBase):
 
     def __reduce__(self) -> tuple[Callable[[bytes], Message], tuple[bytes]]:
         return (_message_from_bytes, (self.to_bytes(),))
+
+
+# ``Message(...)`` and ``msg.add(...)`` run for every message an application
+# builds: their bodies come from the ``msgbuild`` hot path (see its modules).
+_build = load("msgbuild")
+if not TYPE_CHECKING:
+    Message.__init__ = _build.init
+    Message.add = _build.add
 
 
 def _message_from_bytes(data: bytes) -> Message:

@@ -38,6 +38,7 @@ from rvasync._logging import stderr_logger
 from rvasync._wire import LOOPBACK_DATAGRAM, MAX_MESSAGE_SIZE, NETWORK_DATAGRAM
 from rvasync.advisories import AdvisoryClass, build_advisory, fast_producer, msg_too_large
 from rvasync.busypoll import poller_for
+from rvasync.codec import encode as _encode
 from rvasync.errors import (
     DaemonUnavailable,
     InvalidArgument,
@@ -231,7 +232,7 @@ class TcpLink:
         if self._permissions is not None:
             self._check_publish(msg)
         try:
-            wire = msg.to_bytes()
+            wire = _encode(msg)  # msg.to_bytes() without its Python frame (once per send)
         except MessageTooLarge:
             self._too_large()
             raise
@@ -246,7 +247,7 @@ class TcpLink:
             for m in msgs:  # none is sent if one is refused
                 self._check_publish(m)
         try:
-            wires = [m.to_bytes() for m in msgs]
+            wires = [_encode(m) for m in msgs]
         except MessageTooLarge:  # none of them is sent
             self._too_large()
             raise

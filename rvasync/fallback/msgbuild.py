@@ -1,0 +1,76 @@
+"""Building a message: the bodies of ``Message.__init__`` and ``Message.add`` (pure twin).
+
+The compiled twin is ``rvasync_native.msgbuild``.
+
+Applications build a new message for every send, so constructing one and
+adding its fields is as hot as encoding it. The two functions here *are*
+the methods: ``rvasync.message`` installs the selected implementation's
+``init`` and ``add`` on the class (a compiled function binds like a Python
+one), which is why their first parameter is the message itself, ``self``.
+
+The native twin stores the usual fields (a plain ASCII name, a str, int in
+the I64 range, float, bool or bytes value, no type, no id) straight into the
+field list and hands every other case to the checks below; this twin always
+runs them. Both give the same fields, types, values and errors.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rvasync.errors import InvalidArgument
+from rvasync.fieldtypes import FieldType
+
+__all__ = ["add", "init"]
+
+
+def init(
+    self: Any,
+    subject: str | None = None,
+    fields: Any = None,
+    *,
+    reply_subject: str | None = None,
+) -> None:
+    """``Message(subject=None, fields=None, *, reply_subject=None)``: see the class docstring."""
+    # Exact-type checks first: a str costs one comparison each, nothing more.
+    if subject is not None and subject.__class__ is not str and not isinstance(subject, str):
+        raise InvalidArgument(f"subject must be a str or None, got {type(subject).__name__}")
+    if (
+        reply_subject is not None
+        and reply_subject.__class__ is not str
+        and not isinstance(reply_subject, str)
+    ):
+        raise InvalidArgument(
+            f"reply_subject must be a str or None, got {type(reply_subject).__name__}"
+        )
+    self.subject = subject
+    self.reply_subject = reply_subject
+    self.listener = None
+    self.closure = None
+    self.cm = None
+    self._fields = []
+    self._ids = None
+    self._shared = False
+    if fields is not None:
+        if fields.__class__ is dict:
+            for name, value in fields.items():
+                add(self, name, value)
+        else:
+            self._extend(fields)
+
+
+def add(
+    self: Any,
+    name: str | None,
+    value: Any,
+    type: FieldType | int | None = None,
+    field_id: int = 0,
+) -> None:
+    """Append a field.
+
+    Several fields may share a name. ``type=None`` infers the type from the
+    value; an explicit type converts and range-checks it. A non-zero
+    ``field_id`` (1..65535) must be unique in this message and needs a name.
+    Names starting with ``_`` are reserved.
+    """
+    self._add_checked(name, value, type, field_id)

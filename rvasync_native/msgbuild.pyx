@@ -1,0 +1,237 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, binding=True
+"""Compiled ``Message.__init__`` and ``Message.add`` (twin of ``rvasync.fallback.msgbuild``).
+
+A message built per send spent more instructions in Python-level checks
+(name, type inference, the I64 range) than in encoding and sending it. Here
+the usual field -- a plain ASCII name not starting with ``_``, no explicit
+type or identifier, and a value that is exactly a str (ASCII), an int in the
+I64 range, a float, a bool or bytes -- is checked in C and appended to the
+message's field list as the same ``(name, 0, type, value)`` tuple the Python
+path stores. Every other case goes to ``Message._add_checked`` (or
+``_extend``), the Python checks, so errors and unusual values behave exactly
+as there. ``rvasync.message`` installs these functions as the methods; with
+``binding=True`` they bind to the instance like Python functions.
+"""
+
+from cpython.dict cimport PyDict_Next
+from cpython.list cimport PyList_Append, PyList_CheckExact
+from cpython.long cimport PyLong_AsLongLongAndOverflow
+from cpython.object cimport PyObject
+from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
+from cpython.ref cimport Py_INCREF, Py_XDECREF
+
+from rvasync.errors import InvalidArgument
+from rvasync.fieldtypes import FieldType
+
+__all__ = ["add", "init"]
+
+cdef extern from "Python.h":
+    bint PyUnicode_IS_ASCII(object)
+    Py_ssize_t PyUnicode_GET_LENGTH(object)
+    Py_UCS4 PyUnicode_READ_CHAR(object, Py_ssize_t)
+
+cdef extern from "Python.h":
+    ctypedef struct PyMemberDef:
+        Py_ssize_t offset
+    ctypedef struct PyMemberDescrObject:
+        PyMemberDef* d_member
+    bint PyObject_TypeCheck(object, type)
+
+# The Message slots this module writes, in this order.
+cdef tuple _SLOTS = (
+    "subject", "reply_subject", "listener", "closure", "cm", "_fields", "_ids", "_shared"
+)
+cdef enum:
+    S_SUBJECT, S_REPLY, S_LISTENER, S_CLOSURE, S_CM, S_FIELDS, S_IDS, S_SHARED, S_COUNT
+
+# Writing a slot through setattr looks the attribute up on the type each time;
+# init() writes the message's slots at their offsets instead. The offsets come
+# from the slot descriptors of the class that declares them (Message), learnt
+# on the first call; any other object takes the setattr path.
+cdef type _layout = None
+cdef Py_ssize_t _offset[8]
+cdef bint _learnt = False
+
+
+cdef int _learn(object obj) except -1:
+    """Find the class in ``type(obj).__mro__`` that declares every slot of _SLOTS."""
+    global _layout, _learnt
+    cdef Py_ssize_t i
+    for klass in type(obj).__mro__:
+        own = klass.__dict__
+        descriptors = [own.get(name) for name in _SLOTS]
+        if all(d is not None and type(d).__name__ == "member_descriptor" for d in descriptors):
+            for i in range(S_COUNT):
+                _offset[i] = (<PyMemberDescrObject*>descriptors[i]).d_member.offset
+            _layout = klass
+            break
+    _learnt = True
+    return 0
+
+
+cdef inline void _put(object obj, int slot, object value):
+    """Store ``value`` in slot number ``slot`` of ``obj`` (a ``_layout`` instance)."""
+    cdef PyObject** where = <PyObject**>((<char*><PyObject*>obj) + _offset[slot])
+    cdef PyObject* old = where[0]
+    Py_INCREF(value)
+    where[0] = <PyObject*>value
+    Py_XDECREF(old)
+
+
+cdef inline object _get(object obj, int slot):
+    """Slot number ``slot`` of ``obj`` (a ``_layout`` instance), or None when unset."""
+    cdef PyObject* value = (<PyObject**>((<char*><PyObject*>obj) + _offset[slot]))[0]
+    if value == NULL:
+        return None
+    return <object>value
+
+
+cdef object _STRING = FieldType.STRING
+cdef object _I64 = FieldType.I64
+cdef object _F64 = FieldType.F64
+cdef object _BOOL = FieldType.BOOL
+cdef object _OPAQUE = FieldType.OPAQUE
+cdef object _ZERO = 0
+
+
+cdef inline bint _plain_name(object name):
+    """An exact, non-empty ASCII str not starting with '_' (the names add() takes as they are)."""
+    return (
+        type(name) is str
+        and PyUnicode_IS_ASCII(name)
+        and PyUnicode_GET_LENGTH(name) > 0
+        and PyUnicode_READ_CHAR(name, 0) != 95  # '_'
+    )
+
+
+cdef inline object _inferred(object value):
+    """The FieldType infer() picks for a value it stores unchanged, or None for the other cases."""
+    cdef type cls = type(value)
+    cdef int overflow
+    if cls is str:
+        return _STRING if PyUnicode_IS_ASCII(value) else None
+    if cls is int:
+        PyLong_AsLongLongAndOverflow(value, &overflow)
+        return _I64 if overflow == 0 else None
+    if cls is float:
+        return _F64
+    if cls is bytes:
+        return _OPAQUE
+    if cls is bool:
+        return _BOOL
+    return None
+
+
+cdef inline tuple _entry(object name, object ftype, object value):
+    cdef tuple entry = PyTuple_New(4)
+    Py_INCREF(name)
+    PyTuple_SET_ITEM(entry, 0, name)
+    Py_INCREF(_ZERO)
+    PyTuple_SET_ITEM(entry, 1, _ZERO)
+    Py_INCREF(ftype)
+    PyTuple_SET_ITEM(entry, 2, ftype)
+    Py_INCREF(value)
+    PyTuple_SET_ITEM(entry, 3, value)
+    return entry
+
+
+cdef inline int _add_one(object self, list fields, object name, object value) except -1:
+    """Append ``name = value`` to a fresh (unshared) message's ``fields`` list."""
+    cdef object ftype
+    if _plain_name(name):
+        ftype = _inferred(value)
+        if ftype is not None:
+            PyList_Append(fields, _entry(name, ftype, value))
+            return 0
+    self._add_checked(name, value, None, 0)
+    return 0
+
+
+def init(self, subject=None, fields=None, *, reply_subject=None):
+    """``Message(subject=None, fields=None, *, reply_subject=None)``: see the class docstring."""
+    cdef Py_ssize_t pos = 0
+    cdef PyObject* key
+    cdef PyObject* item
+    cdef list stored
+    if subject is not None and type(subject) is not str and not isinstance(subject, str):
+        raise InvalidArgument(f"subject must be a str or None, got {type(subject).__name__}")
+    if (
+        reply_subject is not None
+        and type(reply_subject) is not str
+        and not isinstance(reply_subject, str)
+    ):
+        raise InvalidArgument(
+            f"reply_subject must be a str or None, got {type(reply_subject).__name__}"
+        )
+    stored = []
+    if not _learnt:
+        _learn(self)
+    if _layout is not None and PyObject_TypeCheck(self, _layout):
+        _put(self, S_SUBJECT, subject)
+        _put(self, S_REPLY, reply_subject)
+        _put(self, S_LISTENER, None)
+        _put(self, S_CLOSURE, None)
+        _put(self, S_CM, None)
+        _put(self, S_FIELDS, stored)
+        _put(self, S_IDS, None)
+        _put(self, S_SHARED, False)
+    else:
+        self.subject = subject
+        self.reply_subject = reply_subject
+        self.listener = None
+        self.closure = None
+        self.cm = None
+        self._fields = stored
+        self._ids = None
+        self._shared = False
+    if fields is None:
+        return
+    if type(fields) is not dict:
+        self._extend(fields)
+        return
+    # Every item plain (the usual case): store them all, no Python code runs meanwhile.
+    if all_plain(<dict>fields):
+        while PyDict_Next(<dict>fields, &pos, &key, &item):
+            PyList_Append(stored, _entry(<object>key, _inferred(<object>item), <object>item))
+        return
+    for name, value in (<dict>fields).items():
+        _add_one(self, self._fields, name, value)
+
+
+cdef bint all_plain(dict fields):
+    """True if every item of ``fields`` takes the fast path (checked before anything is stored)."""
+    cdef Py_ssize_t pos = 0
+    cdef PyObject* key
+    cdef PyObject* item
+    while PyDict_Next(fields, &pos, &key, &item):
+        if not _plain_name(<object>key) or _inferred(<object>item) is None:
+            return False
+    return True
+
+
+def add(self, name, value, type=None, field_id=0):
+    """Append a field.
+
+    Several fields may share a name. ``type=None`` infers the type from the
+    value; an explicit type converts and range-checks it. A non-zero
+    ``field_id`` (1..65535) must be unique in this message and needs a name.
+    Names starting with ``_`` are reserved.
+    """
+    cdef object ftype
+    cdef object fields
+    if not _learnt:
+        _learn(self)
+    if (
+        type is None
+        and field_id is _ZERO
+        and _layout is not None
+        and PyObject_TypeCheck(self, _layout)
+        and _get(self, S_SHARED) is False
+        and _plain_name(name)
+    ):
+        ftype = _inferred(value)
+        fields = _get(self, S_FIELDS)
+        if ftype is not None and PyList_CheckExact(fields):
+            PyList_Append(fields, _entry(name, ftype, value))
+            return
+    self._add_checked(name, value, type, field_id)

@@ -1,0 +1,161 @@
+"""Building messages: the native and pure twins of ``Message.__init__`` / ``Message.add`` agree.
+
+``rvasync_native.msgbuild`` stores the usual field (plain ASCII name, a str,
+int, float, bool or bytes value, no type, no id) itself and hands everything
+else to the Python checks; ``rvasync.fallback.msgbuild`` always runs the
+checks. These properties build the same message through both from random
+subjects, dicts and ``add`` calls -- valid and invalid -- and require the
+same fields (name, id, type, value and the value's Python type) or the same
+error (class and text).
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import rvasync as rv
+from rvasync import _accel
+from rvasync.fieldtypes import FieldType
+
+IMPLS = _accel.implementations("msgbuild")
+_new = object.__new__
+
+
+class Colour(enum.IntEnum):
+    RED = 1
+
+
+names = st.one_of(
+    st.sampled_from(["payload", "n", "x", "_reserved", "", "é", "a_b", "_", "Ünïcode"]),
+    st.text(max_size=6),
+    st.none(),
+    st.integers(-2, 2),
+)
+ints = st.one_of(
+    st.integers(-(2**63), 2**63 - 1),
+    st.sampled_from([2**63, -(2**63) - 1, 2**64, -(2**64), 2**63 - 1, -(2**63), 0]),
+    st.integers(),
+)
+values = st.one_of(
+    st.text(max_size=8),
+    st.sampled_from(["\ud800", "ascii", "", "é"]),
+    ints,
+    st.floats(allow_nan=False),
+    st.booleans(),
+    st.binary(max_size=16),
+    st.binary(max_size=8).map(bytearray),
+    st.none(),
+    st.lists(st.integers(-5, 5), max_size=3),
+    st.lists(st.text(max_size=3), max_size=3),
+    st.just(Colour.RED),
+    st.just(object()),
+)
+subjects = st.one_of(st.none(), st.sampled_from(["ORDERS.X", "a.b", ""]), st.integers(0, 1))
+
+
+def outcome(build: Any) -> tuple[str, Any]:
+    """What building gave: the fields (with their values' Python types), or the error."""
+    try:
+        msg = build()
+    except Exception as exc:  # the error itself (class and text) is what is compared
+        return ("error", (type(exc), str(exc)))
+    fields = [(f.name, f.id, f.type, type(f.type), f.value, type(f.value)) for f in msg]
+    return ("ok", (msg.subject, msg.reply_subject, msg.cm, fields, len(msg)))
+
+
+def built(impl: Any, subject: Any, fields: Any, reply: Any = None) -> rv.Message:
+    msg = _new(rv.Message)
+    impl.init(msg, subject, fields, reply_subject=reply)
+    return msg
+
+
+def twins_agree(build: Any) -> tuple[str, Any]:
+    results = [outcome(lambda impl=impl: build(impl)) for impl in IMPLS]
+    assert all(result == results[0] for result in results[1:]), results
+    return results[0]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    subject=subjects,
+    reply=st.one_of(st.none(), st.just("R.1"), st.just(3)),
+    items=st.lists(st.tuples(names, values), max_size=6),
+)
+def test_init_from_dict_same_in_both_twins(subject, reply, items):
+    fields = dict(items)
+    twins_agree(lambda impl: built(impl, subject, fields, reply))
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    calls=st.lists(
+        st.tuples(
+            names,
+            values,
+            st.one_of(st.none(), st.sampled_from([FieldType.I64, FieldType.STRING, 20, 8, 999])),
+            st.one_of(st.just(0), st.integers(-1, 3), st.just(False), st.just(70000)),
+        ),
+        max_size=6,
+    ),
+    share=st.booleans(),
+)
+def test_add_same_in_both_twins(calls, share):
+    def build(impl: Any) -> rv.Message:
+        msg = built(impl, "A.B", {"first": 1})
+        other = msg.copy() if share else None
+        for name, value, ftype, field_id in calls:
+            try:
+                impl.add(msg, name, value, ftype, field_id)
+            except (rv.InvalidArgument, rv.ConversionError):
+                continue  # a refused field is not added; the rest goes on
+        if other is not None:  # the copy made before the adds is untouched
+            assert [(f.name, f.value) for f in other] == [("first", 1)]
+        return msg
+
+    twins_agree(build)
+
+
+@pytest.mark.parametrize("impl", IMPLS, ids=lambda m: m.__name__.split(".")[0])
+def test_usual_fields_get_the_inferred_types(impl):
+    msg = built(
+        impl,
+        "ORDERS.X",
+        {"payload": b"x" * 128, "n": 7, "px": 1.5, "ok": True, "sym": "RV"},
+    )
+    types = {f.name: f.type for f in msg}
+    assert types == {
+        "payload": FieldType.OPAQUE,
+        "n": FieldType.I64,
+        "px": FieldType.F64,
+        "ok": FieldType.BOOL,
+        "sym": FieldType.STRING,
+    }
+
+
+@pytest.mark.parametrize("impl", IMPLS, ids=lambda m: m.__name__.split(".")[0])
+def test_bad_input_names_the_problem(impl):
+    with pytest.raises(rv.InvalidArgument, match="reserved"):
+        built(impl, "A", {"_x": 1})
+    with pytest.raises(rv.InvalidArgument, match="subject must be a str"):
+        built(impl, 5, None)
+    with pytest.raises(rv.InvalidArgument, match="out of range"):
+        built(impl, "A", {"n": 2**70})
+    with pytest.raises(rv.ConversionError):
+        built(impl, "A", {"n": None})
+
+
+def test_message_uses_the_selected_twin():
+    selected = _accel.load("msgbuild")
+    assert rv.Message.__init__ is selected.init
+    assert rv.Message.add is selected.add
+
+
+def test_round_trip_of_a_built_message():
+    msg = rv.Message("ORDERS.X", {"payload": b"x" * 128, "n": 3, "s": "é", "f": 0.5})
+    msg.add("flag", False)
+    assert rv.Message.from_bytes(msg.to_bytes()) == msg
