@@ -59,6 +59,9 @@ ZMQ = system(
             "routed-pubsub": "ZeroMQ has no brokers to join into a routed domain",
             "routed-reqrep": "ZeroMQ has no brokers to join into a routed domain",
             "retained": "ZeroMQ keeps no last value per subject (no cache or store)",
+            "queue": "ZeroMQ has no acknowledged work queue (PUSH/PULL neither acknowledges "
+            "nor reassigns a dead worker's tasks)",
+            "queue-failover": "ZeroMQ has no scheduler to fail over",
         },
         order=2,
     )
@@ -82,6 +85,8 @@ FLOOR = system(
             "routed-pubsub": "a bare socket has no routers",
             "routed-reqrep": "a bare socket has no routers",
             "retained": "a bare socket keeps no values",
+            "queue": "a bare socket has no workers or acknowledgements",
+            "queue-failover": "a bare socket has no scheduler",
         },
     )
 )

@@ -218,8 +218,8 @@ class QueueMemberCore:
         if kind is RecordKind.STATUS:
             self._on_status(rec, now, out)
         elif kind is RecordKind.ASSIGN:
-            for tid, certified in rec.tasks[:1]:
-                self._accept(Task(tid, certified, rec.payload), rec.member, now, out)
+            for (tid, certified), payload in zip(rec.tasks, rec.task_payloads(), strict=False):
+                self._accept(Task(tid, certified, payload), rec.member, now, out)
         elif kind is RecordKind.ACCEPT:
             if book is not None:
                 for tid, _ in rec.tasks:
