@@ -34,6 +34,9 @@ NATS = system(
             "fan-out scenarios measure it",
             "inproc-raw": _RAW_ONLY,
             "failover": f"NATS {_NO_FT}; queue groups share load instead",
+            "queue-failover": "one nats-server is the JetStream work queue's scheduler, and "
+            "killing it leaves no successor (a clustered JetStream electing a new stream leader "
+            "would be the counterpart; not set up here)",
             "relay": "NATS has no relay agents (a JetStream durable consumer that reconnects is "
             "the closest thing; see the certified scenarios)",
         },

@@ -10,24 +10,34 @@ completes the task). The sender is an ordinary ``CmTransport`` with a process
 ledger that pre-registers the queue as a certified listener
 (``add_listener``), so no task sent before the scheduler registers is
 dropped; a task is done when the sender's ledger no longer holds it.
+
+For ``queue-failover`` the members are programs of their own
+(:mod:`benchmarks.systems.rvasync_cmq_member`): the schedulers with weight
+100 and capacity 0, the workers with weight 1; the coordinator's sender is
+the same kind of certified sender.
 """
 
 from __future__ import annotations
 
 import asyncio
 import secrets
+import sys
 from collections.abc import Callable
 from typing import Any
 
 from benchmarks.environments import UdpPort
 from benchmarks.registry import adapter
 from benchmarks.scenarios.queue import TaskQueue
+from benchmarks.scenarios.queue_failover import QueueFailover
 from benchmarks.systems.rvasync_api import missing
 
 QUEUE = "BENCH.TASKS"
 
 #: Scheduler weight of the dedicated scheduler (workers keep 1).
 SCHEDULER_WEIGHT = 100
+
+#: Task capacity of each worker in the failover scenario (its trickle never fills it).
+FAILOVER_CAPACITY = 8
 
 
 @adapter
@@ -104,6 +114,67 @@ class RvTaskQueue(TaskQueue):
         if listener is not None:
             await asyncio.wait_for(listener.close(), 10)
         for name in ("member", "cm", "transport"):
+            obj = getattr(self, name, None)
+            if obj is not None:
+                await asyncio.wait_for(obj.close(), 30)
+
+
+@adapter
+class RvQueueFailover(QueueFailover):
+    """Members are ``python -m benchmarks.systems.rvasync_cmq_member`` processes."""
+
+    system = "rvasync"
+    capability = "queue-failover"
+    environment = UdpPort
+
+    @classmethod
+    def unavailable(cls) -> str | None:
+        return missing("Transport", "Message", "CmTransport", "CmQueueTransport")
+
+    def member_argv(self, name: str, queue: str, subject: str, *, scheduler: bool) -> list[str]:
+        p = self.params
+        return [
+            sys.executable,
+            "-m",
+            "benchmarks.systems.rvasync_cmq_member",
+            "--service",
+            str(self.env["ports"][0]),
+            "--queue",
+            queue,
+            "--subject",
+            subject,
+            "--name",
+            name,
+            "--worker-tasks",
+            "0" if scheduler else str(FAILOVER_CAPACITY),
+            "--scheduler-weight",
+            str(SCHEDULER_WEIGHT if scheduler else 1),
+            "--heartbeat",
+            str(p["heartbeat"]),
+            "--activation",
+            str(p["activation"]),
+        ]
+
+    async def open_sender(self, queue: str, subject: str) -> None:
+        import rvasync as rv
+
+        self.rv = rv
+        self.subject = subject
+        self.transport = rv.Transport(service=str(self.env["ports"][0]), network=None)
+        await asyncio.wait_for(self.transport.open(), 30)
+        self.cm = rv.CmTransport(self.transport, f"BENCH_FS_{secrets.token_hex(4).upper()}")
+        await asyncio.wait_for(self.cm.open(), 30)
+        await asyncio.wait_for(self.cm.add_listener(queue, subject), 30)
+
+    async def send(self, n: int) -> None:
+        await self.cm.send(self.rv.Message(self.subject, {"n": n}))
+
+    async def unconfirmed(self) -> int:
+        reviews = self.cm.review_ledger(self.subject)
+        return reviews[0].total_messages if reviews else 0
+
+    async def close(self) -> None:
+        for name in ("cm", "transport"):
             obj = getattr(self, name, None)
             if obj is not None:
                 await asyncio.wait_for(obj.close(), 30)
