@@ -184,7 +184,7 @@ QUEUE_FAILOVER = scenario(
             "queue (heartbeat 0.3 s, activation 1.0 s), each with its own transport and daemon; "
             "a certified sender trickles 100 tasks/s. SIGKILL of the active scheduler, then the "
             "time until a worker starts the first task after the successor's SCHEDULER.ACTIVE "
-            "('takeover'), and until that advisory ('active'). Median of the runs (5; 2 with "
+            "('takeover'), and until that advisory ('active'). Median of the runs (5; 1 with "
             "--quick). Afterwards every task sent must have been confirmed and reached a worker; "
             "'duplicates' counts tasks started twice. Target: takeover within activation + one "
             "heartbeat (1.3 s)."
@@ -209,7 +209,7 @@ QUEUE_FAILOVER = scenario(
             "wait": 30.0,
             "ready_timeout": 120.0,
         },
-        quick={"runs": 2},
+        quick={"runs": 1},
         timeout=240.0,
         quick_timeout=120.0,
         order=48,
