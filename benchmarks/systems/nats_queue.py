@@ -34,6 +34,9 @@ STREAM = "BENCH_TASKS"
 CONSUMER = "BENCH_WORKERS"
 QUEUE_GROUP = "BENCH_WORKERS"
 
+#: Seconds a JetStream API request (stream and consumer set-up, stream_info) may take.
+API_TIMEOUT = 30.0
+
 #: PubAcks awaited at once by the sender.
 WINDOW = 256
 
@@ -76,7 +79,8 @@ class NatsTaskQueue(_NatsClient, TaskQueue):
     async def _open(self, subject: str) -> None:
         await self.connect()
         self.subject = subject
-        self.js = self.nc.jetstream(publish_async_max_pending=WINDOW)
+        # A generous API timeout: on a loaded 2-core machine 5 s (the default) is not enough.
+        self.js = self.nc.jetstream(timeout=API_TIMEOUT, publish_async_max_pending=WINDOW)
 
     # --- scheduler --------------------------------------------------------------------
 
