@@ -2,8 +2,10 @@
 
 Throughput: one certified sender (this process), a dedicated scheduler, a
 backup scheduler and four worker processes (``tests/cmqpeer.py``, trivial
-tasks) on a loopback service; the time from the first send until the sender's
-ledger is empty. Failover: with a trickle of tasks flowing, kill -9 the
+tasks) on a loopback service; after a warm-up, the time from the first send
+until the sender's ledger is empty, and the CPU time each process spent per
+task (a figure that load from other programs on the machine changes little).
+Failover: with a trickle of tasks flowing, kill -9 the
 scheduler and time its successor's SCHEDULER.ACTIVE and the first task a
 worker starts after it.
 
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -23,6 +26,17 @@ import rvasync as rv
 from rvasync.testing import LOOPBACK, free_port
 
 PEER = str(Path(__file__).with_name("cmqpeer.py"))
+
+
+def _cpu(procs: dict[str, asyncio.subprocess.Process]) -> dict[str, float]:
+    """CPU seconds (user + system) used so far by this process and each member's."""
+    tick = os.sysconf("SC_CLK_TCK")
+    used = {"sender": time.process_time()}
+    for name, proc in procs.items():
+        with open(f"/proc/{proc.pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        used[name] = (int(fields[11]) + int(fields[12])) / tick
+    return used
 
 
 async def main(tasks: int, capacity: str) -> None:
@@ -70,6 +84,14 @@ async def main(tasks: int, capacity: str) -> None:
                 reviews = sender.review_ledger("JOBS.RUN")
                 return reviews[0].total_messages if reviews else 0
 
+            # Warm-up: the scheduler's agreement with the sender is in place before timing.
+            for n in range(-50, 0):
+                await sender.send(rv.Message("JOBS.RUN", {"n": n}))
+                await asyncio.sleep(0.01)
+            async with asyncio.timeout(60):
+                while unconfirmed():
+                    await asyncio.sleep(0.01)
+            cpu_before = _cpu(procs)
             began = time.monotonic()
             for n in range(tasks):
                 await sender.send(rv.Message("JOBS.RUN", {"n": n}))
@@ -77,6 +99,9 @@ async def main(tasks: int, capacity: str) -> None:
                 while unconfirmed():
                     await asyncio.sleep(0.005)
             took = time.monotonic() - began
+            cpu_after = _cpu(procs)
+            per_task = {k: round((cpu_after[k] - cpu_before[k]) / tasks * 1e6) for k in cpu_after}
+            print(f"CPU per task: {sum(per_task.values())} us, by process (us): {per_task}")
             print(f"throughput: {tasks} tasks in {took:.2f} s = {tasks / took:.0f} tasks/s "
                   f"(4 workers, capacity {capacity} each)")  # fmt: skip
 

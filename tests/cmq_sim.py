@@ -35,6 +35,7 @@ from rvasync.protocol.cmq import (
     QueueRecord,
     TaskId,
 )
+from rvasync.protocol.cmq.coalesce import MERGEABLE, coalesce
 from rvasync.protocol.ft import FtRecord
 
 SENDER = "SENDER"
@@ -153,7 +154,10 @@ class QueueSim:
         everyone = sorted(self.members)
         for ft in out.ft_records:
             self._transmit("ft", ft.to_fields(), everyone)
-        for rec in out.records:
+        # As the driver does: records listing tasks for one destination go merged.
+        records = [r for r in out.records if r.kind not in MERGEABLE]
+        records += coalesce(r for r in out.records if r.kind in MERGEABLE)
+        for rec in records:
             dests = everyone if rec.to in (GROUP, SCHEDULER) else [rec.to]
             self._transmit("rec", rec.to_fields(), dests)
         for role in out.roles:

@@ -34,6 +34,9 @@ NATS = system(
             "fan-out scenarios measure it",
             "inproc-raw": _RAW_ONLY,
             "failover": f"NATS {_NO_FT}; queue groups share load instead",
+            "queue-failover": "one nats-server is the JetStream work queue's scheduler, and "
+            "killing it leaves no successor (a clustered JetStream electing a new stream leader "
+            "would be the counterpart; not set up here)",
             "relay": "NATS has no relay agents (a JetStream durable consumer that reconnects is "
             "the closest thing; see the certified scenarios)",
         },
@@ -59,6 +62,9 @@ ZMQ = system(
             "routed-pubsub": "ZeroMQ has no brokers to join into a routed domain",
             "routed-reqrep": "ZeroMQ has no brokers to join into a routed domain",
             "retained": "ZeroMQ keeps no last value per subject (no cache or store)",
+            "queue": "ZeroMQ has no acknowledged work queue (PUSH/PULL neither acknowledges "
+            "nor reassigns a dead worker's tasks)",
+            "queue-failover": "ZeroMQ has no scheduler to fail over",
         },
         order=2,
     )
@@ -82,6 +88,8 @@ FLOOR = system(
             "routed-pubsub": "a bare socket has no routers",
             "routed-reqrep": "a bare socket has no routers",
             "retained": "a bare socket keeps no values",
+            "queue": "a bare socket has no workers or acknowledgements",
+            "queue-failover": "a bare socket has no scheduler",
         },
     )
 )

@@ -262,6 +262,27 @@ class CmListener:
             return
         await self._hooks.confirm_now(self._id, cm.sender, msg.subject or "", cm.sequence)
 
+    def confirm_soon(self, msg: Message) -> None:
+        """Confirm ``msg`` at the end of this loop turn, together with the turn's others.
+
+        The batched twin of :meth:`confirm` for programs that confirm many
+        messages from plain (non-async) code, such as a distributed queue's
+        scheduler confirming completed tasks: one confirmation per sender and
+        subject leaves per turn instead of one per message. It does not wait
+        for a ``sync_ledger`` transport's disk (await :meth:`confirm` for that).
+        """
+        if not isinstance(msg, Message):
+            raise InvalidArgument(f"confirm_soon takes a Message, not {type(msg).__name__}")
+        if msg.listener is not self:
+            raise InvalidArgument(
+                "confirm_soon takes a message this listener delivered; "
+                f"this one came from {msg.listener!r}"
+            )
+        cm = msg.cm
+        if self._closed or cm is None or cm.sequence is None:
+            return
+        self._hooks.confirm_later(self._id, cm.sender, msg.subject or "", cm.sequence)
+
     async def close(self, cancel_agreements: bool = False) -> None:
         """Stop listening.
 

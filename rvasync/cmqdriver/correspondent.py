@@ -39,8 +39,6 @@ class SchedulerCorrespondent:
         self._cm: CmTransport | None = None
         self._listeners: dict[str, CmListener] = {}
         self._pending: dict[TaskId, Message] = {}
-        self._confirming: list[Message] = []
-        self._confirm_task: asyncio.Task[None] | None = None
         self._closing: set[asyncio.Task[None]] = set()
 
     @property
@@ -69,7 +67,6 @@ class SchedulerCorrespondent:
         self._cm = None
         self._listeners.clear()
         self._pending.clear()
-        self._confirming.clear()
         if cm is not None:
             task = asyncio.get_running_loop().create_task(cm.close())
             self._closing.add(task)
@@ -80,39 +77,25 @@ class SchedulerCorrespondent:
         for task in list(self._closing):
             with contextlib.suppress(Exception):
                 await task
-        if self._confirm_task is not None:
-            self._confirm_task.cancel()
-            with contextlib.suppress(BaseException):
-                await self._confirm_task
 
     def forget(self, tid: TaskId) -> None:
         """A task the scheduler will not confirm (discarded): drop its message."""
         self._pending.pop(tid, None)
 
     def confirm(self, tid: TaskId) -> None:
-        """A worker completed ``tid``: confirm it to its sender."""
+        """A worker completed ``tid``: confirm it to its sender (batched per loop turn)."""
         msg = self._pending.pop(tid, None)
         if msg is None:
             return
-        self._confirming.append(msg)
-        if self._confirm_task is None or self._confirm_task.done():
-            self._confirm_task = asyncio.get_running_loop().create_task(self._confirm_all())
-
-    async def _confirm_all(self) -> None:
-        while self._confirming:
-            batch, self._confirming = self._confirming, []
-            for msg in batch:
-                listener = msg.listener
-                if not isinstance(listener, CmListener) or listener.closed:
-                    continue
-                try:
-                    await listener.confirm(msg)
-                except RvError as exc:
-                    stderr_logger().warning(
-                        "confirming a distributed queue task failed",
-                        queue=self._name,
-                        problem=str(exc),
-                    )
+        listener = msg.listener
+        if not isinstance(listener, CmListener) or listener.closed:
+            return
+        try:
+            listener.confirm_soon(msg)
+        except RvError as exc:
+            stderr_logger().warning(
+                "confirming a distributed queue task failed", queue=self._name, problem=str(exc)
+            )
 
     def _on_message(self, msg: Message) -> None:
         cm = msg.cm

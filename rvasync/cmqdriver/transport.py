@@ -26,6 +26,7 @@ from rvasync.cmdriver import CmListener
 from rvasync.cmdriver.listener import CmCallback, ListenerHooks
 from rvasync.cmdriver.wire import make_label
 from rvasync.cmqdriver.correspondent import SchedulerCorrespondent
+from rvasync.cmqdriver.routes import PeerRoutes
 from rvasync.cmqdriver.wire import QueueSubjects, record_message
 from rvasync.errors import (
     InvalidArgument,
@@ -42,10 +43,12 @@ from rvasync.protocol.cmq import (
     QueueMemberCore,
     QueueOutputs,
     QueueRecord,
+    RecordKind,
     Task,
     TaskId,
     validate_backlog_limit,
 )
+from rvasync.protocol.cmq.coalesce import MERGEABLE, coalesce
 from rvasync.protocol.ft import FtRecord
 from rvasync.queues import Queue
 from rvasync.subjects import subject_matches
@@ -156,6 +159,10 @@ class CmQueueTransport:
         self._scheduler_listener: Listener | None = None
         self._advisory_listener: Listener | None = None
         self._recently_shared: dict[tuple[str, tuple[tuple[str | None, str], ...]], float] = {}
+        self._routes = PeerRoutes()
+        self._inbox = ""
+        self._waiting: list[QueueRecord] = []
+        self._flush_handle: asyncio.Handle | None = None
         self._closed = False
         self.malformed = 0
         """Queue records dropped as malformed."""
@@ -321,7 +328,8 @@ class CmQueueTransport:
         transport = self._transport
         subjects = self._subjects
         self._channel.start()
-        for subject in (subjects.group, subjects.member):
+        self._inbox = transport.create_inbox()
+        for subject in (subjects.group, subjects.member, self._inbox):
             self._internal.append(transport.listen(subject, callback=self._on_queue_message))
         self._internal.append(transport.listen(subjects.advisories, callback=self._on_shared))
         self._input(self._core.join)
@@ -384,6 +392,7 @@ class CmQueueTransport:
 
     def _on_gone(self, members: list[str]) -> None:
         for member in members:
+            self._routes.forget(member)
             self._input(lambda now, m=member: self._core.peer_gone(m, now))
 
     def _on_queue_message(self, msg: Message) -> None:
@@ -398,6 +407,8 @@ class CmQueueTransport:
                     problem=str(exc),
                 )
             return
+        if record.member != self._core.member_id:
+            self._routes.heard(record, msg.reply_subject)
         self._input(lambda now: self._core.receive(record, now))
 
     def _on_task(self, tid: TaskId | None, msg: Message) -> None:
@@ -408,12 +419,19 @@ class CmQueueTransport:
     # -- outputs -------------------------------------------------------------------
 
     def _carry_out(self, out: QueueOutputs) -> None:
-        send = self._transport.send_internal
         try:
             for ft in out.ft_records:
                 self._channel.send(ft)
             for rec in out.records:
-                send(record_message(self._subjects.destination(rec.to), rec))
+                if rec.kind in MERGEABLE:
+                    # Sent merged at the end of the loop turn (coalesce's docstring).
+                    self._waiting.append(rec)
+                    if self._flush_handle is None:
+                        self._flush_handle = self._loop.call_soon(self._flush_waiting)
+                    continue
+                if rec.kind is RecordKind.BYE:
+                    self._send_waiting()  # completions before the goodbye
+                self._send_record(rec)
         except TransportClosed:
             pass
         except RvError as exc:
@@ -433,6 +451,33 @@ class CmQueueTransport:
                 self._forget_overflow(advisory.to_message())
             with contextlib.suppress(TransportClosed):
                 self._transport.present(advisory.to_message())
+
+    def _send_record(self, rec: QueueRecord) -> None:
+        """Send ``rec``: to its peer's inbox when known (cmqdriver.routes), else its subject."""
+        to = self._routes.inbox_of(rec.to) or self._subjects.destination(rec.to)
+        msg = record_message(to, rec)
+        msg.reply_subject = self._inbox
+        self._transport.send_internal(msg)
+
+    def _send_waiting(self) -> None:
+        handle, self._flush_handle = self._flush_handle, None
+        if handle is not None:
+            handle.cancel()
+        waiting, self._waiting = self._waiting, []
+        if waiting:
+            for rec in coalesce(waiting):
+                self._send_record(rec)
+
+    def _flush_waiting(self) -> None:
+        self._flush_handle = None
+        try:
+            self._send_waiting()
+        except TransportClosed:
+            pass
+        except RvError as exc:
+            stderr_logger().warning(
+                "distributed queue records could not be sent", queue=self.name, problem=str(exc)
+            )
 
     def _forget_overflow(self, adv: Message) -> None:
         try:

@@ -20,7 +20,15 @@ __all__ = ["Assignment", "PeerView", "SchedulerBook", "SchedulerStats"]
 
 @dataclass(slots=True)
 class PeerView:
-    """Another member as its latest STATUS described it."""
+    """Another member as its latest STATUS described it.
+
+    ``unknown`` counts the held tasks the scheduler had no assignment or
+    confirmation for when that STATUS arrived (tasks of an earlier
+    scheduler): part of the worker's load, counted once per STATUS rather
+    than at every pick. Until the next STATUS it can only overstate the load
+    (a task adopted or confirmed meanwhile is still counted), which delays
+    an assignment by at most a heartbeat and never overfills a worker.
+    """
 
     member: str
     seq: int
@@ -29,6 +37,7 @@ class PeerView:
     held: set[TaskId]
     done: dict[TaskId, bool]
     heard: float
+    unknown: int = 0
 
 
 @dataclass(slots=True)

@@ -218,8 +218,8 @@ class QueueMemberCore:
         if kind is RecordKind.STATUS:
             self._on_status(rec, now, out)
         elif kind is RecordKind.ASSIGN:
-            for tid, certified in rec.tasks[:1]:
-                self._accept(Task(tid, certified, rec.payload), rec.member, now, out)
+            for (tid, certified), payload in zip(rec.tasks, rec.task_payloads(), strict=False):
+                self._accept(Task(tid, certified, payload), rec.member, now, out)
         elif kind is RecordKind.ACCEPT:
             if book is not None:
                 for tid, _ in rec.tasks:
@@ -425,6 +425,7 @@ class QueueMemberCore:
         book = self._book
         if book is None:
             return
+        peer.unknown = _unknown(book, held)
         for tid in held:
             a = book.tasks.get(tid)
             if a is not None and a.worker == rec.member and not a.accepted:
@@ -459,6 +460,8 @@ class QueueMemberCore:
 
     def _activate(self, now: float, out: QueueOutputs) -> None:
         book = self._book = SchedulerBook()
+        for peer in self._peers.values():
+            peer.unknown = _unknown(book, peer.held)
         out.roles.append(True)
         out.advisories.append(self._role_advisory("SCHEDULER.ACTIVE"))
         # Own completions no scheduler acknowledged: their tasks will come back from
@@ -554,8 +557,7 @@ class QueueMemberCore:
 
     def _peer_load(self, book: SchedulerBook, p: PeerView) -> int:
         mine = book.by_worker.get(p.member)
-        extra = sum(1 for tid in p.held if tid not in book.tasks and tid not in book.confirmed)
-        return (len(mine) if mine else 0) + extra
+        return (len(mine) if mine else 0) + p.unknown
 
     def _assign(
         self,
@@ -678,3 +680,9 @@ class QueueMemberCore:
         if now > self._now:
             self._now = float(now)
         return self._now
+
+
+def _unknown(book: SchedulerBook, held: set[TaskId]) -> int:
+    """How many of ``held`` the scheduler neither assigned nor confirmed (PeerView.unknown)."""
+    tasks, confirmed = book.tasks, book.confirmed
+    return sum(1 for tid in held if tid not in tasks and tid not in confirmed)

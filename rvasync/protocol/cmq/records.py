@@ -10,7 +10,8 @@ records (:mod:`rvasync.protocol.ft`); these records carry the work:
              acknowledged yet. State, not events: a lost record is repaired by
              the next one, and a new scheduler learns at once who holds what.
 ``ASSIGN``   scheduler to one worker: the task, its payload and whether it is
-             certified. Repeated until accepted.
+             certified. Repeated until accepted. Several tasks for the same
+             worker may travel in one ASSIGN (``payloads``, one per task).
 ``ACCEPT``   worker to the scheduler that assigned: the worker has the task.
 ``COMPLETE`` worker to the scheduler: the worker's program finished tasks.
 ``ACK``      scheduler to a worker: these completions are confirmed to their
@@ -67,7 +68,10 @@ class QueueRecord:
     ``to`` is :data:`GROUP`, :data:`SCHEDULER` or a member id. ``tasks`` lists
     (task id, certified) pairs: the held tasks of a STATUS, the task of an
     ASSIGN or ACCEPT, the completions of a COMPLETE or ACK. ``done`` is the
-    unacknowledged completions of a STATUS.
+    unacknowledged completions of a STATUS. An ASSIGN carries its task's
+    message in ``payload``, or, listing several tasks, their messages in
+    ``payloads`` (in the order of ``tasks``); :meth:`task_payloads` gives
+    either as one tuple.
     """
 
     kind: RecordKind
@@ -80,6 +84,11 @@ class QueueRecord:
     tasks: tuple[tuple[TaskId, bool], ...] = ()
     done: tuple[tuple[TaskId, bool], ...] = ()
     payload: bytes = b""
+    payloads: tuple[bytes, ...] = ()
+
+    def task_payloads(self) -> tuple[bytes, ...]:
+        """The payload of each task in ``tasks``, in order (an ASSIGN's)."""
+        return self.payloads if self.payloads else (self.payload,)
 
     def to_fields(self) -> dict[str, str | int | bytes]:
         """A flat mapping of simple values, ready to become message fields."""
@@ -103,6 +112,8 @@ class QueueRecord:
         }
         if self.payload:
             fields["p"] = self.payload
+        if self.payloads:
+            fields["ps"] = _frame(self.payloads)
         return fields
 
     @classmethod
@@ -123,10 +134,19 @@ class QueueRecord:
         payload = fields.get("p", b"")
         if not isinstance(payload, bytes | bytearray):
             raise MalformedMessage("distributed queue record payload must be bytes")
+        framed = fields.get("ps")
+        payloads: tuple[bytes, ...] = ()
+        if framed is not None:
+            if not isinstance(framed, bytes | bytearray):
+                raise MalformedMessage("distributed queue record payloads must be bytes")
+            payloads = _unframe(bytes(framed))
         try:
             seq, weight, capacity, tasks, done = json.loads(body)
             counters = (seq, weight, capacity)
             ok = all(isinstance(x, int) and not isinstance(x, bool) for x in counters)
+            rows = _tasks(tasks)
+            if payloads and len(payloads) != len(rows):
+                _bad(f"{len(payloads)} payloads for {len(rows)} tasks")
             return (
                 cls(
                     kind,
@@ -136,15 +156,36 @@ class QueueRecord:
                     seq,
                     weight,
                     capacity,
-                    _tasks(tasks),
+                    rows,
                     _tasks(done),
                     bytes(payload),
+                    payloads,
                 )
                 if ok
                 else _bad("counters must be integers")
             )
         except (ValueError, TypeError) as exc:
             raise MalformedMessage(f"distributed queue record body is malformed: {exc}") from None
+
+
+def _frame(payloads: tuple[bytes, ...]) -> bytes:
+    """Payloads one after another, each after its length (4 bytes, big-endian)."""
+    return b"".join(len(p).to_bytes(4, "big") + p for p in payloads)
+
+
+def _unframe(data: bytes) -> tuple[bytes, ...]:
+    out = []
+    at, end = 0, len(data)
+    while at < end:
+        if at + 4 > end:
+            raise MalformedMessage("distributed queue record payloads are truncated")
+        size = int.from_bytes(data[at : at + 4], "big")
+        at += 4
+        if at + size > end:
+            raise MalformedMessage("distributed queue record payloads are truncated")
+        out.append(data[at : at + size])
+        at += size
+    return tuple(out)
 
 
 def _bad(why: str) -> QueueRecord:

@@ -1,0 +1,139 @@
+"""Merged queue records (coalesce), multi-task ASSIGN encoding, and point-to-point routes."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from rvasync.cmqdriver.routes import MAX_ROUTES, PeerRoutes
+from rvasync.errors import MalformedMessage
+from rvasync.protocol.cmq import GROUP, SCHEDULER, QueueMemberCore, QueueRecord, RecordKind, TaskId
+from rvasync.protocol.cmq.coalesce import MAX_BYTES, MAX_TASKS, coalesce
+
+Q = "JOBS"
+
+
+def tid(n: int) -> TaskId:
+    return TaskId("SENDER", "JOBS.RUN", n)
+
+
+def assign(to: str, n: int, payload: bytes = b"p") -> QueueRecord:
+    return QueueRecord(RecordKind.ASSIGN, Q, "sched", to, tasks=((tid(n), True),), payload=payload)
+
+
+def reply(kind: RecordKind, n: int, to: str = SCHEDULER) -> QueueRecord:
+    return QueueRecord(kind, Q, "w1", to, tasks=((tid(n), True),))
+
+
+def test_one_record_per_kind_and_destination_in_first_seen_order() -> None:
+    merged = coalesce(
+        [
+            assign("w1", 1, b"a"),
+            assign("w2", 2, b"b"),
+            assign("w1", 3, b"c"),
+            QueueRecord(RecordKind.ACK, Q, "sched", "w1", tasks=((tid(9), True),)),
+        ]
+    )
+    assert [(r.kind, r.to) for r in merged] == [
+        (RecordKind.ASSIGN, "w1"),
+        (RecordKind.ASSIGN, "w2"),
+        (RecordKind.ACK, "w1"),
+    ]
+    w1 = merged[0]
+    assert [t.seq for t, _ in w1.tasks] == [1, 3]
+    assert w1.task_payloads() == (b"a", b"c")
+    assert merged[1].payload == b"b" and merged[1].payloads == ()  # one task: the plain form
+
+
+def test_accept_superseded_by_completion_in_the_same_batch_is_left_out() -> None:
+    merged = coalesce(
+        [
+            reply(RecordKind.ACCEPT, 1),
+            reply(RecordKind.ACCEPT, 2),
+            reply(RecordKind.COMPLETE, 1),
+            reply(RecordKind.COMPLETE, 1),
+        ]
+    )
+    kinds = {r.kind: [t.seq for t, _ in r.tasks] for r in merged}
+    assert kinds == {RecordKind.ACCEPT: [2], RecordKind.COMPLETE: [1]}
+
+
+def test_all_accepts_superseded_leaves_no_empty_record() -> None:
+    merged = coalesce([reply(RecordKind.ACCEPT, 1), reply(RecordKind.COMPLETE, 1)])
+    assert [r.kind for r in merged] == [RecordKind.COMPLETE]
+
+
+def test_limits_cut_merged_records() -> None:
+    many = coalesce([reply(RecordKind.COMPLETE, n) for n in range(MAX_TASKS + 5)])
+    assert [len(r.tasks) for r in many] == [MAX_TASKS, 5]
+    big = b"x" * (MAX_BYTES // 2 + 1)
+    cut = coalesce([assign("w1", n, big) for n in range(3)])
+    assert [len(r.tasks) for r in cut] == [1, 1, 1]
+
+
+def test_status_and_bye_are_refused() -> None:
+    with pytest.raises(ValueError, match="STATUS"):
+        coalesce([QueueRecord(RecordKind.STATUS, Q, "w1", GROUP)])
+
+
+@given(st.lists(st.tuples(st.integers(1, 50), st.binary(max_size=40)), min_size=2, max_size=60))
+def test_merged_assign_round_trips_and_every_task_keeps_its_payload(
+    rows: list[tuple[int, bytes]],
+) -> None:
+    merged = coalesce([assign("w1", n, p) for n, p in rows])
+    expected: dict[int, bytes] = {}
+    for n, p in rows:
+        expected.setdefault(n, p)
+    got: dict[int, bytes] = {}
+    for rec in merged:
+        back = QueueRecord.from_fields(rec.to_fields())
+        assert back == rec
+        for (t, _), payload in zip(back.tasks, back.task_payloads(), strict=True):
+            got[t.seq] = payload
+    assert got == expected
+
+
+def test_garbled_payload_frames_are_malformed() -> None:
+    rec = coalesce([assign("w1", 1, b"abc"), assign("w1", 2, b"de")])[0]
+    fields = rec.to_fields()
+    fields["ps"] = bytes(fields["ps"])[:-1]  # type: ignore[arg-type]  # bytes field
+    with pytest.raises(MalformedMessage, match="truncated"):
+        QueueRecord.from_fields(fields)
+    fields = coalesce([assign("w1", 1, b"abc"), assign("w1", 2, b"de")])[0].to_fields()
+    fields["ps"] = b"\x00\x00\x00\x01z"
+    with pytest.raises(MalformedMessage, match="1 payloads for 2 tasks"):
+        QueueRecord.from_fields(fields)
+
+
+def test_worker_core_accepts_every_task_of_a_merged_assign() -> None:
+    core = QueueMemberCore(Q, member_id="w1", worker_tasks=5)
+    core.join(0.0)
+    rec = coalesce([assign("w1", 1, b"a"), assign("w1", 2, b"b")])[0]
+    out = core.receive(rec, 0.1)
+    assert [(t.id.seq, t.payload) for t in out.deliveries] == [(1, b"a"), (2, b"b")]
+    assert [r.kind for r in coalesce(out.records)] == [RecordKind.ACCEPT]
+
+
+def test_routes_learn_inboxes_and_the_scheduler() -> None:
+    routes = PeerRoutes()
+    assert routes.inbox_of("w1") is None and routes.inbox_of(SCHEDULER) is None
+    routes.heard(QueueRecord(RecordKind.STATUS, Q, "w1", GROUP), "_INBOX.A.1")
+    routes.heard(assign("me", 1), "_INBOX.S.1")
+    routes.heard(QueueRecord(RecordKind.STATUS, Q, "x", GROUP), "NOT.AN.INBOX")
+    assert routes.inbox_of("w1") == "_INBOX.A.1"
+    assert routes.inbox_of("x") is None
+    assert routes.scheduler == "sched" and routes.inbox_of(SCHEDULER) == "_INBOX.S.1"
+    assert routes.inbox_of(GROUP) is None
+    routes.heard(QueueRecord(RecordKind.BYE, Q, "sched", GROUP), None)
+    assert routes.inbox_of(SCHEDULER) is None and routes.scheduler is None
+    routes.forget("w1")
+    assert routes.inbox_of("w1") is None
+
+
+def test_routes_are_bounded() -> None:
+    routes = PeerRoutes()
+    for n in range(MAX_ROUTES + 10):
+        routes.heard(QueueRecord(RecordKind.STATUS, Q, f"m{n}", GROUP), f"_INBOX.A.{n}")
+    assert len(routes) == MAX_ROUTES
+    assert routes.inbox_of("m0") is None and routes.inbox_of(f"m{MAX_ROUTES + 9}") is not None
