@@ -341,7 +341,11 @@ class SenderHalf:
             ctx.send_to(
                 rec.address,
                 NotCertified(
-                    origin=ctx.name, address=ctx.address, subject=subject, disallowed=True
+                    origin=ctx.name,
+                    address=ctx.address,
+                    subject=subject,
+                    disallowed=True,
+                    to=rec.address,
                 ),
             )
             return
@@ -378,6 +382,7 @@ class SenderHalf:
                 begin=reg.begin,
                 last_sent=last,
                 resumed=resumed,
+                to=rec.address,
             ),
         )
         if announce:
@@ -412,6 +417,7 @@ class SenderHalf:
                 address=ctx.address,
                 subject=subject,
                 disallowed=listener in ctx.ledger.disallowed,
+                to=address,
             ),
         )
 
@@ -471,6 +477,14 @@ class SenderHalf:
             self._not_registered(subject, listener, rec.address)
             return
         last = min(rec.last, self.last_sent(subject))
+        if rec.first <= min(reg.confirmed, last):
+            # The listener's name confirmed these already (an earlier
+            # instance did, or the request is stale): we keep nothing of
+            # them. Silence would leave a listener that lost track asking
+            # forever; it is told they are gone and reports them.
+            ctx.send_to(
+                rec.address, self._unavailable(subject, rec.first, min(reg.confirmed, last))
+            )
         first = max(rec.first, reg.confirmed + 1)
         if first > last:
             return
