@@ -91,6 +91,10 @@ class SenderHalf:
         self._expiries: list[tuple[float, str, int]] = []
         # (subject, listener) -> when to ask that listener to confirm, if it owes any.
         self._asks: dict[tuple[str, str], float] = {}
+        # While the network is out of reach (a relay client disconnected from
+        # its agent), nobody is asked: the requests could not leave, and a
+        # silence we caused ourselves is no DELIVERY.NO_RESPONSE.
+        self._asks_held = False
         # Listeners refused or cut off by disallow: where they were, for invites on allow.
         self._refused: dict[str, tuple[str, set[str]]] = {}
         for subject, entry in ctx.ledger.subjects.items():
@@ -509,6 +513,20 @@ class SenderHalf:
 
     # --- time -----------------------------------------------------------------------------
 
+    def hold_asks(self, held: bool, now: float) -> None:
+        """Stop (``held``) or resume asking listeners for confirmations.
+
+        On resuming, every listener that owes confirmations is asked at once:
+        the reconnection is exactly when answers can come back.
+        """
+        if held == self._asks_held:
+            return
+        self._asks_held = held
+        if not held:
+            for key, when in self._asks.items():
+                if when > now:
+                    self._asks[key] = now
+
     def handle_timer(self, now: float) -> None:
         ctx = self._ctx
         while self._expiries and self._expiries[0][0] <= now:
@@ -517,6 +535,8 @@ class SenderHalf:
             message = entry.messages.get(seq) if entry is not None else None
             if entry is not None and message is not None and message.expiry == expiry:
                 self._fail(subject, entry, seq)
+        if self._asks_held:
+            return
         warned: set[str] = set()
         for key, when in list(self._asks.items()):
             if when > now:
@@ -550,7 +570,7 @@ class SenderHalf:
             if message is not None and message.expiry == expiry:
                 break
             heapq.heappop(self._expiries)
-        candidates = [when for when in self._asks.values()]
+        candidates = [] if self._asks_held else list(self._asks.values())
         if self._expiries:
             candidates.append(self._expiries[0][0])
         return min(candidates) if candidates else None
