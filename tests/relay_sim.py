@@ -103,6 +103,8 @@ class Client:
         busy = True
         while busy:
             busy = False
+            # As the driver does: a sender away from its agent asks nobody.
+            core.hold_confirm_requests(not relay.connected, sim.now)
             for out in core.drain():
                 busy = True
                 if isinstance(out, Transmit):

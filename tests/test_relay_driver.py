@@ -84,6 +84,9 @@ async def test_stored_while_disconnected_then_delivered_once(t, tmp_path):
         # The sender goes away too: its confirmations will wait at the agent.
         await snd.disconnect_relay()
         await until(lambda: len(adv.of("RELAY.DISCONNECTED")) == 2, WAIT, "sender off")
+        # A disconnected sender stops asking for confirmations (many intervals
+        # of FAST pass while it is away): no DELIVERY.NO_RESPONSE for LIS then.
+        asked_before = len(adv.fields("DELIVERY.NO_RESPONSE"))
         await lis.connect_relay()
         got = [await listener.get(WAIT) for _ in range(5)]
         assert payloads(got) == [1, 2, 3, 4, 5]
@@ -92,6 +95,7 @@ async def test_stored_while_disconnected_then_delivered_once(t, tmp_path):
         await asyncio.sleep(0.5)
         assert snd.review_ledger("foo")[0].total_messages == 5  # confirmations wait at the agent
         assert agent.stored("SND") >= 1
+        assert len(adv.fields("DELIVERY.NO_RESPONSE")) == asked_before
         await snd.connect_relay()
         await until(lambda: snd.review_ledger("foo")[0].total_messages == 0, WAIT, "confirmed")
         await snd.close()

@@ -178,7 +178,13 @@ class CmTransport:
         if relay_agent is not None:
             # Every message and internal listener goes through the relay agent;
             # creating the transport is the implicit connect.
-            self._relay = RelayLink(transport, self._name, relay_agent, timing=relay_timing)
+            self._relay = RelayLink(
+                transport,
+                self._name,
+                relay_agent,
+                timing=relay_timing,
+                on_connected=self._relay_connected,
+            )
             self._emit = self._relay.emit
             self._relay.connect()
         self._confirms: list[tuple[int, str, str, int]] = []
@@ -292,6 +298,8 @@ class CmTransport:
         for entry in state.subjects.values() if state is not None else ():
             for listener in entry.registrations:
                 self._watch(listener)  # listeners of ours the ledger remembers
+        if self._relay is not None:
+            core.hold_confirm_requests(not self._relay.connected, time.time())
         self._pump_task = self._loop.create_task(self._pump(), name=f"rvcm:{self._name}")
         self._process(core.drain())
 
@@ -328,6 +336,17 @@ class CmTransport:
         the next connection); the agent stores inbound ones.
         """
         self._relay_link().disconnect()
+
+    def _relay_connected(self, connected: bool) -> None:
+        """The relay link came up or went down: ask listeners to confirm only while up.
+
+        The specification's disconnected sender stops requesting delivery
+        confirmation; requests made then could not leave anyway.
+        """
+        core = self._core
+        if core is not None and not self._closed:
+            core.hold_confirm_requests(not connected, time.time())
+            self._process(core.drain())
 
     def _relay_link(self) -> RelayLink:
         if self._closed:

@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import os
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 
 from rvasync._logging import stderr_logger
 from rvasync.errors import InvalidArgument, QueueDestroyed, RvError, TransportClosed
@@ -58,7 +58,9 @@ class RelayLink:
         agent: str,
         *,
         timing: RelayTiming | None = None,
+        on_connected: Callable[[bool], None] | None = None,
     ) -> None:
+        """``on_connected(connected)`` is called whenever the link comes up or goes down."""
         if timing is not None and not isinstance(timing, RelayTiming):
             raise InvalidArgument(
                 f"relay timing must be a RelayTiming, not {type(timing).__name__}"
@@ -80,6 +82,8 @@ class RelayLink:
         self._clock: float | None = None
         self._deadline: float | None = None
         self._routes: dict[str, list[tuple[str, RelayListener]]] | None = None
+        self._on_connected = on_connected
+        self._was_connected = False
 
     @property
     def agent(self) -> str:
@@ -225,6 +229,11 @@ class RelayLink:
                     transport.present(out.to_message())
         if core.finished:
             self._finished.set()
+        connected = core.connected
+        if connected != self._was_connected:
+            self._was_connected = connected
+            if self._on_connected is not None:
+                self._on_connected(connected)
         self._reschedule()
 
     def _inbound(self, out: Inbound) -> None:

@@ -188,6 +188,17 @@ class CmCorrespondent:
             return a
         return min(a, b)
 
+    def hold_confirm_requests(self, held: bool, now: float) -> None:
+        """Stop or resume asking listeners to confirm (a relay client's disconnection).
+
+        A certified sender disconnected from its relay agent stops requesting
+        confirmation of outstanding messages, so it presents no
+        DELIVERY.NO_RESPONSE for the silence its own absence causes; messages
+        still expire on time. Resuming asks every listener that owes
+        confirmations at once.
+        """
+        self._sender.hold_asks(bool(held), now)
+
     def handle_timer(self, now: float) -> None:
         """Expire messages, ask for confirmations, repeat registrations and gap requests."""
         self._sender.handle_timer(now)

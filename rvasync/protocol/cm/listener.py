@@ -498,8 +498,21 @@ class ListenerHalf:
             )
         return src
 
+    def _for_another_instance(self, rec: RegisterReply | NotCertified) -> bool:
+        """``rec`` answers a record of another instance of our name (a dead predecessor's).
+
+        Such answers reach us because every instance receives on the name's
+        route, and a relay agent stores them while the name is away. Taken
+        for our own, an acceptance sent to a predecessor would restart our
+        agreement where that predecessor stood, below what our ledger has
+        confirmed since; our own request gets its own answer.
+        """
+        return bool(rec.to) and rec.to != self._ctx.address
+
     def on_reply(self, rec: RegisterReply, now: float) -> None:
         ctx = self._ctx
+        if self._for_another_instance(rec):
+            return
         src = self._source_or_cancel(rec)
         if src is None:
             return
@@ -524,7 +537,11 @@ class ListenerHalf:
             for seq in [s for s in src.held if s <= src.confirmed]:
                 del src.held[seq]
             self._release_held_uncertified(src, below=begin)
-            src.expected = max(begin, src.highest_uncertified + 1)
+            # A resumed agreement keeps its numbering: what an earlier
+            # instance confirmed (our ledger says so) stays confirmed, even
+            # if the sender had not heard of it when it answered.
+            floor = src.confirmed + 1 if rec.resumed else 1
+            src.expected = max(begin, src.highest_uncertified + 1, floor)
             src.confirmed = src.expected - 1
             src.done = {s for s in src.done if s > src.confirmed}
             src.pending = {s: ids for s, ids in src.pending.items() if s > src.confirmed}
@@ -559,6 +576,8 @@ class ListenerHalf:
 
     def on_not_certified(self, rec: NotCertified, now: float) -> None:
         ctx = self._ctx
+        if self._for_another_instance(rec):
+            return
         src = self._sources.get((rec.origin, rec.subject))
         if src is None or src.status == IDLE:
             return

@@ -164,7 +164,12 @@ class RegisterReply(Record):
     ``last_sent`` is the sender's latest sequence on the subject, so the
     listener knows which messages to expect; ``resumed`` says whether the
     agreement continues an earlier one (the listener keeps its progress) or
-    starts afresh.
+    starts afresh. ``to`` is the address of the listener instance whose
+    request this answers: every instance of a name receives on
+    ``_RVCM.P2P.*.<name>``, and a relay agent hands a restarted listener the
+    answers its dead predecessor never collected, minutes late; an instance
+    must not take another's answer for its own (empty from senders that do
+    not say: taken as before).
     """
 
     KIND: ClassVar[str] = "registered"
@@ -173,6 +178,7 @@ class RegisterReply(Record):
     begin: int
     last_sent: int
     resumed: bool
+    to: str = ""
 
     def problem(self) -> str | None:
         return _positive(self, "begin") or _nonneg(self, "last_sent")
@@ -184,13 +190,16 @@ class NotCertified(Record):
     """Sender to listener: no (longer a) certified agreement on ``subject``.
 
     ``disallowed`` distinguishes a refusal (the listener is disallowed) from
-    the sender removing the listener.
+    the sender removing the listener. ``to``, when not empty, is the
+    listener instance whose record this answers (as on
+    :class:`RegisterReply`); a removal announced to the name leaves it empty.
     """
 
     KIND: ClassVar[str] = "not_certified"
 
     subject: str
     disallowed: bool
+    to: str = ""
 
 
 @fast_init

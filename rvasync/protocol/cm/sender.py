@@ -95,6 +95,10 @@ class SenderHalf:
         self._expiries: list[tuple[float, str, int]] = []
         # (subject, listener) -> when to ask that listener to confirm, if it owes any.
         self._asks: dict[tuple[str, str], float] = {}
+        # While the network is out of reach (a relay client disconnected from
+        # its agent), nobody is asked: the requests could not leave, and a
+        # silence we caused ourselves is no DELIVERY.NO_RESPONSE.
+        self._asks_held = False
         # Listeners refused or cut off by disallow: where they were, for invites on allow.
         self._refused: dict[str, tuple[str, set[str]]] = {}
         # (subject, listener) -> (new instance's address, next reminder, reminders left):
@@ -348,7 +352,11 @@ class SenderHalf:
             ctx.send_to(
                 rec.address,
                 NotCertified(
-                    origin=ctx.name, address=ctx.address, subject=subject, disallowed=True
+                    origin=ctx.name,
+                    address=ctx.address,
+                    subject=subject,
+                    disallowed=True,
+                    to=rec.address,
                 ),
             )
             return
@@ -386,6 +394,7 @@ class SenderHalf:
                 begin=reg.begin,
                 last_sent=last,
                 resumed=resumed,
+                to=rec.address,
             ),
         )
         if announce:
@@ -420,6 +429,7 @@ class SenderHalf:
                 address=ctx.address,
                 subject=subject,
                 disallowed=listener in ctx.ledger.disallowed,
+                to=address,
             ),
         )
 
@@ -518,6 +528,14 @@ class SenderHalf:
             self._not_registered(subject, listener, rec.address)
             return
         last = min(rec.last, self.last_sent(subject))
+        if rec.first <= min(reg.confirmed, last):
+            # The listener's name confirmed these already (an earlier
+            # instance did, or the request is stale): we keep nothing of
+            # them. Silence would leave a listener that lost track asking
+            # forever; it is told they are gone and reports them.
+            ctx.send_to(
+                rec.address, self._unavailable(subject, rec.first, min(reg.confirmed, last))
+            )
         first = max(rec.first, reg.confirmed + 1)
         if first > last:
             return
@@ -542,6 +560,20 @@ class SenderHalf:
 
     # --- time -----------------------------------------------------------------------------
 
+    def hold_asks(self, held: bool, now: float) -> None:
+        """Stop (``held``) or resume asking listeners for confirmations.
+
+        On resuming, every listener that owes confirmations is asked at once:
+        the reconnection is exactly when answers can come back.
+        """
+        if held == self._asks_held:
+            return
+        self._asks_held = held
+        if not held:
+            for key, when in self._asks.items():
+                if when > now:
+                    self._asks[key] = now
+
     def handle_timer(self, now: float) -> None:
         ctx = self._ctx
         while self._expiries and self._expiries[0][0] <= now:
@@ -550,6 +582,8 @@ class SenderHalf:
             message = entry.messages.get(seq) if entry is not None else None
             if entry is not None and message is not None and message.expiry == expiry:
                 self._fail(subject, entry, seq)
+        if self._asks_held:
+            return
         if self._reminders:
             self._remind(now)
         warned: set[str] = set()
@@ -585,8 +619,10 @@ class SenderHalf:
             if message is not None and message.expiry == expiry:
                 break
             heapq.heappop(self._expiries)
-        candidates = [when for when in self._asks.values()]
-        candidates.extend(when for _, when, _ in self._reminders.values())
+        candidates: list[float] = []
+        if not self._asks_held:
+            candidates.extend(self._asks.values())
+            candidates.extend(when for _, when, _ in self._reminders.values())
         if self._expiries:
             candidates.append(self._expiries[0][0])
         return min(candidates) if candidates else None
