@@ -66,10 +66,17 @@ class Outcome:
 
 @dataclass(frozen=True, slots=True)
 class Send:
-    """Send ``pdu`` to the endpoint named ``dest``."""
+    """Send ``pdu`` to the endpoint named ``dest``.
+
+    ``via``: when set, the reply address the PDU being answered came with (the
+    driver's request inbox); the driver sends there instead of to ``dest``'s
+    endpoint subject, so the answer reaches the caller waiting on it directly.
+    The core treats it as opaque and never keeps it across restarts.
+    """
 
     dest: str
     pdu: Pdu
+    via: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,11 @@ goes back to whoever asked, across restarts of either side.
 
 The byte form is a msgpack array. The argument and result travel as opaque
 bytes: the core never looks inside them (the driver encodes rvasync messages).
+
+Acknowledgments ride along: an INVOKE (or an ACK) carries in ``acks`` the ids
+of other results its sender acknowledges to the same performer, so a 3-way
+caller invoking in a loop sends no ACK message of its own. The array has a
+twelfth item for them; an eleven-item array (no acknowledgments) is accepted.
 """
 
 from __future__ import annotations
@@ -84,27 +89,29 @@ class Pdu:
     """ERROR: a human-readable explanation."""
     status: VerifyStatus | None = None
     """VERIFY_REPLY / RVERIFY_REPLY: the answer."""
+    acks: tuple[str, ...] = ()
+    """INVOKE / ACK: ids of further results the sender acknowledges (piggybacked)."""
 
 
 def encode_pdu(pdu: Pdu) -> bytes:
     """The byte form of ``pdu``."""
     status = 0 if pdu.status is None else int(pdu.status)
-    return msgpack.packb(
-        [
-            _WIRE_VERSION,
-            int(pdu.kind),
-            pdu.src,
-            pdu.invoke_id,
-            pdu.operation,
-            pdu.handshake,
-            pdu.body,
-            pdu.code,
-            pdu.transient,
-            pdu.detail,
-            status,
-        ],
-        use_bin_type=True,
-    )
+    items: list[Any] = [
+        _WIRE_VERSION,
+        int(pdu.kind),
+        pdu.src,
+        pdu.invoke_id,
+        pdu.operation,
+        pdu.handshake,
+        pdu.body,
+        pdu.code,
+        pdu.transient,
+        pdu.detail,
+        status,
+    ]
+    if pdu.acks:
+        items.append(list(pdu.acks))
+    return msgpack.packb(items, use_bin_type=True)
 
 
 def decode_pdu(data: bytes) -> Pdu:
@@ -113,8 +120,14 @@ def decode_pdu(data: bytes) -> Pdu:
         items: Any = msgpack.unpackb(data, raw=False, strict_map_key=True)
     except Exception as exc:  # msgpack raises several types on garbage
         raise PduError(f"not msgpack: {exc}") from None
-    if not isinstance(items, list) or len(items) != 11:
-        raise PduError("not an 11-item array")
+    if not isinstance(items, list) or len(items) not in (11, 12):
+        raise PduError("not an 11- or 12-item array")
+    acks: tuple[str, ...] = ()
+    if len(items) == 12:
+        raw_acks = items.pop()
+        if not isinstance(raw_acks, list) or not all(isinstance(a, str) and a for a in raw_acks):
+            raise PduError("acks is not a list of invocation ids")
+        acks = tuple(raw_acks)
     version, kind, src, invoke_id, operation, handshake, body, code, transient, detail, status = (
         items
     )
@@ -157,4 +170,5 @@ def decode_pdu(data: bytes) -> Pdu:
         transient,
         detail,
         parsed_status,
+        acks,
     )
