@@ -537,7 +537,7 @@ class RemoteOps:
         except Exception as exc:
             self._complete(ex, _failure(exc))
             return
-        if inspect.isawaitable(result):
+        if result.__class__ is not Message and inspect.isawaitable(result):
             self._spawn(self._finish(ex, result))
         else:
             self._complete(ex, _result(result))

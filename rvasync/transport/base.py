@@ -199,7 +199,8 @@ class BaseTransport(abc.ABC):
         The request goes out as :meth:`send_internal` sends (no subject rules:
         the driver made the subject) with a fresh inbox as reply subject; the
         first reply is returned, or :class:`~rvasync.errors.RequestTimeout`
-        raised after ``timeout`` seconds. ``msg`` itself is not changed.
+        raised after ``timeout`` seconds. ``msg`` is handed over: it gets the
+        inbox as its reply subject (a driver makes a fresh message per request).
         Remote operations send an invocation's first copy this way, so its
         answer takes the transport's reply path.
         """
@@ -208,9 +209,8 @@ class BaseTransport(abc.ABC):
         inbox = self.create_inbox()
         listener = self.listen(inbox)
         try:
-            request = msg.delivery_copy(None, None)
-            request.reply_subject = inbox
-            wait = self.send_internal(request)
+            msg.reply_subject = inbox
+            wait = self.send_internal(msg)
             if wait is not None:
                 await wait
             try:

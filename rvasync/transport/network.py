@@ -456,12 +456,11 @@ class Transport(BaseTransport):
         loop = self._loop
         reply: asyncio.Future[Message] = loop.create_future()
         self._replies[inbox] = reply
-        request = msg.delivery_copy(None, None)
-        request.reply_subject = inbox
+        msg.reply_subject = inbox
         expiry = poller = None
         try:
-            request.share()
-            wait = self._publish(request)
+            msg.share()
+            wait = self._publish(msg)
             expiry = loop.call_later(timeout, _expire, reply, msg.subject, timeout)
             if wait is not None:
                 await wait
