@@ -144,7 +144,7 @@ class RemoteOps:
         self._open = False
         self._closed = False
         self._flush_soon = False
-        self._peers_seen: set[str] = set()
+        self._names_seen: set[object] = set()
         self._last_policy: tuple[tuple[object, ...], RetryPolicy] | None = None
         self.malformed = 0
         """PDUs dropped because they could not be parsed."""
@@ -310,11 +310,16 @@ class RemoteOps:
         verify_attempts: int,
     ) -> tuple[str, Outputs, RetryPolicy]:
         """Check the arguments and start an invocation in the core."""
-        if peer not in self._peers_seen:
+        # Names checked once (a bounded memo): a caller in a loop repeats them.
+        seen = self._names_seen
+        if peer.__class__ is not str or peer not in seen:
             check_endpoint_name(peer, "peer")
-            if len(self._peers_seen) < 1024:
-                self._peers_seen.add(peer)
-        _check_operation(operation)
+            if len(seen) < 1024:
+                seen.add(peer)
+        if operation.__class__ is not str or (operation, None) not in seen:
+            _check_operation(operation)
+            if len(seen) < 1024:
+                seen.add((operation, None))
         if not isinstance(msg, Message):
             raise InvalidArgument(f"msg must be an rvasync Message, got {type(msg).__name__}")
         if handshake not in (2, 3) or isinstance(handshake, bool):

@@ -236,7 +236,8 @@ class InvokerCore:
             outcome = None
         else:
             return out
-        self._answer_query(pdu, outcome, out)
+        if self._queries:
+            self._answer_query(pdu, outcome, out)
         inv = self._invocations.get(pdu.invoke_id)
         if inv is None or inv.peer != pdu.src:
             return out
