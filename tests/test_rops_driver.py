@@ -353,3 +353,25 @@ async def test_request_internal_on_reserved_subjects(rv_service: tuple[str, str]
             with pytest.raises(rv.InvalidArgument):
                 await requester.request_internal(rv.Message("_RVOPS.ECHO", {"n": 1}), -1)
             await listener.close()
+
+
+async def test_an_answer_never_goes_to_a_reply_subject_that_is_not_an_inbox() -> None:
+    # A crafted INVOKE whose reply subject names an ordinary subject: the answer goes to
+    # the sender's endpoint instead, so a PDU cannot make a performer publish anywhere.
+    t = rv.process_transport()
+    perf = await rv.RemoteOps(t, "ORDERS").open()
+    watched = t.listen("some.subject")
+    endpoint = t.listen("_RVOPS.CLIENT")
+    try:
+        perf.perform("place", lambda msg: rv.Message(fields={"ok": 1}))
+        invoke = pdu_message("ORDERS", Pdu(Kind.INVOKE, "CLIENT", "c.1", "place", 2, b""))
+        invoke.reply_subject = "some.subject"
+        t.send_internal(invoke)
+        answer = await endpoint.get(10)
+        assert answer.get("rops") is not None
+        with pytest.raises(TimeoutError):
+            await watched.get(0.2)
+    finally:
+        await watched.close()
+        await endpoint.close()
+        await perf.close()

@@ -442,7 +442,12 @@ class RemoteOps:
                     malformed=self.malformed,
                 )
             return
-        self._step(self._core.receive(pdu, time.time(), msg.reply_subject))
+        reply = msg.reply_subject
+        if reply is not None and not reply.startswith("_INBOX."):
+            # Answers go to an inbox or to the sender's endpoint, never to a subject a
+            # PDU names (send_internal would publish anywhere, reserved subjects included).
+            reply = None
+        self._step(self._core.receive(pdu, time.time(), reply))
 
     def _step(self, out: Outputs) -> None:
         """Carry ``out`` out: at once, or once the state is durable."""
