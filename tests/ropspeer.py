@@ -10,8 +10,10 @@ Two roles on a loopback service, each a RemoteOps endpoint with a state file:
     places orders ``0 .. --orders - 1``. Each invocation is logged in ``--out``
     as ``start <order> <invoke id>`` once its start is on disk, and
     ``done <order> <how>`` when settled (``ok``, ``error:<code>``,
-    ``failed:<executed>``). A restarted invoker first settles the invocations
-    its state file holds, then places the orders it never started.
+    ``failed:<executed>``). With ``--use-invoke`` it calls ``invoke`` and
+    logs only the ``done`` lines (for runs that never kill the invoker). A
+    restarted invoker first settles the invocations its state file holds, then
+    places the orders it never started.
 
 Both print ``ready`` once serving and exit 0 on SIGTERM.
 """
@@ -91,6 +93,25 @@ async def run_invoker(args: argparse.Namespace, stop: asyncio.Event) -> None:
             for order in range(args.orders):
                 if order in started:
                     continue
+                if args.use_invoke:
+                    # invoke() in one step (its first copy goes as a request); for runs
+                    # that never kill the invoker, which could not tell what it started.
+                    try:
+                        result = await ops.invoke(
+                            args.peer,
+                            "place",
+                            rv.Message(fields={"order": order}),
+                            handshake=args.handshake,
+                            **POLICY,
+                        )
+                        assert result["placed"] == order
+                        how = "ok"
+                    except rv.OperationError as exc:
+                        how = f"error:{exc.code}"
+                    except rv.DeliveryFailed as exc:
+                        how = f"failed:{exc.executed}"
+                    out.write(f"done {order} {how}\n")
+                    continue
                 invoke_id = await ops.start_invoke(
                     args.peer,
                     "place",
@@ -117,6 +138,9 @@ def main() -> None:
     parser.add_argument("--out", help="invoker: invocations log")
     parser.add_argument("--orders", type=int, default=1)
     parser.add_argument("--handshake", type=int, default=3)
+    parser.add_argument(
+        "--use-invoke", action="store_true", help="invoker: invoke() instead of start_invoke()"
+    )
     args = parser.parse_args()
 
     async def run() -> None:

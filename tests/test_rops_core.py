@@ -34,6 +34,9 @@ def _pair(retention: Retention | None = None) -> tuple[EndpointCore, EndpointCor
 def test_pdu_round_trip() -> None:
     pdu = Pdu(Kind.ERROR, "B", "x.1", "op", 3, b"", "bad", True, "why")
     assert decode_pdu(encode_pdu(pdu)) == pdu
+    assert len(msgpack.unpackb(encode_pdu(pdu))) == 11  # no acks: the 11-item form
+    invoke = Pdu(Kind.INVOKE, "A", "x.3", "op", 3, b"arg", acks=("x.1", "x.2"))
+    assert decode_pdu(encode_pdu(invoke)) == invoke
     reply = Pdu(Kind.VERIFY_REPLY, "B", "x.1", status=VerifyStatus.BUSY)
     assert decode_pdu(encode_pdu(reply)) == reply
 
@@ -55,6 +58,10 @@ def test_garbage_is_refused_with_pdu_error(data: bytes) -> None:
         [1, 6, "B", "x", "", 2, b"", "", False, "", 0],  # verify reply without status
         [2, 1, "B", "x", "", 2, b"", "", False, "", 0],  # unknown version
         [1, 1, "B", "x", "", 2, "text", "", False, "", 0],  # body not bytes
+        [1, 1, "B", "x", "", 2, b"", "", False, "", 0, "a.1"],  # acks not a list
+        [1, 1, "B", "x", "", 2, b"", "", False, "", 0, ["a.1", 7]],  # an ack not an id
+        [1, 1, "B", "x", "", 2, b"", "", False, "", 0, [""]],  # an empty ack id
+        [1, 1, "B", "x", "", 2, b"", "", False, "", 0, [], 5],  # 13 items
     ],
 )
 def test_malformed_pdus_name_the_problem(items: list[object]) -> None:
@@ -135,7 +142,8 @@ def test_three_way_result_unacknowledged_is_reported_after_asking_the_invoker() 
     [again] = _deliver(b, answer, 2.0)
     [got] = _deliver(a, again, 2.0)  # now it arrives; the invoker acknowledges
     assert got.completions[0].how is Settled.RESULT
-    _deliver(b, got, 2.0)
+    assert not got.sends  # the acknowledgment is held back for a next invocation ...
+    _deliver(b, a.invoker.flush_acks(), 2.0)  # ... or the driver's flush
     assert b.performer.state_of(invoke_id) is PState.ACKED
 
 
@@ -208,3 +216,63 @@ def test_the_core_is_sans_io() -> None:
                 assert not name.startswith(("rvasync.ropsdriver", "rvasync.transport")), (
                     f"{path.name} imports the driver layer ({name})"
                 )
+
+
+def test_three_way_acknowledgments_ride_on_the_next_invocation() -> None:
+    a, b = _pair()
+    first, out = a.invoker.invoke("B", "op", b"1", 3, POLICY, 0.0)
+    assert out.sends[0].pdu.acks == ()
+    [started] = _deliver(b, out, 0.1)
+    assert started.executes
+    done = b.performer.complete(first, Outcome.result(b"r1"), 0.2)
+    [got] = _deliver(a, done, 0.3)
+    assert got.completions[0].how is Settled.RESULT and not got.sends
+    assert a.invoker.acks_pending
+    second, out2 = a.invoker.invoke("B", "op", b"2", 3, POLICY, 0.4)
+    assert out2.sends[0].pdu.acks == (first,)  # piggybacked
+    assert not a.invoker.acks_pending
+    assert not a.invoker.flush_acks()  # nothing left to send alone
+    _deliver(b, out2, 0.5)
+    assert b.performer.state_of(first) is PState.ACKED
+    assert b.performer.state_of(second) is PState.EXECUTING
+    # The acknowledged record still expires (it was re-indexed when acknowledged).
+    assert b.performer.next_deadline() is not None
+
+
+def test_held_back_acknowledgments_leave_together_in_one_ack() -> None:
+    a, b = _pair()
+    ids = []
+    for n in range(3):
+        invoke_id, out = a.invoker.invoke("B", "op", b"%d" % n, 3, POLICY, 0.0)
+        ids.append(invoke_id)
+        _deliver(b, out, 0.1)
+    for invoke_id in ids:
+        _deliver(a, b.performer.complete(invoke_id, Outcome.result(b"r"), 0.2), 0.3)
+    flush = a.invoker.flush_acks()
+    [send] = flush.sends
+    assert send.pdu.kind is Kind.ACK and (send.pdu.invoke_id, *send.pdu.acks) == tuple(ids)
+    _deliver(b, flush, 0.4)
+    assert all(b.performer.state_of(i) is PState.ACKED for i in ids)
+
+
+def test_acknowledgment_from_another_endpoint_is_ignored() -> None:
+    a, b = _pair()
+    invoke_id, out = a.invoker.invoke("B", "op", b"1", 3, POLICY, 0.0)
+    _deliver(b, out, 0.1)
+    b.performer.complete(invoke_id, Outcome.result(b"r"), 0.2)
+    b.receive(Pdu(Kind.ACK, "C", invoke_id, "", 3), 0.3)
+    b.receive(Pdu(Kind.INVOKE, "C", "c.1", "op", 2, b"", acks=(invoke_id,)), 0.3)
+    assert b.performer.state_of(invoke_id) is PState.DONE
+
+
+def test_first_answer_goes_to_the_reply_address_later_copies_to_the_endpoint() -> None:
+    a, b = _pair()
+    invoke_id, out = a.invoker.invoke("B", "op", b"1", 3, POLICY, 0.0)
+    pdu = decode_pdu(encode_pdu(out.sends[0].pdu))
+    b.receive(pdu, 0.1, "_INBOX.x.1")
+    [answer] = b.performer.complete(invoke_id, Outcome.result(b"r"), 0.2).sends
+    assert (answer.dest, answer.via) == ("A", "_INBOX.x.1")
+    [copy] = b.receive(pdu, 0.3, "_INBOX.x.2").sends  # a duplicate with its own reply address
+    assert copy.pdu.kind is Kind.RESULT and copy.via == "_INBOX.x.2"
+    [resent] = b.handle_timer(0.2 + 2.0 + 0.01).sends  # the ack timer's copy
+    assert resent.pdu.kind is Kind.RESULT and (resent.dest, resent.via) == ("A", None)

@@ -167,3 +167,32 @@ def test_exactly_once_when_the_network_eventually_delivers(
         if world.handshake_of[invoke_id] == 3:
             assert world.nodes["B"].core.performer.state_of(invoke_id) is PState.ACKED
     assert not world.reports, world.reports
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), dup=st.floats(0.0, 0.3), loss=st.floats(0.0, 0.3))
+def test_piggybacked_acknowledgments_settle_every_three_way_result(
+    seed: int, dup: float, loss: float
+) -> None:
+    # Invocations close together: many acknowledgments ride on the next INVOKE.
+    from rvasync.protocol.rops import Retention, RetryPolicy
+
+    cfg = Config(
+        loss=loss,
+        duplicate=dup,
+        loss_until=30.0,
+        delay=(0.01, 0.1),
+        handler_time=(0.0, 0.1),
+        policy=RetryPolicy(1.0, 30, 1.5, 4.0, 3),
+        retention=Retention(window=1e6, ack_timeout=4.0, result_retries=10),
+    )
+    world = World(seed, cfg)
+    for n in range(40):
+        world.schedule_invoke(n * 0.3, f"ok:{n}:0".encode(), 3)
+    world.run(until=2000.0)
+    _check_truth(world)
+    assert world.piggybacked > 0
+    for invoke_id in world.issued:
+        assert world.effects[invoke_id] == 1
+        assert world.nodes["B"].core.performer.state_of(invoke_id) is PState.ACKED
+    assert not world.reports, world.reports

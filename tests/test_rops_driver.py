@@ -323,3 +323,55 @@ async def test_a_result_nobody_takes_is_reported_by_the_performer() -> None:
         assert report["operation"] == "slow"
         assert perf.stats["performer_unconfirmed"] == 1
         await reports.close()
+
+
+async def _echo_internal(t: rv.ProcessTransport | rv.Transport, subject: str) -> rv.Listener:
+    """A listener on a reserved subject that answers every request (as a performer does)."""
+
+    async def answer(msg: rv.Message) -> None:
+        assert msg.reply_subject is not None
+        t.send_internal(rv.Message(msg.reply_subject, {"echo": msg["n"]}))
+
+    return t.listen(subject, callback=answer)
+
+
+async def test_request_internal_on_reserved_subjects(rv_service: tuple[str, str]) -> None:
+    # The driver API the first copy of an invocation takes: a request on a reserved
+    # subject, answered on its inbox; a timeout when nobody answers.
+    service, network = rv_service
+    async with rv.Transport(service, network) as t1, rv.Transport(service, network) as t2:
+        for requester, replier in ((rv.process_transport(), None), (t1, t2)):
+            answering = replier if replier is not None else requester
+            listener = await _echo_internal(answering, "_RVOPS.ECHO")
+            await asyncio.sleep(0.1)  # the interest reaches the other transport's daemon
+            msg = rv.Message("_RVOPS.ECHO", {"n": 7})
+            reply = await requester.request_internal(msg, 10.0)
+            assert reply["echo"] == 7
+            assert msg.reply_subject is not None  # handed over: it carries the inbox now
+            with pytest.raises(rv.RequestTimeout):
+                await requester.request_internal(rv.Message("_RVOPS.NOBODY", {"n": 1}), 0.1)
+            with pytest.raises(rv.InvalidArgument):
+                await requester.request_internal(rv.Message("_RVOPS.ECHO", {"n": 1}), -1)
+            await listener.close()
+
+
+async def test_an_answer_never_goes_to_a_reply_subject_that_is_not_an_inbox() -> None:
+    # A crafted INVOKE whose reply subject names an ordinary subject: the answer goes to
+    # the sender's endpoint instead, so a PDU cannot make a performer publish anywhere.
+    t = rv.process_transport()
+    perf = await rv.RemoteOps(t, "ORDERS").open()
+    watched = t.listen("some.subject")
+    endpoint = t.listen("_RVOPS.CLIENT")
+    try:
+        perf.perform("place", lambda msg: rv.Message(fields={"ok": 1}))
+        invoke = pdu_message("ORDERS", Pdu(Kind.INVOKE, "CLIENT", "c.1", "place", 2, b""))
+        invoke.reply_subject = "some.subject"
+        t.send_internal(invoke)
+        answer = await endpoint.get(10)
+        assert answer.get("rops") is not None
+        with pytest.raises(TimeoutError):
+            await watched.get(0.2)
+    finally:
+        await watched.close()
+        await endpoint.close()
+        await perf.close()

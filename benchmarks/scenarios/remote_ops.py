@@ -4,8 +4,10 @@ The same two processes as ``reqrep-latency`` (a performer echoing the
 argument's payload, an invoker timing one call at a time), on capability
 ``rops``: rvasync's rows are plain ``send_request`` (the baseline), a 2-way
 and a 3-way ``RemoteOps.invoke`` without a state file; NATS's row is its
-plain request/reply. The 3-way acknowledgment leaves after the result is in
-hand, so it costs the invoker one send, not a round trip.
+plain request/reply. The first copy of each invocation goes as a request
+(its answer comes back on the transport's reply path), and a 3-way
+acknowledgment rides on the next invocation, so both handshakes send one
+message each way per call.
 """
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ from rvasync.errors import (
     DeliveryFailed,
     InvalidArgument,
     OperationError,
+    RequestTimeout,
     RvError,
 )
 from rvasync.message import Message
@@ -47,6 +48,7 @@ from rvasync.ropsdriver.wire import (
     endpoint_subject,
     pdu_from,
     pdu_message,
+    pdu_message_at,
 )
 from rvasync.transport.base import BaseTransport
 from rvasync.transport.listener import Listener
@@ -141,6 +143,9 @@ class RemoteOps:
         self._timer_at: float | None = None
         self._open = False
         self._closed = False
+        self._flush_soon = False
+        self._names_seen: set[object] = set()
+        self._last_policy: tuple[tuple[object, ...], RetryPolicy] | None = None
         self.malformed = 0
         """PDUs dropped because they could not be parsed."""
 
@@ -241,11 +246,31 @@ class RemoteOps:
         non-delivery report) or :class:`~rvasync.errors.DeliveryFailed`
         (retries and verify exhausted; ``executed`` says what is known).
         """
-        invoke_id, out = self._begin(
+        invoke_id, out, policy = self._begin(
             peer, operation, msg, handshake, timeout, retries, backoff, max_wait, verify_attempts
         )
         fut = self._waiter(invoke_id)
-        await self._carry(out)
+        self._rearm()  # the retry timer runs while the first copy is out
+        if self._statefile is not None:
+            await self._statefile.wait_durable(self._core.version)
+        (send,) = out.sends
+        if not self._closed:
+            # The first copy goes as a request: the performer answers on its inbox,
+            # and the answer comes back by the transport's reply path (straight to
+            # this call, polled for rather than slept on). Retries (the core's timer)
+            # and answers sent again travel between the endpoints' subjects.
+            try:
+                reply = await self._transport.request_internal(
+                    pdu_message(send.dest, send.pdu), policy.timeout
+                )
+            except RequestTimeout:
+                pass  # the core's timer has sent (or sends) the next copy
+            except RvError as exc:  # transport closed or its daemon link down: retries cover it
+                stderr_logger().warning(
+                    "remote-operation PDU not sent", endpoint=self.name, error=repr(exc)
+                )
+            else:
+                self._on_message(reply)
         return _settled(await fut)
 
     async def start_invoke(
@@ -266,7 +291,7 @@ class RemoteOps:
         The id is on disk (with a state file) before the invocation leaves, so
         a program that records it can ask for the outcome after a crash.
         """
-        invoke_id, out = self._begin(
+        invoke_id, out, _ = self._begin(
             peer, operation, msg, handshake, timeout, retries, backoff, max_wait, verify_attempts
         )
         await self._carry(out)
@@ -283,20 +308,48 @@ class RemoteOps:
         backoff: float,
         max_wait: float,
         verify_attempts: int,
-    ) -> tuple[str, Outputs]:
+    ) -> tuple[str, Outputs, RetryPolicy]:
         """Check the arguments and start an invocation in the core."""
-        check_endpoint_name(peer, "peer")
-        _check_operation(operation)
+        # Names checked once (a bounded memo): a caller in a loop repeats them.
+        seen = self._names_seen
+        if peer.__class__ is not str or peer not in seen:
+            check_endpoint_name(peer, "peer")
+            if len(seen) < 1024:
+                seen.add(peer)
+        if operation.__class__ is not str or (operation, None) not in seen:
+            _check_operation(operation)
+            if len(seen) < 1024:
+                seen.add((operation, None))
         if not isinstance(msg, Message):
             raise InvalidArgument(f"msg must be an rvasync Message, got {type(msg).__name__}")
         if handshake not in (2, 3) or isinstance(handshake, bool):
             raise InvalidArgument(f"handshake must be 2 or 3, got {handshake!r}")
-        policy = RetryPolicy(timeout, retries, backoff, max_wait, verify_attempts)
+        # The policy of the previous call, when every argument is the same (value and
+        # type): a caller in a loop passes the same ones, and checking them again
+        # would cost each call several function calls.
+        key = (
+            timeout,
+            retries,
+            backoff,
+            max_wait,
+            verify_attempts,
+            timeout.__class__,
+            retries.__class__,
+            backoff.__class__,
+            max_wait.__class__,
+            verify_attempts.__class__,
+        )
+        last = self._last_policy
+        if last is not None and last[0] == key:
+            policy = last[1]
+        else:
+            policy = RetryPolicy(timeout, retries, backoff, max_wait, verify_attempts)
+            self._last_policy = (key, policy)
         self._check_usable()
         invoke_id, out = self._core.invoker.invoke(
             peer, operation, msg.to_bytes(), handshake, policy, time.time()
         )
-        return invoke_id, out
+        return invoke_id, out, policy
 
     async def outcome(self, invoke_id: str) -> Message:
         """The result of invocation ``invoke_id`` of this endpoint, once settled.
@@ -389,7 +442,12 @@ class RemoteOps:
                     malformed=self.malformed,
                 )
             return
-        self._step(self._core.receive(pdu, time.time()))
+        reply = msg.reply_subject
+        if reply is not None and not reply.startswith("_INBOX."):
+            # Answers go to an inbox or to the sender's endpoint, never to a subject a
+            # PDU names (send_internal would publish anywhere, reserved subjects included).
+            reply = None
+        self._step(self._core.receive(pdu, time.time(), reply))
 
     def _step(self, out: Outputs) -> None:
         """Carry ``out`` out: at once, or once the state is durable."""
@@ -409,8 +467,12 @@ class RemoteOps:
         if self._closed:
             return
         for send in out.sends:
+            if send.via is None:
+                msg = pdu_message(send.dest, send.pdu)
+            else:
+                msg = pdu_message_at(send.via, send.pdu)
             try:
-                self._transport.send_internal(pdu_message(send.dest, send.pdu))
+                self._transport.send_internal(msg)
             except RvError as exc:  # a closed transport or a daemon link down: retries cover it
                 stderr_logger().warning(
                     "remote-operation PDU not sent", endpoint=self.name, error=repr(exc)
@@ -418,9 +480,14 @@ class RemoteOps:
         for ex in out.executes:
             self._execute(ex)
         for done in out.completions:
-            for fut in self._waiters.pop(done.invoke_id, []):
+            for fut in self._waiters.pop(done.invoke_id, ()):
                 if not fut.done():
                     fut.set_result(done)
+        if out.completions and not self._flush_soon and self._core.invoker.acks_pending:
+            # After the callers waiting for these answers run: a caller that invokes
+            # again at once carries the acknowledgments on its invocation instead.
+            self._flush_soon = True
+            asyncio.get_running_loop().call_soon(self._flush_acks)
         for answer in out.answers:
             for qfut in self._queries.pop((answer.peer, answer.invoke_id), []):
                 if not qfut.done():
@@ -440,6 +507,11 @@ class RemoteOps:
                     ],
                 )
             )
+
+    def _flush_acks(self) -> None:
+        self._flush_soon = False
+        if not self._closed and self._core.invoker.acks_pending:
+            self._step(self._core.invoker.flush_acks())
 
     def _spawn(self, coro: Awaitable[None]) -> None:
         task = asyncio.ensure_future(coro)
@@ -475,7 +547,7 @@ class RemoteOps:
         except Exception as exc:
             self._complete(ex, _failure(exc))
             return
-        if inspect.isawaitable(result):
+        if result.__class__ is not Message and inspect.isawaitable(result):
             self._spawn(self._finish(ex, result))
         else:
             self._complete(ex, _result(result))

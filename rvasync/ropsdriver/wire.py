@@ -9,7 +9,6 @@ is reserved (``_`` prefix), so drivers send through the transport's
 from __future__ import annotations
 
 from rvasync.errors import InvalidArgument, InvalidSubject
-from rvasync.fieldtypes import FieldType
 from rvasync.message import Message
 from rvasync.protocol.rops import Pdu, PduError, decode_pdu, encode_pdu
 from rvasync.subjects import validate_subject
@@ -49,9 +48,7 @@ def pdu_message(dest: str, pdu: Pdu) -> Message:
 
 def pdu_message_at(subject: str, pdu: Pdu) -> Message:
     """``pdu`` on ``subject`` (an endpoint's subject, or the inbox of a waiting request)."""
-    msg = Message(subject)
-    msg.add(_FIELD, encode_pdu(pdu), FieldType.OPAQUE)
-    return msg
+    return Message(subject, {_FIELD: encode_pdu(pdu)})  # bytes: an opaque field
 
 
 def pdu_from(msg: Message) -> Pdu:

@@ -193,6 +193,33 @@ class BaseTransport(abc.ABC):
         finally:
             listener.close_now()
 
+    async def request_internal(self, msg: Message, timeout: float) -> Message:
+        """:meth:`send_request` for a driver-made message on a reserved subject (driver API).
+
+        The request goes out as :meth:`send_internal` sends (no subject rules:
+        the driver made the subject) with a fresh inbox as reply subject; the
+        first reply is returned, or :class:`~rvasync.errors.RequestTimeout`
+        raised after ``timeout`` seconds. ``msg`` is handed over: it gets the
+        inbox as its reply subject (a driver makes a fresh message per request).
+        Remote operations send an invocation's first copy this way, so its
+        answer takes the transport's reply path.
+        """
+        timeout = check_timeout(timeout)
+        self._check_open()
+        inbox = self.create_inbox()
+        listener = self.listen(inbox)
+        try:
+            msg.reply_subject = inbox
+            wait = self.send_internal(msg)
+            if wait is not None:
+                await wait
+            try:
+                return await listener.get(timeout)
+            except TimeoutError:
+                raise RequestTimeout(f"no reply to {msg.subject!r} within {timeout} s") from None
+        finally:
+            listener.close_now()
+
     def send_internal(self, msg: Message) -> Awaitable[None] | None:
         """Send a driver-made message on a reserved subject (driver API).
 

@@ -458,6 +458,39 @@ class Transport(BaseTransport):
                 expiry.cancel()
             self._replies.pop(inbox, None)
 
+    async def request_internal(self, msg: Message, timeout: float) -> Message:
+        """:meth:`send_request` for a driver-made message on a reserved subject (driver API).
+
+        See BaseTransport.request_internal: the same reply path as
+        send_request (the daemon hands the reply to the waiting call, which
+        polls for it ``reply_poll`` seconds), without the subject rules.
+        """
+        if timeout.__class__ is not float or not (0 < timeout < math.inf):
+            timeout = check_timeout(timeout)
+        self._check_open()
+        inbox = f"{self._inbox_prefix}{next(self._inbox_counter)}"
+        loop = self._loop
+        reply: asyncio.Future[Message] = loop.create_future()
+        self._replies[inbox] = reply
+        msg.reply_subject = inbox
+        expiry = poller = None
+        try:
+            msg.share()
+            wait = self._publish(msg)
+            expiry = loop.call_later(timeout, _expire, reply, msg.subject, timeout)
+            if wait is not None:
+                await wait
+            if self.reply_poll:
+                poller = self._poller
+                poller.hold(self.reply_poll)  # type: ignore[union-attr]
+            return await reply
+        finally:
+            if poller is not None:
+                poller.release()
+            if expiry is not None:
+                expiry.cancel()
+            self._replies.pop(inbox, None)
+
     def _route(self, msg: Message) -> Awaitable[None] | None:
         return self._publish(msg)  # an awaitable when the send backlog is full
 

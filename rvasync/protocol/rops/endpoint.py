@@ -38,9 +38,10 @@ class EndpointCore:
         """Grows at every change of the state a state file holds."""
         return self.performer.version + self.invoker.version
 
-    def receive(self, pdu: Pdu, now: float) -> Outputs:
+    def receive(self, pdu: Pdu, now: float, reply: str | None = None) -> Outputs:
+        """``pdu`` arrived (with the reply address ``reply``, for an INVOKE that has one)."""
         if pdu.kind in _TO_PERFORMER:
-            return self.performer.receive(pdu, now)
+            return self.performer.receive(pdu, now, reply)
         return self.invoker.receive(pdu, now)
 
     def handle_timer(self, now: float) -> Outputs:

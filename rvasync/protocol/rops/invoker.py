@@ -6,7 +6,12 @@ of the :class:`~rvasync.protocol.rops.outputs.Settled` cases:
 
 * a RESULT, or a permanent ERROR: the performer's answer. On the 3-way
   service the invoker acknowledges it (and again whenever the performer sends
-  it again, since the acknowledgment may have been lost).
+  it again, since the acknowledgment may have been lost). The first
+  acknowledgment of an answer is held back a little: it rides on the next
+  INVOKE to the same performer (``Pdu.acks``), or leaves in an ACK of its own
+  when the driver calls :meth:`InvokerCore.flush_acks` (once it has handed the
+  answer to the application), whichever comes first. A caller invoking in a
+  loop thus pays no message for its acknowledgments.
 * after the retry budget, a VERIFY: the performer either answers with the
   outcome, or says it never performed the invocation (and fences the id so a
   late copy is refused: then "not executed" is a fact, not a guess), or says
@@ -139,6 +144,8 @@ class InvokerCore:
         self._heap: list[tuple[float, str]] = []
         self._pushed: dict[str, float] = {}
         self._queries: dict[tuple[str, str], _Query] = {}
+        # Acknowledgments not sent yet, per performer: see flush_acks.
+        self._acks: dict[str, list[str]] = {}
         self.stats = InvokerStats()
         self.version = 0
 
@@ -164,8 +171,40 @@ class InvokerCore:
         self.version += 1
         self.stats.invoked += 1
         out = Outputs()
-        out.sends.append(Send(peer, self._invoke_pdu(invoke_id, inv)))
+        acks = self._acks.pop(peer, None)
+        pdu = Pdu(
+            Kind.INVOKE,
+            self.name,
+            invoke_id,
+            operation,
+            handshake,
+            body,
+            acks=() if acks is None else tuple(acks),
+        )
+        out.sends.append(Send(peer, pdu))
         return invoke_id, out
+
+    @property
+    def acks_pending(self) -> bool:
+        """True while some acknowledgment waits for :meth:`flush_acks` or a next INVOKE."""
+        return bool(self._acks)
+
+    def flush_acks(self) -> Outputs:
+        """Send every acknowledgment held back: one ACK PDU per performer.
+
+        The driver calls this soon after it delivered the answers that made
+        them (a loop turn later), so that an acknowledgment waits for a next
+        invocation only as long as that costs the caller nothing. Not calling
+        it is safe, only slower: the performer sends an unacknowledged result
+        again, and that copy is acknowledged at once.
+        """
+        out = Outputs()
+        for peer, ids in self._acks.items():
+            out.sends.append(
+                Send(peer, Pdu(Kind.ACK, self.name, ids[0], "", 3, acks=tuple(ids[1:])))
+            )
+        self._acks.clear()
+        return out
 
     def query(self, peer: str, invoke_id: str, policy: RetryPolicy, now: float) -> Outputs:
         """An application's verify: ask ``peer`` what it knows of ``invoke_id``.
@@ -197,7 +236,8 @@ class InvokerCore:
             outcome = None
         else:
             return out
-        self._answer_query(pdu, outcome, out)
+        if self._queries:
+            self._answer_query(pdu, outcome, out)
         inv = self._invocations.get(pdu.invoke_id)
         if inv is None or inv.peer != pdu.src:
             return out
@@ -340,7 +380,7 @@ class InvokerCore:
             self.stats.errors += 1
             self._settle(invoke_id, inv, Settled.ERROR, outcome, now, out)
         if inv.handshake == 3:
-            out.sends.append(Send(inv.peer, self._ack_pdu(invoke_id, inv)))
+            self._acks.setdefault(inv.peer, []).append(invoke_id)
 
     def _on_status(
         self,

@@ -1,5 +1,9 @@
 """What the remote-operation cores hand their driver after each input.
 
+The records below are made on every call, so they are plain (not frozen)
+dataclasses, a frozen one's constructor costing several times as much; treat
+them as immutable all the same.
+
 A driver carries an :class:`Outputs` out in this order, and only once the
 state that produced it is durable (when the endpoint keeps a state file):
 send ``sends``, start ``executes`` (run the handlers), settle ``completions``
@@ -36,7 +40,7 @@ BUSY = "busy"
 """Transient error code of an invocation a full performer could not record."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Outcome:
     """How an invocation ended at the performer: a result, or an error."""
 
@@ -64,15 +68,22 @@ class Outcome:
         return cls(bool(ok), body, code, bool(transient), detail)
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Send:
-    """Send ``pdu`` to the endpoint named ``dest``."""
+    """Send ``pdu`` to the endpoint named ``dest``.
+
+    ``via``: when set, the reply address the PDU being answered came with (the
+    driver's request inbox); the driver sends there instead of to ``dest``'s
+    endpoint subject, so the answer reaches the caller waiting on it directly.
+    The core treats it as opaque and never keeps it across restarts.
+    """
 
     dest: str
     pdu: Pdu
+    via: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Execute:
     """Run the handler of ``operation`` on ``body``, then call ``PerformerCore.complete``."""
 
@@ -99,7 +110,7 @@ class Settled(enum.Enum):
     invoker lost the result it acknowledged, with its state)."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Completion:
     """Invocation ``invoke_id`` is settled: ``how``, with the performer's ``outcome`` if any.
 

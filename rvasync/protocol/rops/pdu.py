@@ -10,6 +10,11 @@ goes back to whoever asked, across restarts of either side.
 
 The byte form is a msgpack array. The argument and result travel as opaque
 bytes: the core never looks inside them (the driver encodes rvasync messages).
+
+Acknowledgments ride along: an INVOKE (or an ACK) carries in ``acks`` the ids
+of other results its sender acknowledges to the same performer, so a 3-way
+caller invoking in a loop sends no ACK message of its own. The array has a
+twelfth item for them; an eleven-item array (no acknowledgments) is accepted.
 """
 
 from __future__ import annotations
@@ -65,9 +70,14 @@ class PduError(ValueError):
     """Bytes that are not a remote-operation PDU (the driver drops and counts them)."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Pdu:
-    """One PDU. Fields a kind does not use keep their defaults."""
+    """One PDU. Fields a kind does not use keep their defaults.
+
+    Treat it as immutable. It is not a frozen dataclass only because one is
+    made for every PDU sent and received, and a frozen dataclass's
+    constructor costs several times as much.
+    """
 
     kind: Kind
     src: str
@@ -84,70 +94,86 @@ class Pdu:
     """ERROR: a human-readable explanation."""
     status: VerifyStatus | None = None
     """VERIFY_REPLY / RVERIFY_REPLY: the answer."""
+    acks: tuple[str, ...] = ()
+    """INVOKE / ACK: ids of further results the sender acknowledges (piggybacked)."""
 
 
 def encode_pdu(pdu: Pdu) -> bytes:
     """The byte form of ``pdu``."""
-    status = 0 if pdu.status is None else int(pdu.status)
-    return msgpack.packb(
-        [
-            _WIRE_VERSION,
-            int(pdu.kind),
-            pdu.src,
-            pdu.invoke_id,
-            pdu.operation,
-            pdu.handshake,
-            pdu.body,
-            pdu.code,
-            pdu.transient,
-            pdu.detail,
-            status,
-        ],
-        use_bin_type=True,
-    )
+    status = pdu.status
+    items: list[Any] = [
+        _WIRE_VERSION,
+        pdu.kind,  # an IntEnum: msgpack packs it as the int it is
+        pdu.src,
+        pdu.invoke_id,
+        pdu.operation,
+        pdu.handshake,
+        pdu.body,
+        pdu.code,
+        pdu.transient,
+        pdu.detail,
+        0 if status is None else status,
+    ]
+    if pdu.acks:
+        items.append(list(pdu.acks))
+    return msgpack.packb(items, use_bin_type=True)
+
+
+_KINDS: dict[int, Kind] = {int(k): k for k in Kind}
+_STATUSES: dict[int, VerifyStatus | None] = {0: None, **{int(v): v for v in VerifyStatus}}
+_NEEDS_STATUS = (Kind.VERIFY_REPLY, Kind.RVERIFY_REPLY)
 
 
 def decode_pdu(data: bytes) -> Pdu:
-    """Parse ``data``; raises :class:`PduError` naming what is wrong."""
+    """Parse ``data``; raises :class:`PduError` naming what is wrong.
+
+    Runs for every PDU received, so each check is one plain comparison where
+    one will do (exact types, table look-ups instead of enum calls).
+    """
     try:
         items: Any = msgpack.unpackb(data, raw=False, strict_map_key=True)
     except Exception as exc:  # msgpack raises several types on garbage
         raise PduError(f"not msgpack: {exc}") from None
-    if not isinstance(items, list) or len(items) != 11:
-        raise PduError("not an 11-item array")
+    if items.__class__ is not list or len(items) not in (11, 12):
+        raise PduError("not an 11- or 12-item array")
+    acks: tuple[str, ...] = ()
+    if len(items) == 12:
+        raw_acks = items.pop()
+        if raw_acks.__class__ is not list or not all(a.__class__ is str and a for a in raw_acks):
+            raise PduError("acks is not a list of invocation ids")
+        acks = tuple(raw_acks)
     version, kind, src, invoke_id, operation, handshake, body, code, transient, detail, status = (
         items
     )
     if version != _WIRE_VERSION:
         raise PduError(f"unknown wire version {version!r}")
-    try:
-        kind = Kind(kind)
-    except ValueError:
-        raise PduError(f"unknown kind {kind!r}") from None
-    for name, value in (("src", src), ("invoke_id", invoke_id), ("operation", operation)):
-        if not isinstance(value, str):
-            raise PduError(f"{name} is not a string")
+    parsed_kind = _KINDS.get(kind) if kind.__class__ is int else None
+    if parsed_kind is None:
+        raise PduError(f"unknown kind {kind!r}")
+    if src.__class__ is not str or invoke_id.__class__ is not str:
+        raise PduError("src or invoke_id is not a string")
+    if operation.__class__ is not str:
+        raise PduError("operation is not a string")
     if not src or not invoke_id:
         raise PduError("empty sender or invocation id")
-    if handshake not in (2, 3):
+    if handshake.__class__ is not int or (handshake != 2 and handshake != 3):
         raise PduError(f"handshake must be 2 or 3, got {handshake!r}")
-    if not isinstance(body, bytes):
+    if body.__class__ is not bytes:
         raise PduError("body is not bytes")
-    if not isinstance(code, str) or not isinstance(detail, str):
+    if code.__class__ is not str or detail.__class__ is not str:
         raise PduError("error code or detail is not a string")
-    if not isinstance(transient, bool):
+    if transient.__class__ is not bool:
         raise PduError("transient is not a bool")
-    if status == 0:
+    if status == 0 and status.__class__ is int:
         parsed_status = None
+        if parsed_kind in _NEEDS_STATUS:
+            raise PduError("a verify reply without a status")
     else:
-        try:
-            parsed_status = VerifyStatus(status)
-        except ValueError:
-            raise PduError(f"unknown verify status {status!r}") from None
-    if kind in (Kind.VERIFY_REPLY, Kind.RVERIFY_REPLY) and parsed_status is None:
-        raise PduError("a verify reply without a status")
+        parsed_status = _STATUSES.get(status) if status.__class__ is int else None
+        if parsed_status is None:
+            raise PduError(f"unknown verify status {status!r}")
     return Pdu(
-        kind,
+        parsed_kind,
         src,
         invoke_id,
         operation,
@@ -157,4 +183,5 @@ def decode_pdu(data: bytes) -> Pdu:
         transient,
         detail,
         parsed_status,
+        acks,
     )

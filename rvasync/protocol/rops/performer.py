@@ -71,6 +71,8 @@ class _Record:
     ack_deadline: float | None = None
     result_sends: int = 0
     rverify_sends: int = 0
+    reply: str | None = None
+    """Where the invocation's first answer goes (its reply address); not persisted."""
 
     def to_list(self) -> list[Any]:
         return [
@@ -140,14 +142,21 @@ class PerformerCore:
 
     # --- inputs ---
 
-    def receive(self, pdu: Pdu, now: float) -> Outputs:
-        """A PDU addressed to the performer role (INVOKE, ACK, VERIFY, RVERIFY_REPLY)."""
+    def receive(self, pdu: Pdu, now: float, reply: str | None = None) -> Outputs:
+        """A PDU addressed to the performer role (INVOKE, ACK, VERIFY, RVERIFY_REPLY).
+
+        ``reply``: the address an INVOKE came with, if any (a request inbox of
+        the driver's); its answer goes there (``Send.via``). Acknowledgments an
+        INVOKE or ACK carries (``Pdu.acks``) are taken first.
+        """
         out = Outputs()
         kind = pdu.kind
+        for acked in pdu.acks:
+            self._on_ack(acked, pdu.src, now)
         if kind is Kind.INVOKE:
-            self._on_invoke(pdu, now, out)
+            self._on_invoke(pdu, now, out, reply)
         elif kind is Kind.ACK:
-            self._on_ack(pdu, now)
+            self._on_ack(pdu.invoke_id, pdu.src, now)
         elif kind is Kind.VERIFY:
             self._on_verify(pdu, now, out)
         elif kind is Kind.RVERIFY_REPLY:
@@ -166,7 +175,7 @@ class PerformerCore:
             # Not performed: forget it so that the retry runs the handler again.
             del self._records[invoke_id]
             self._pushed.pop(invoke_id, None)
-            out.sends.append(Send(rec.invoker, self._answer(invoke_id, rec, outcome)))
+            out.sends.append(Send(rec.invoker, self._answer(invoke_id, rec, outcome), rec.reply))
             return out
         self.stats.executed += 1
         rec.state = PState.DONE
@@ -176,7 +185,8 @@ class PerformerCore:
             rec.ack_deadline = now + self.retention.ack_timeout
             rec.result_sends = 1
         self._touch(invoke_id)
-        out.sends.append(Send(rec.invoker, self._answer(invoke_id, rec, outcome)))
+        out.sends.append(Send(rec.invoker, self._answer(invoke_id, rec, outcome), rec.reply))
+        rec.reply = None  # later copies of the answer go to the invoker's endpoint
         return out
 
     def handle_timer(self, now: float) -> Outputs:
@@ -251,7 +261,7 @@ class PerformerCore:
 
     # --- the handlers of each PDU ---
 
-    def _on_invoke(self, pdu: Pdu, now: float, out: Outputs) -> None:
+    def _on_invoke(self, pdu: Pdu, now: float, out: Outputs, reply: str | None) -> None:
         rec = self._records.get(pdu.invoke_id)
         if rec is None:
             if len(self._records) >= self.retention.max_records:
@@ -260,17 +270,22 @@ class PerformerCore:
                     BUSY, transient=True, detail="the performer holds as many records as it may"
                 )
                 out.sends.append(
-                    Send(pdu.src, self._error_pdu(pdu.invoke_id, pdu.operation, 2, busy))
+                    Send(pdu.src, self._error_pdu(pdu.invoke_id, pdu.operation, 2, busy), reply)
                 )
                 return
             self.version += 1
             self._records[pdu.invoke_id] = _Record(
-                pdu.src, pdu.operation, pdu.handshake, PState.EXECUTING, now + self.retention.window
+                pdu.src,
+                pdu.operation,
+                pdu.handshake,
+                PState.EXECUTING,
+                now + self.retention.window,
+                reply=reply,
             )
             out.executes.append(Execute(pdu.invoke_id, pdu.src, pdu.operation, pdu.body))
             return
         self.stats.duplicates += 1
-        self._answer_known(pdu.invoke_id, rec, out)
+        self._answer_known(pdu.invoke_id, rec, out, reply)
 
     def _on_verify(self, pdu: Pdu, now: float, out: Outputs) -> None:
         rec = self._records.get(pdu.invoke_id)
@@ -288,24 +303,31 @@ class PerformerCore:
         )
         out.sends.append(Send(pdu.src, self._status(pdu.invoke_id, VerifyStatus.NOT_EXECUTED)))
 
-    def _answer_known(self, invoke_id: str, rec: _Record, out: Outputs) -> None:
+    def _answer_known(
+        self, invoke_id: str, rec: _Record, out: Outputs, reply: str | None = None
+    ) -> None:
+        """Answer a copy (or a verify) of a known invocation, at ``reply`` when it has one."""
         state = rec.state
         if state is PState.EXECUTING:
-            out.sends.append(Send(rec.invoker, self._status(invoke_id, VerifyStatus.EXECUTING)))
+            answer = self._status(invoke_id, VerifyStatus.EXECUTING)
         elif state is PState.FENCED:
-            out.sends.append(Send(rec.invoker, self._status(invoke_id, VerifyStatus.NOT_EXECUTED)))
+            answer = self._status(invoke_id, VerifyStatus.NOT_EXECUTED)
         elif state is PState.ACKED:
-            out.sends.append(Send(rec.invoker, self._status(invoke_id, VerifyStatus.ACKNOWLEDGED)))
+            answer = self._status(invoke_id, VerifyStatus.ACKNOWLEDGED)
         else:  # DONE, UNCONFIRMED, INTERRUPTED: the outcome, again
             assert rec.outcome is not None
             self.stats.results_resent += 1
-            out.sends.append(Send(rec.invoker, self._answer(invoke_id, rec, rec.outcome)))
+            answer = self._answer(invoke_id, rec, rec.outcome)
+        out.sends.append(Send(rec.invoker, answer, reply))
 
-    def _on_ack(self, pdu: Pdu, now: float) -> None:
-        rec = self._records.get(pdu.invoke_id)
-        if rec is None or rec.state not in (PState.DONE, PState.UNCONFIRMED, PState.INTERRUPTED):
+    def _on_ack(self, invoke_id: str, src: str, now: float) -> None:
+        rec = self._records.get(invoke_id)
+        if rec is None or rec.invoker != src:
+            return
+        if rec.state not in (PState.DONE, PState.UNCONFIRMED, PState.INTERRUPTED):
             return
         self._acknowledged(rec, now)
+        self._touch(invoke_id)
 
     def _acknowledged(self, rec: _Record, now: float) -> None:
         self.version += 1
