@@ -22,6 +22,7 @@ if spark_skip_reason():
 from pyspark.sql import types as T
 
 from rvasync.errors import DaemonUnavailable
+from rvasync.fieldtypes import FieldType
 from rvasync.message import Message
 from rvasync.spark import capture, publish
 from rvasync.spark.capture import CaptureWriter
@@ -32,21 +33,20 @@ from rvasync.spark.publish import RowPublisher
 pytestmark = pytest.mark.timeout(300)
 
 
+def _columns(messages: list[Message]) -> list[list]:
+    return [
+        [m.subject for m in messages],
+        [None] * len(messages),
+        [None] * len(messages),
+        [None] * len(messages),
+        [1_700_000_000_000_000 + i for i in range(len(messages))],
+        [m.to_bytes() for m in messages],
+        [capture.fields_json(m) for m in messages],
+    ]
+
+
 def _append_file(writer: CaptureWriter, ids: range) -> None:
-    messages = [Message("FAULT.IN", {"id": i}) for i in ids]
-    writer.append(
-        capture.rows_to_batch(
-            [
-                [m.subject for m in messages],
-                [None] * len(messages),
-                [None] * len(messages),
-                [None] * len(messages),
-                [1_700_000_000_000_000 + i for i in ids],
-                [m.to_bytes() for m in messages],
-                [capture.fields_json(m) for m in messages],
-            ]
-        )
-    )
+    writer.append(capture.rows_to_batch(_columns([Message("FAULT.IN", {"id": i}) for i in ids])))
     writer.commit()
 
 
@@ -69,6 +69,33 @@ def _stream(spark, source, out, checkpoint):
     )
     assert query.awaitTermination(90), "streaming query did not finish"
     return query
+
+
+def test_a_field_whose_type_changes_is_null_where_the_type_differs(spark, tmp_path):
+    messages = []
+    for i in range(20):
+        msg = Message("FAULT.IN", {"id": i})
+        if i % 2:
+            msg.add("qty", f"q{i}")
+        else:
+            msg.add("qty", i, FieldType.I32)
+        messages.append(msg)
+    with CaptureWriter(tmp_path) as writer:
+        writer.append(capture.rows_to_batch(_columns(messages)))
+    reader = spark.read.format("rvasync")
+    with pytest.raises(Exception, match=r"field 'qty' has types I32 and STRING"):
+        reader.option("fields", "qty").load(str(tmp_path))
+    rows = (
+        reader.option("fields", "id:I64, qty:I32 as qty, qty:STRING as qty_text")
+        .load(str(tmp_path))
+        .select("id", "qty", "qty_text", "fields")
+        .collect()
+    )
+    assert len(rows) == 20
+    for row in rows:
+        i = row["id"]
+        assert (row["qty"], row["qty_text"]) == ((None, f"q{i}") if i % 2 else (i, None))
+        assert ('"type":"STRING"' if i % 2 else '"type":"I32"') in row["fields"]
 
 
 def test_a_torn_last_committed_file_fails_the_read_naming_it(spark, tmp_path):
