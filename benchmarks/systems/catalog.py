@@ -111,3 +111,13 @@ SCAN = system(
         description="testing every pattern in turn with a plain element-wise matcher (reference)",
     )
 )
+
+SPARK_PARQUET = system(
+    System(
+        name="spark-parquet",
+        label="Spark Parquet reader",
+        kind="reference",
+        description="spark.read.parquet over the same committed capture files, no rvasync code "
+        "(the floor of the rvasync data source)",
+    )
+)

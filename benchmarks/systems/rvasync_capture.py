@@ -2,7 +2,9 @@
 
 The recorder listens on the process transport, so its row measures the
 capture path (queue, encoding, JSON, Parquet, fsync) rather than a network.
-The Spark row runs PySpark in local[2] against ``format("rvasync")``.
+The Spark rows run PySpark in local[2] and on a 2-worker standalone cluster
+against ``format("rvasync")``, and Spark's own Parquet reader on the same
+files as the floor.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.registry import adapter
+from benchmarks.registry import Variant, adapter
 from benchmarks.scenarios.capture import REGIONS, CaptureScan, Recording, order_fields
 from benchmarks.systems.rvasync_api import PREFIX, missing_module
 
@@ -81,21 +83,30 @@ class RvRecording(Recording):
         return {"rows": recorder.stats.committed_rows, "bytes": size}
 
 
-@adapter
-class RvCaptureScan(CaptureScan):
-    """PySpark local[2] reading captures with ``format("rvasync")``."""
+LOCAL = Variant(name="local", label="local[2]", headline=True)
+CLUSTER = Variant(name="cluster", label="2-worker standalone cluster", headline=False)
 
-    system = "rvasync"
-    capability = "spark-read"
+
+def _spark_unavailable() -> str | None:
+    missing = _missing_packages("pyarrow", "pyspark") or missing_module("rvasync.spark", "register")
+    if missing is None and not (shutil.which("java") or os.environ.get("JAVA_HOME")):
+        missing = "Spark needs Java 17+ (apt-get install openjdk-17-jre-headless)"
+    return missing
+
+
+class _SparkScan(CaptureScan):
+    """A Spark session in local[2] or on a 2-worker standalone cluster on 127.0.0.1
+    (one core and 512 MiB per worker), by variant; the capture is the same."""
 
     @classmethod
-    def unavailable(cls) -> str | None:
-        missing = _missing_packages("pyarrow", "pyspark") or missing_module(
-            "rvasync.spark", "register"
-        )
-        if missing is None and not (shutil.which("java") or os.environ.get("JAVA_HOME")):
-            missing = "Spark needs Java 17+ (apt-get install openjdk-17-jre-headless)"
-        return missing
+    def variants(cls) -> Sequence[Variant]:
+        return (LOCAL, CLUSTER)
+
+    @classmethod
+    def not_applicable(cls, scenario: Any, params: Any, variant: Variant) -> str | None:
+        if variant.name == "cluster" and not params.get("cluster"):
+            return "the cluster rows run in the full pass only (starting a cluster takes a while)"
+        return None
 
     def write_capture(self, directory: str, count: int) -> None:
         from rvasync.spark.capture import CaptureWriter, fields_json, rows_to_batch
@@ -128,25 +139,56 @@ class RvCaptureScan(CaptureScan):
 
         from rvasync.spark import register
 
-        self._spark = (
-            SparkSession.builder.master("local[2]")
-            .appName("rvasync benchmark")
-            .config("spark.ui.enabled", "false")
-            .config("spark.ui.showConsoleProgress", "false")
-            .config("spark.sql.shuffle.partitions", "2")
-            .config("spark.driver.host", "127.0.0.1")
-            .config("spark.driver.bindAddress", "127.0.0.1")
-            .getOrCreate()
-        )
+        builder = SparkSession.builder.appName("rvasync benchmark")
+        config = {
+            "spark.master": "local[2]",
+            "spark.ui.enabled": "false",
+            "spark.ui.showConsoleProgress": "false",
+            "spark.sql.shuffle.partitions": "2",
+            "spark.driver.host": "127.0.0.1",
+            "spark.driver.bindAddress": "127.0.0.1",
+        }
+        self._cluster = None
+        if self.variant.name == "cluster":
+            from rvasync.spark.standalone import StandaloneCluster
+
+            self._cluster = StandaloneCluster(workers=2, cores_per_worker=1).start()
+            config.update(self._cluster.session_config())
+        for key, value in config.items():
+            builder = builder.config(key, value)
+        self._spark = builder.getOrCreate()
         self._spark.sparkContext.setLogLevel("ERROR")
         register(self._spark)
 
-    def scan(self, directory: str, project: bool) -> int:
+    def _session(self) -> Any:
         spark = self._spark
         # asyncio.to_thread runs this in a fresh thread: Python data sources are
         # looked up through the thread's active session.
         spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
-        reader = spark.read.format("rvasync")
+        return spark
+
+    async def close(self) -> None:
+        spark = getattr(self, "_spark", None)
+        if spark is not None:
+            await asyncio.to_thread(spark.stop)
+        cluster = getattr(self, "_cluster", None)
+        if cluster is not None:
+            await asyncio.to_thread(cluster.stop)
+
+
+@adapter
+class RvCaptureScan(_SparkScan):
+    """PySpark reading captures with ``format("rvasync")``."""
+
+    system = "rvasync"
+    capability = "spark-read"
+
+    @classmethod
+    def unavailable(cls) -> str | None:
+        return _spark_unavailable()
+
+    def scan(self, directory: str, project: bool) -> int:
+        reader = self._session().read.format("rvasync")
         if project:
             df = reader.option("fields", "amount:F64, qty:I32").load(directory)
             row = df.selectExpr("count(*) AS n", "sum(amount)", "sum(qty)").first()
@@ -155,7 +197,33 @@ class RvCaptureScan(CaptureScan):
             row = df.selectExpr("count(*) AS n", "sum(length(data))", "max(received_at)").first()
         return int(row["n"])
 
-    async def close(self) -> None:
-        spark = getattr(self, "_spark", None)
-        if spark is not None:
-            await asyncio.to_thread(spark.stop)
+
+@adapter
+class ParquetCaptureScan(_SparkScan):
+    """Spark's own Parquet reader over the same committed files (no rvasync code on the
+    executors): the floor of the rvasync source. Its "projected" scan takes the two
+    fields out of the ``fields`` JSON column with get_json_object, as a user without
+    the rvasync source would."""
+
+    system = "spark-parquet"
+    capability = "spark-read"
+
+    @classmethod
+    def unavailable(cls) -> str | None:
+        return _spark_unavailable()
+
+    def scan(self, directory: str, project: bool) -> int:
+        from rvasync.spark import committed_files
+
+        files = [str(path) for path in committed_files(directory)]
+        df = self._session().read.parquet(*files)
+        if project:
+            # order_fields: amount is field 1, qty field 2.
+            row = df.selectExpr(
+                "count(*) AS n",
+                "sum(cast(get_json_object(fields, '$[1].value') AS double))",
+                "sum(cast(get_json_object(fields, '$[2].value') AS int))",
+            ).first()
+        else:
+            row = df.selectExpr("count(*) AS n", "sum(length(data))", "max(received_at)").first()
+        return int(row["n"])

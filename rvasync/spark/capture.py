@@ -71,6 +71,8 @@ FORMAT = "rvasync-capture"
 VERSION = 1
 MARKER_NAME = "_committed.json"
 LOCK_NAME = "_lock"
+#: The Parquet schema metadata key naming a file's format and version.
+FORMAT_KEY = b"rvasync.format"
 #: The Parquet codecs a CaptureWriter can use (pyarrow's names).
 Compression: TypeAlias = Literal["gzip", "brotli", "lz4", "zstd", "snappy", "none"]
 _PART_RE = re.compile(r"^part-(\d{10})\.parquet$")
@@ -88,7 +90,7 @@ _CAPTURE_FIELDS: list[pa.Field[Any]] = [
 #: The columns of every capture file, in order (see docs/spark.md).
 CAPTURE_SCHEMA = pa.schema(
     _CAPTURE_FIELDS,
-    metadata={b"rvasync.format": f"{FORMAT}/{VERSION}".encode()},
+    metadata={FORMAT_KEY: f"{FORMAT}/{VERSION}".encode()},
 )
 CAPTURE_COLUMNS = tuple(CAPTURE_SCHEMA.names)
 
@@ -322,6 +324,28 @@ def committed_files(
 UNREADABLE = (OSError, ValueError, pa.ArrowException)
 
 
+def _check_format(path: str | os.PathLike[str], parquet: pq.ParquetFile) -> None:
+    """Refuse a file whose ``rvasync.format`` metadata names another format or a newer
+    version: its columns may mean something this reader does not know, and guessing
+    would give wrong rows. (A file without the key is read if its columns fit.)"""
+    metadata = parquet.schema_arrow.metadata or {}
+    raw = metadata.get(FORMAT_KEY)
+    if raw is None:
+        return
+    text = raw.decode("utf-8", "replace")
+    name, _, version = text.partition("/")
+    if name != FORMAT or not version.isdigit():
+        raise CaptureError(
+            f"committed capture file {str(path)!r} has format {text!r}, not {FORMAT}/N"
+        )
+    if int(version) > VERSION:
+        raise CaptureError(
+            f"committed capture file {str(path)!r} was written in capture format version "
+            f"{version}, newer than this rvasync reads ({VERSION}); upgrade rvasync on the "
+            f"driver and every executor"
+        )
+
+
 def open_committed(path: str | os.PathLike[str]) -> pq.ParquetFile:
     """A committed capture file, checked: unreadable or foreign files are a CaptureError."""
     try:
@@ -329,6 +353,7 @@ def open_committed(path: str | os.PathLike[str]) -> pq.ParquetFile:
         names = parquet.schema_arrow.names
     except UNREADABLE as exc:
         raise CaptureError(f"committed capture file {str(path)!r} is unreadable: {exc}") from None
+    _check_format(path, parquet)
     missing = [name for name in CAPTURE_COLUMNS if name not in names]
     if missing:
         raise CaptureError(

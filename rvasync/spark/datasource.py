@@ -19,7 +19,7 @@ Options are checked when the DataFrame is defined (reads) or the job starts
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,6 +30,7 @@ from pyspark.sql.datasource import (
     DataSourceStreamReader,
     DataSourceStreamWriter,
     DataSourceWriter,
+    Filter,
     InputPartition,
     WriterCommitMessage,
 )
@@ -39,6 +40,7 @@ from rvasync.errors import InvalidArgument
 from rvasync.spark import capture
 from rvasync.spark.options import ReadOptions, WriteOptions
 from rvasync.spark.publish import RowPublisher
+from rvasync.spark.pushdown import Predicate, predicates_of
 from rvasync.spark.scan import plan, projections, read_part, read_schema
 
 try:  # PySpark 4.2+: admission control and Trigger.AvailableNow for Python sources
@@ -74,7 +76,10 @@ class RvasyncDataSource(DataSource):
         return options
 
     def reader(self, schema: T.StructType) -> DataSourceReader:
-        return CaptureReader(self._read_options(schema), schema)
+        options = self._read_options(schema)
+        if options.pushdown:
+            return FilteringCaptureReader(options, schema)
+        return CaptureReader(options, schema)
 
     def streamReader(self, schema: T.StructType) -> DataSourceStreamReader:
         return CaptureStreamReader(self._read_options(schema), schema)
@@ -110,12 +115,32 @@ class CaptureReader(DataSourceReader):
         self.options = options
         self.schema = schema
 
+    predicates: tuple[Predicate, ...] = ()
+
     def partitions(self) -> list[InputPartition]:
-        parts = plan(capture.committed_files(self.options.path))
+        parts = plan(
+            capture.committed_files(self.options.path),
+            rows_per_part=self.options.rows_per_partition,
+            predicates=self.predicates,
+        )
         return parts or [InputPartition(None)]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         return read_part(partition, self.schema)
+
+
+class FilteringCaptureReader(CaptureReader):
+    """A batch read told the query's filters (``option("pushdown", "true")``).
+
+    PySpark refuses a reader with ``pushFilters`` unless the session sets
+    ``spark.sql.python.filterPushdown.enabled``, so pushdown is an option:
+    without it, reads work in every session.
+    """
+
+    def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
+        # Used to read less; every filter goes back to Spark, which checks it again.
+        self.predicates = tuple(predicates_of(filters))
+        return list(filters)
 
 
 def _offset(value: Any, what: str) -> int:
@@ -175,7 +200,10 @@ class CaptureStreamReader(SupportsTriggerAvailableNow, DataSourceStreamReader):
         first, last = _offset(start, "start"), _offset(end, "end")
         if last <= first:
             return []
-        return plan(capture.committed_files(self.options.path, first, last, warn=False))
+        return plan(
+            capture.committed_files(self.options.path, first, last, warn=False),
+            rows_per_part=self.options.rows_per_partition,
+        )
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         return read_part(partition, self.schema)

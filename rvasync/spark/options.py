@@ -20,7 +20,15 @@ from rvasync.subjects import check_send_subject
 __all__ = ["FieldSpec", "ReadOptions", "WriteOptions", "parse_daemon"]
 
 # Spark adds these itself: the load() path, the streaming sink's checkpoint.
-_READ_KEYS = {"path", "fields", "samplerows", "startingoffsets", "maxfilespertrigger"}
+_READ_KEYS = {
+    "path",
+    "fields",
+    "samplerows",
+    "startingoffsets",
+    "maxfilespertrigger",
+    "pushdown",
+    "rowsperpartition",
+}
 _WRITE_KEYS = {
     "cm_listeners",
     "cm_timeout",
@@ -33,7 +41,10 @@ _WRITE_KEYS = {
     "path",
     "checkpointlocation",
 }
-_READ_NAMES = "path (the load() argument), fields, sampleRows, startingOffsets, maxFilesPerTrigger"
+_READ_NAMES = (
+    "path (the load() argument), fields, sampleRows, startingOffsets, maxFilesPerTrigger, "
+    "pushdown, rowsPerPartition"
+)
 _WRITE_NAMES = "daemon, service, network, subject, fieldTypes, cm_name, cm_listeners, cm_timeout"
 
 
@@ -108,6 +119,8 @@ class ReadOptions:
     sample_rows: int = 1000
     starting_offsets: str = "earliest"
     max_files_per_trigger: int | None = None
+    pushdown: bool = False
+    rows_per_partition: int = 262144
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> ReadOptions:
@@ -126,6 +139,11 @@ class ReadOptions:
             )
         sample = _positive_int(options, "samplerows", "sampleRows", 1000)
         assert sample is not None
+        per_part = _positive_int(options, "rowsperpartition", "rowsPerPartition", 262144)
+        assert per_part is not None
+        pushdown = str(options.get("pushdown", "false")).strip().lower()
+        if pushdown not in ("true", "false"):
+            raise InvalidArgument(f"option pushdown must be 'true' or 'false', got {pushdown!r}")
         return cls(
             path=str(path),
             fields=fields,
@@ -134,6 +152,8 @@ class ReadOptions:
             max_files_per_trigger=_positive_int(
                 options, "maxfilespertrigger", "maxFilesPerTrigger", None
             ),
+            pushdown=pushdown == "true",
+            rows_per_partition=per_part,
         )
 
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import types as T
 
-from rvasync.errors import DaemonUnavailable, InvalidArgument, RequestTimeout
+from rvasync.errors import DaemonUnavailable, InvalidArgument, RequestTimeout, TransportClosed
 from rvasync.message import Message
 from rvasync.spark.options import WriteOptions
 from rvasync.spark.typemap import message_builder
@@ -39,6 +39,12 @@ def network_transport() -> type[Transport]:
             f"this rvasync installation has no network transport ({exc}); writing needs one"
         ) from None
     return Transport
+
+
+class _Progress:
+    """How many messages of the partition were handed to the transport so far."""
+
+    sent: int = 0
 
 
 class RowPublisher:
@@ -97,27 +103,52 @@ class RowPublisher:
             yield msg
 
     def publish(self, rows: Iterable[Any]) -> int:
-        """Send every row; returns how many messages were sent."""
-        return asyncio.run(self._publish(rows))
+        """Send every row through one transport; returns how many messages were sent.
 
-    async def _publish(self, rows: Iterable[Any]) -> int:
+        A daemon that cannot be reached, or a connection that drops before the
+        daemon confirmed every message, fails the task with DaemonUnavailable
+        naming the daemon and how far the partition got, so Spark retries the
+        task (which sends the partition again: at-least-once).
+        """
+        progress = _Progress()
+        try:
+            return asyncio.run(self._publish(rows, progress))
+        except (DaemonUnavailable, TransportClosed, OSError) as exc:
+            raise DaemonUnavailable(
+                f"rvasync write to daemon {self.options.daemon} failed after {progress.sent} "
+                f"of this partition's messages were handed to the transport: {exc}; the task "
+                f"fails so that Spark retries it (the retry publishes the whole partition again)"
+            ) from exc
+
+    async def _publish(self, rows: Iterable[Any], progress: _Progress) -> int:
         opts = self.options
         transport_class = network_transport()
         transport = transport_class(
             opts.service, opts.network, opts.daemon, description="rvasync spark writer"
         )
+        # One transport (one connection to the daemon) for the whole partition.
         async with transport:
+            link = transport.link
+            reconnects = getattr(link, "reconnects", 0)
             if opts.cm_name is None:
-                count = await self._send_plain(transport, rows)
+                count = await self._send_plain(transport, rows, progress)
             else:
-                count = await self._send_certified(transport, rows)
+                count = await self._send_certified(transport, rows, progress)
             # The task succeeds only once the daemon has taken every message.
-            ping = getattr(transport.link, "ping", None)
+            ping = getattr(link, "ping", None)
             if ping is not None:
                 await ping()
+            if getattr(link, "reconnects", 0) != reconnects:
+                # Messages buffered when the connection dropped never reached the daemon.
+                raise DaemonUnavailable(
+                    "the connection to the daemon dropped and was re-established during "
+                    "the write, so messages in flight may not have reached it"
+                )
         return count
 
-    async def _send_plain(self, transport: Transport, rows: Iterable[Any]) -> int:
+    async def _send_plain(
+        self, transport: Transport, rows: Iterable[Any], progress: _Progress
+    ) -> int:
         count = 0
         chunk: list[Message] = []
         for msg in self.messages(rows):
@@ -125,13 +156,17 @@ class RowPublisher:
             if len(chunk) >= _CHUNK:
                 await transport.send_many(chunk)
                 count += len(chunk)
+                progress.sent = count
                 chunk = []
         if chunk:
             await transport.send_many(chunk)
             count += len(chunk)
+            progress.sent = count
         return count
 
-    async def _send_certified(self, transport: Transport, rows: Iterable[Any]) -> int:
+    async def _send_certified(
+        self, transport: Transport, rows: Iterable[Any], progress: _Progress
+    ) -> int:
         """Labeled sends from a correspondent of this task's own; returns once every
         registered listener has confirmed every message (or fails after cm_timeout)."""
         from rvasync.cmdriver import CmTransport
@@ -153,6 +188,7 @@ class RowPublisher:
                         await cm.add_listener(listener, subject)
                 await cm.send(msg)
                 count += 1
+                progress.sent = count
             await _confirmed(cm, opts.cm_timeout)
         return count
 

@@ -22,6 +22,7 @@ from rvasync.fieldtypes import FieldType
 from rvasync.message import Message
 from rvasync.spark import capture
 from rvasync.spark.options import FieldSpec, ReadOptions
+from rvasync.spark.pushdown import Predicate, mask, row_group_may_match
 from rvasync.spark.typemap import METADATA_KEY, field_to_spark, projector
 
 __all__ = ["BASE_SCHEMA", "FilePart", "plan", "read_part", "read_schema"]
@@ -155,22 +156,35 @@ def arrow_schema(schema: T.StructType) -> pa.Schema:
 
 @dataclass
 class FilePart(InputPartition):
-    """Row groups ``groups`` of committed capture file ``path`` (one Spark task)."""
+    """Row groups ``groups`` of committed capture file ``path`` (one Spark task), keeping
+    only rows that match ``predicates`` (pushed-down filters; Spark checks them again)."""
 
     path: str
     groups: tuple[int, ...]
+    predicates: tuple[Predicate, ...]
 
-    def __init__(self, path: str, groups: tuple[int, ...]) -> None:
+    def __init__(
+        self, path: str, groups: tuple[int, ...], predicates: tuple[Predicate, ...] = ()
+    ) -> None:
         self.path = path
         self.groups = groups
+        self.predicates = predicates
 
 
-def plan(files: Sequence[os.PathLike[str] | str], *, rows_per_part: int = 262144) -> list[Any]:
-    """Partitions over committed files: whole row groups, about ``rows_per_part`` rows each.
+def plan(
+    files: Sequence[os.PathLike[str] | str],
+    *,
+    rows_per_part: int = 262144,
+    predicates: Sequence[Predicate] = (),
+) -> list[Any]:
+    """Partitions over committed files: whole row groups, about ``rows_per_part`` rows each
+    (a partition never spans files, so many small files give many small partitions).
 
-    Opening every footer here also means a damaged committed file fails the
-    job at its start, naming the file, rather than half-way through.
+    Row groups whose statistics rule out ``predicates`` are left out. Opening
+    every footer here also means a damaged committed file fails the job at
+    its start, naming the file, rather than half-way through.
     """
+    pushed = tuple(predicates)
     parts: list[Any] = []
     for path in files:
         parquet = capture.open_committed(path)
@@ -183,13 +197,15 @@ def plan(files: Sequence[os.PathLike[str] | str], *, rows_per_part: int = 262144
                 f"committed capture file {os.fspath(path)!r} is unreadable: {exc}"
             ) from None
         for index, count in enumerate(counts):
+            if not row_group_may_match(parquet.metadata, index, pushed):
+                continue
             group.append(index)
             rows += count
             if rows >= rows_per_part:
-                parts.append(FilePart(os.fspath(path), tuple(group)))
+                parts.append(FilePart(os.fspath(path), tuple(group), pushed))
                 group, rows = [], 0
         if group:
-            parts.append(FilePart(os.fspath(path), tuple(group)))
+            parts.append(FilePart(os.fspath(path), tuple(group), pushed))
     return parts
 
 
@@ -231,6 +247,9 @@ def read_part(part: Any, schema: T.StructType) -> Iterator[pa.RecordBatch]:
         raise capture.CaptureError(
             f"committed capture file {part.path!r} is unreadable: {exc}"
         ) from None
+    selected = mask(table, part.predicates)
+    if selected is not None:
+        table = table.filter(selected)
     try:
         table = table.cast(pa.schema([target.field(i) for i in range(len(BASE_SCHEMA.fields))]))
     except (ValueError, TypeError, NotImplementedError, pa.ArrowException) as exc:

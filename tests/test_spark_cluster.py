@@ -1,0 +1,246 @@
+"""The pipeline on a real Spark standalone cluster: a master and two workers on 127.0.0.1.
+
+Unlike local[2], the ``rvasync`` data source is pickled to executor JVMs the
+workers launch, each with Python workers of its own. The tier records with
+``rvasync record`` through a standalone daemon, then runs drivers
+(tests/spark_cluster_driver.py, a process each: the other Spark tests hold
+this process's one SparkContext) that read the capture as a batch, read it
+while an executor is killed, stream it with a checkpoint, and publish rows
+back to the daemon from the executors; a second driver process resumes the
+stream from the checkpoint after more was recorded (a restarted driver).
+
+Memory is bounded (512 MiB per worker and executor, 256 MiB per daemon JVM),
+one core per worker. Everything runs once per module, and the cluster's
+process groups are killed at the end whatever the outcome.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import subprocess
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from test_spark_support import spark_skip_reason
+
+if spark_skip_reason():
+    pytest.skip(spark_skip_reason(), allow_module_level=True)
+
+import rvasync as rv
+from rvasync.pytest_plugin import stop_process_group
+from rvasync.queues import Queue
+from rvasync.spark import capture
+from rvasync.spark.standalone import StandaloneCluster
+from rvasync.testing import free_port
+
+FIRST = 20000  # messages recorded before the first driver (about 5 files)
+SECOND = 5000  # recorded between the two drivers (2 files)
+REGIONS = ("EU", "US", "ASIA")
+DRIVER = Path(__file__).with_name("spark_cluster_driver.py")
+TIMEOUT = 300
+# The module's fixture starts a cluster and two drivers: slow on a loaded machine.
+pytestmark = pytest.mark.timeout(3 * TIMEOUT)
+
+
+def _start_daemon() -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rvasync", "daemon", "--listen", "0"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    line: list[str] = []
+    reader = threading.Thread(target=lambda: line.append(proc.stdout.readline()), daemon=True)
+    reader.start()
+    reader.join(30)
+    found = re.search(r"listening on (\S+:\d+)", line[0] if line else "")
+    if found is None:
+        stop_process_group(proc)
+        raise RuntimeError(f"the daemon did not start: {line!r}")
+    return proc, found.group(1)
+
+
+def _order(i: int) -> rv.Message:
+    region = REGIONS[i % len(REGIONS)]
+    msg = rv.Message(f"ORDERS.{region}.NEW")
+    msg.add("id", i)
+    msg.add("region", region)
+    msg.add("amount", i / 4)
+    return msg
+
+
+async def _record(capture_dir: Path, daemon: str, service: str, ids: range) -> None:
+    """Run ``rvasync record --count`` and publish ``ids`` to it through the daemon."""
+    recorder = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "rvasync", "record", "ORDERS.>",
+        "--to", str(capture_dir), "--daemon", daemon, "--service", service,
+        "--roll-size", "48KiB", "--roll-interval", "1", "--count", str(len(ids)),
+        "--no-progress",
+        stderr=asyncio.subprocess.PIPE,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        assert recorder.stderr is not None
+        async with asyncio.timeout(60):
+            while b"recording" not in (line := await recorder.stderr.readline()):
+                assert line, "rvasync record exited before recording"
+        async with rv.Transport(service, daemon=daemon) as transport:
+            batch = [_order(i) for i in ids]
+            for start in range(0, len(batch), 200):
+                await transport.send_many(batch[start : start + 200])
+            await transport.link.ping()
+        async with asyncio.timeout(60):
+            rest = await recorder.stderr.read()
+            assert await recorder.wait() == 0, rest.decode()
+    finally:
+        if recorder.returncode is None:
+            recorder.kill()
+            await recorder.wait()
+
+
+async def _drive(cluster, capture_dir, work, steps, daemon=None, service=None) -> dict:
+    args = [sys.executable, str(DRIVER), cluster.master_url, str(capture_dir), str(work), *steps]
+    if daemon:
+        args += ["--daemon", daemon, "--service", service]
+    errors = work / f"driver-{'-'.join(steps)}.log"
+    with errors.open("wb") as log:
+        proc = await asyncio.create_subprocess_exec(
+            *args, stdout=asyncio.subprocess.PIPE, stderr=log, start_new_session=True
+        )
+        try:
+            async with asyncio.timeout(TIMEOUT):
+                out, _ = await proc.communicate()
+        finally:
+            if proc.returncode is None:
+                os.killpg(proc.pid, 9)
+                await proc.wait()
+    if proc.returncode != 0:
+        raise AssertionError(
+            f"driver {steps} exited {proc.returncode}:\n{errors.read_text()[-4000:]}\n"
+            f"cluster logs:\n{cluster.logs()}"
+        )
+    return json.loads(out.decode().strip().splitlines()[-1])
+
+
+async def _collect(queue: Queue, count: int) -> list[rv.Message]:
+    received = []
+    async with asyncio.timeout(TIMEOUT):
+        while len(received) < count:
+            received.append(await queue.get())
+    return received
+
+
+async def _tier(cluster, daemon: str, tmp: Path) -> dict:
+    capture_dir, work = tmp / "capture", tmp / "work"
+    work.mkdir()
+    service = str(free_port())
+    results: dict = {}
+    await _record(capture_dir, daemon, service, range(FIRST))
+    results["files_first"] = capture.read_marker(capture_dir).committed
+    await asyncio.to_thread(cluster.ready.wait, TIMEOUT)
+    if cluster.error is not None:
+        raise cluster.error
+    out_service = str(free_port())
+    async with rv.Transport(out_service, daemon=daemon) as listener:
+        queue = Queue()
+        listener.listen("BACK.>", queue=queue)
+        await listener.link.ping()
+        collecting = asyncio.ensure_future(_collect(queue, FIRST))
+        try:
+            results["first"] = await _drive(
+                cluster.cluster, capture_dir, work, ["batch", "kill", "stream", "write"],
+                daemon, out_service,
+            )  # fmt: skip
+            results["received"] = await collecting
+        finally:
+            collecting.cancel()
+        await asyncio.sleep(0.5)  # a duplicate would arrive in this time
+        results["extra"] = len(queue)
+    await _record(capture_dir, daemon, service, range(FIRST, FIRST + SECOND))
+    results["files_total"] = capture.read_marker(capture_dir).committed
+    results["second"] = await _drive(cluster.cluster, capture_dir, work, ["stream"])
+    return results
+
+
+class _Starting:
+    """The cluster, started on a thread while the capture is recorded."""
+
+    def __init__(self) -> None:
+        self.cluster = StandaloneCluster(workers=2, cores_per_worker=1, worker_memory="512m")
+        self.ready = threading.Event()
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self.cluster.start()
+        except BaseException as exc:
+            self.error = exc
+        finally:
+            self.ready.set()
+
+
+@pytest.fixture(scope="module")
+def tier(tmp_path_factory):
+    daemon, where = _start_daemon()
+    starting = _Starting()
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            pool.submit(starting.run)
+            try:
+                yield asyncio.run(_tier(starting, where, tmp_path_factory.mktemp("cluster")))
+            finally:
+                starting.ready.wait(TIMEOUT)
+    finally:
+        starting.cluster.stop()
+        stop_process_group(daemon)
+
+
+def test_the_recorder_rolled_many_files(tier):
+    assert tier["files_first"] >= 4
+    assert tier["files_total"] > tier["files_first"]
+
+
+def test_a_batch_read_on_two_executors_returns_every_message_once(tier):
+    batch = tier["first"]["batch"]
+    assert batch["executors"] == 2
+    assert batch["rows"] == FIRST
+    assert batch["ids"] == list(range(FIRST))
+    assert batch["partitions"] >= 2
+    assert batch["consistent"]
+    expected = {f"ORDERS.{r}.NEW": len(range(i, FIRST, 3)) for i, r in enumerate(REGIONS)}
+    assert batch["by_subject"] == expected
+    assert batch["eu"] == expected["ORDERS.EU.NEW"]
+
+
+def test_a_killed_executor_is_retried_and_the_count_stays_exact(tier):
+    killed = tier["first"]["kill"]
+    assert len(killed["killed"]) == 1, "no executor was running a task to kill"
+    assert killed["rows"] == FIRST
+    assert killed["distinct"] == FIRST
+
+
+def test_executors_publish_rows_back_through_the_daemon(tier):
+    received = tier["received"]
+    assert tier["first"]["write"]["written"] == FIRST
+    assert sorted(msg["id"] for msg in received) == list(range(FIRST))
+    assert tier["extra"] == 0, "a row was published twice"
+    for msg in received:
+        assert msg.subject == f"BACK.{REGIONS[msg['id'] % 3]}"
+        assert msg["doubled"] == msg["id"] / 2
+
+
+def test_streaming_is_exactly_once_across_a_restarted_driver(tier):
+    first, second = tier["first"]["stream"], tier["second"]["stream"]
+    assert first["ids"] == list(range(FIRST))
+    assert sum(first["batches"]) == FIRST
+    assert len(first["batches"]) >= 2  # maxFilesPerTrigger=2 over several files
+    # The second driver resumed from the checkpoint: it read only the new files.
+    assert sum(second["batches"]) == SECOND
+    assert second["ids"] == list(range(FIRST + SECOND))
