@@ -214,6 +214,25 @@ def test_datetime_edges(impl: ModuleType) -> None:
     assert impl.decode(impl.encode(msg)).get_all("t") == edges
 
 
+def test_decoded_objects_have_every_slot_set(impl: ModuleType) -> None:
+    """The native decoder writes slots at their offsets: none may be left unset,
+    and the objects must behave like ones built by their constructors."""
+    inner = Message(None, {"when": DateTime(1_700_000_000, 5)})
+    msg = Message("A.B", {"inner": inner, "n": 1}, reply_subject="_INBOX.x")
+    msg.cm = CmLabel("s", 3, 1.5)
+    back = impl.decode(impl.encode(msg))
+    for decoded in (back, back["inner"]):
+        for slot in Message.__slots__:
+            getattr(decoded, slot)  # AttributeError if a slot was left unset
+        assert decoded.listener is None and decoded.closure is None
+    when = back["inner"]["when"]
+    assert type(when) is DateTime and when == DateTime(1_700_000_000, 5)
+    assert hash(when) == hash(DateTime(1_700_000_000, 5))
+    assert back == msg and back.reply_subject == "_INBOX.x" and back.cm == msg.cm
+    back.add("more", 2)  # a decoded message is an ordinary, changeable message
+    assert back["more"] == 2 and msg.get("more") is None
+
+
 def test_cm_label_travels(impl: ModuleType) -> None:
     msg = Message("S", {"a": 1})
     msg.cm = CmLabel("sender", 2**64 - 1, 12.5)
