@@ -78,6 +78,17 @@ DIRECT = Variant(
     headline=False,
     unavailable=lambda: missing_module("rvasync.transport.direct", "DirectChannel"),
 )
+#: The same with both transports attached to one standalone daemon: what direct
+#: communication saves against the daemon path of the Rendezvous model (a daemon
+#: process between the programs; with an in-process daemon the "hops" are calls).
+STANDALONE_DIRECT = Variant(
+    name="standalone-direct",
+    label="standalone daemon, direct communication (requests to the replier's inbox)",
+    headline=False,
+    unavailable=lambda: missing_module("rvasync.transport.direct", "DirectChannel"),
+)
+#: The variants whose requests go to the replier's inbox over the direct channels.
+DIRECT_VARIANTS = frozenset({DIRECT.name, STANDALONE_DIRECT.name})
 #: One-to-one pub/sub only: the messages travel on a virtual circuit (rv.VcTransport).
 CIRCUIT = Variant(
     name="ipm-circuit",
@@ -93,6 +104,8 @@ STANDALONE_DAEMON = Variant(
     headline=False,
     unavailable=lambda: missing_module("rvasync.cli.daemon", "run"),
 )
+#: The variants that run a standalone daemon process.
+STANDALONE_VARIANTS = frozenset({STANDALONE_DAEMON.name, STANDALONE_DIRECT.name})
 
 
 class RvService(UdpPort):
@@ -102,7 +115,7 @@ class RvService(UdpPort):
 
     async def __aenter__(self) -> dict[str, Any]:
         env = await super().__aenter__()
-        if self.variant.name == STANDALONE_DAEMON.name:
+        if self.variant.name in STANDALONE_VARIANTS:
             port = free_port()
             self.broker = Broker(
                 [
@@ -154,7 +167,7 @@ class _RvNetwork:
         elif self.variant.name == SERVICE_KEY.name:
             options["service_key"] = BENCH_SERVICE_KEY
         service = str(self.env["ports"][0])
-        if self.variant.name == DIRECT.name:
+        if self.variant.name in DIRECT_VARIANTS:
             service += ":"  # an ephemeral direct port
         self.transport = rv.Transport(
             service=service,
@@ -268,11 +281,12 @@ class RvNetworkReqRep(_RvNetwork, ReqRep):
             SERVICE_KEY,
             DIRECT,
             STANDALONE_DAEMON,
+            STANDALONE_DIRECT,
         )
 
     async def serve(self, subject: str) -> None:
         rv, transport = self.rv, self.transport
-        if self.variant.name == DIRECT.name:
+        if self.variant.name in DIRECT_VARIANTS:
             # Requests come to this inbox (direct); the subject only tells where it is.
             inbox = transport.create_inbox()
             where = transport.listen(subject)
@@ -298,7 +312,7 @@ class RvNetworkReqRep(_RvNetwork, ReqRep):
         return self.rv.Message(subject, {"data": payload})
 
     async def request(self, handle: Any, timeout: float) -> bytes:
-        if self.variant.name == DIRECT.name and handle.subject == self.where:
+        if self.variant.name in DIRECT_VARIANTS and handle.subject == self.where:
             # Once (the first warm-up request): learn the replier's inbox.
             answer = await self.transport.send_request(self.rv.Message(self.where, {}), timeout)
             handle.subject = answer["inbox"]
