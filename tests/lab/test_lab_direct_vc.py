@@ -43,9 +43,10 @@ async def test_direct_and_circuit_between_hosts(lab2: Lab, loss: int) -> None:
     line = await client.readline(300)
     assert line, "the client ended without a result"
     result = json.loads(line)
-    # The replies came over the direct channel (after the first, which proved it).
-    assert result["rr_direct_received"] >= 40, result
-    assert result["rr_direct_sent"] >= 40, result
+    # Once both sides are proven (the client warms up until then), every request
+    # and reply takes the direct channel (under loss, repairs can only add datagrams).
+    assert result["rr_direct_received"] >= 50, result
+    assert result["rr_direct_sent"] >= 50, result
     # The circuit delivered every message, in order, and its frames went direct.
     assert result["vc_count"] == messages and result["vc_ordered"] == 1, result
     assert result["vc_direct_sent"] >= 1, result
