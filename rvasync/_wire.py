@@ -27,6 +27,7 @@ __all__ = [
     "MAX_NESTING_DEPTH",
     "MESSAGE_ARRAY",
     "NETWORK_DATAGRAM",
+    "ORIGIN_SIZE",
     "STR8",
     "STR16",
     "SUBJECT_TAG_OFFSET",
@@ -41,6 +42,12 @@ WIRE_VERSION = 1
 #: Every encoded message starts with these four bytes. 0xC1 is the one byte
 #: msgpack never uses, so no plain msgpack document can pass for a message.
 HEADER = b"\xc1RV" + bytes([WIRE_VERSION])
+
+#: Bytes of a publication origin on the wire. ``Message.origin`` is an int in
+#: ``[0, 2**128)``: the publishing transport's 64-bit id in the high half, its
+#: send sequence in the low half. It travels big-endian in the node's label
+#: slot, as a bin of this size alone, or as a CM label's 4th element.
+ORIGIN_SIZE = 16
 
 #: Largest encoded message, in bytes (encode and decode both refuse more).
 MAX_MESSAGE_SIZE = 64 * 1024 * 1024

@@ -258,6 +258,14 @@ class Message(MessageBase):
     iterable of :class:`Field`. Subjects are plain attributes here; transports
     check them when sending. ``listener`` and ``closure`` are set on the copy
     each listener receives; ``cm`` holds the certified-delivery label, if any.
+    ``origin`` is the identity of the publication the message came from: an
+    int below ``2**128``, the publishing transport's random 64-bit id in the
+    high half and its send sequence in the low half. A network transport
+    stamps it on the message it sends (each send is a new publication, so
+    after ``send`` it names the one just made); it travels on the wire but is
+    not part of equality: two sends of one message are equal messages and
+    different publications. None on a message never sent by a network
+    transport. docs/retained.md tells what it is for.
     """
 
     __slots__ = (
@@ -267,6 +275,7 @@ class Message(MessageBase):
         "closure",
         "cm",
         "listener",
+        "origin",
         "reply_subject",
         "subject",
     )
@@ -276,6 +285,7 @@ class Message(MessageBase):
     listener: Any
     closure: Any
     cm: CmLabel | None
+    origin: int | None
     _fields: list[_Entry]
     _ids: dict[int, _Entry] | None
     _shared: bool
@@ -516,7 +526,7 @@ class Message(MessageBase):
     __hash__ = None  # type: ignore[assignment]  # mutable
 
     def copy(self) -> Message:
-        """An independent copy (subject, reply subject, cm, listener, closure and fields).
+        """An independent copy (subject, reply subject, cm, origin, listener, closure and fields).
 
         The field storage is shared copy-on-write, so this is cheap; values
         that are themselves mutable (nested messages, array lists) are shared,
@@ -533,6 +543,7 @@ class Message(MessageBase):
         clone.listener = self.listener
         clone.closure = self.closure
         clone.cm = self.cm
+        clone.origin = self.origin
         clone._fields = [
             entry
             if entry[3].__class__ in _IMMUTABLE_VALUES
@@ -555,6 +566,7 @@ class Message(MessageBase):
         clone.listener = listener
         clone.closure = closure
         clone.cm = self.cm
+        clone.origin = self.origin
         clone._fields = self._fields
         clone._ids = self._ids
         clone._shared = True

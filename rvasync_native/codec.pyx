@@ -40,6 +40,7 @@ from rvasync._wire import (
     HEADER,
     MAX_MESSAGE_SIZE,
     MAX_NESTING_DEPTH,
+    ORIGIN_SIZE,
 )
 from rvasync.errors import InvalidArgument, MalformedMessage, MessageTooLarge
 from rvasync.fieldtypes import FieldType, field_label
@@ -54,6 +55,37 @@ cdef extern from "Python.h":
     ctypedef struct PyMemberDescrObject:
         PyMemberDef* d_member
     object PyType_GenericAlloc(type, Py_ssize_t)
+
+# ``Message.origin`` (an int below 2**128) to and from its 16 big-endian wire
+# bytes with no temporary objects: the encoder writes one on every network
+# send. CPython 3.13 made the conversion public; before, it is the private one.
+cdef extern from *:
+    """
+    static int rv_origin_to_bytes(PyObject* v, unsigned char* out) {
+    #if PY_VERSION_HEX >= 0x030D0000
+        Py_ssize_t n = PyLong_AsNativeBytes(v, out, 16,
+            Py_ASNATIVEBYTES_BIG_ENDIAN | Py_ASNATIVEBYTES_UNSIGNED_BUFFER
+            | Py_ASNATIVEBYTES_REJECT_NEGATIVE);
+        if (n < 0) return -1;
+        if (n > 16) {
+            PyErr_SetString(PyExc_OverflowError, "int too big to convert");
+            return -1;
+        }
+        return 0;
+    #else
+        return _PyLong_AsByteArray((PyLongObject*)v, out, 16, 0, 0);
+    #endif
+    }
+    static PyObject* rv_origin_from_bytes(const unsigned char* data) {
+    #if PY_VERSION_HEX >= 0x030D0000
+        return PyLong_FromUnsignedNativeBytes(data, 16, Py_ASNATIVEBYTES_BIG_ENDIAN);
+    #else
+        return _PyLong_FromByteArray(data, 16, 0, 0);
+    #endif
+    }
+    """
+    int rv_origin_to_bytes(object v, unsigned char* out) except -1
+    object rv_origin_from_bytes(const unsigned char* data)
 
 cdef inline void _copy(char* dst, const char* src, size_t n):
     """memcpy; a large copy releases the GIL and runs on two threads (see largemem)."""
@@ -74,12 +106,13 @@ cdef inline void _copy(char* dst, const char* src, size_t n):
 # lists must be the classes' own: import fails loudly if a slot is added to
 # either class and not here, rather than leaving it unset on decoded objects.
 cdef tuple _MESSAGE_SLOTS = (
-    "subject", "reply_subject", "listener", "closure", "cm", "_fields", "_ids", "_shared"
+    "subject", "reply_subject", "listener", "closure", "cm", "origin", "_fields", "_ids",
+    "_shared",
 )
 cdef enum:
-    M_SUBJECT, M_REPLY, M_LISTENER, M_CLOSURE, M_CM, M_FIELDS, M_IDS, M_SHARED, M_COUNT
+    M_SUBJECT, M_REPLY, M_LISTENER, M_CLOSURE, M_CM, M_ORIGIN, M_FIELDS, M_IDS, M_SHARED, M_COUNT
 cdef tuple _DATETIME_SLOTS = ("_seconds", "_microseconds")
-cdef Py_ssize_t _msg_offset[8]
+cdef Py_ssize_t _msg_offset[M_COUNT]
 cdef Py_ssize_t _dt_offset[2]
 
 
@@ -112,6 +145,8 @@ cdef object _IPv4 = ipaddress.IPv4Address
 cdef bytes _HEADER = HEADER
 cdef Py_ssize_t _HEADER_LEN = len(HEADER)
 cdef Py_ssize_t _MAX_SIZE = MAX_MESSAGE_SIZE
+if ORIGIN_SIZE != 16:
+    raise ImportError("rvasync_native.codec writes 16-byte origins: update it")
 cdef int _MAX_DEPTH = MAX_NESTING_DEPTH
 
 cdef enum:
@@ -484,31 +519,55 @@ cdef int _w_child(Writer* w, object value, object name, int depth) except -1:
     return _w_message(w, value, depth + 1)
 
 
+cdef int _origin_wire(object origin, unsigned char* out) except -1:
+    """Write ``Message.origin`` (an int in [0, 2**128)) as 16 big-endian bytes at ``out``."""
+    if type(origin) is int:
+        try:
+            return rv_origin_to_bytes(origin, out)
+        except (OverflowError, ValueError):
+            pass
+    raise InvalidArgument(
+        f"message origin must be an int in [0, 2**{8 * ORIGIN_SIZE}) or None, got {origin!r}"
+    )
+
+
 cdef int _w_message(Writer* w, object msg, int depth) except -1:
     cdef list fields = msg._fields
     cdef Py_ssize_t n = len(fields), k, m
     cdef tuple entry
-    cdef object name, value, cm, item
+    cdef object name, value, cm, origin, item
     cdef list items
     cdef int code
     cdef int64_t seconds, micros
+    cdef unsigned char origin_bytes[18]
 
     _w_array(w, 4)
     _w_opt_str(w, msg.subject, "subject")
     _w_opt_str(w, msg.reply_subject, "reply_subject")
     cm = msg.cm
+    origin = msg.origin
+    if origin is not None:
+        # bin8 of 16 bytes: the header, then the int big-endian
+        origin_bytes[0] = 0xC4
+        origin_bytes[1] = 16
+        _origin_wire(origin, &origin_bytes[2])
     if cm is None:
-        _put1(w, 0xC0)
+        if origin is None:
+            _put1(w, 0xC0)
+        else:
+            _put_raw(w, <char*>origin_bytes, 18)
     else:
         if not isinstance(cm, CmLabel):
             raise InvalidArgument(f"message cm must be a CmLabel or None, got {type(cm).__name__}")
-        _w_array(w, 3)
+        _w_array(w, 3 if origin is None else 4)
         _w_str(w, cm.sender)
         if cm.sequence is None:
             _put1(w, 0xC0)
         else:
             _w_int(w, cm.sequence)
         _w_double(w, PyFloat_AsDouble(cm.time_limit))
+        if origin is not None:
+            _put_raw(w, <char*>origin_bytes, 18)
     _w_array(w, 4 * n)
     for k in range(n):
         entry = <tuple>fields[k]
@@ -833,15 +892,29 @@ cdef object _read_opt_str(Reader* r, str what):
     return _text(&it)
 
 
-cdef object _read_cm(Reader* r):
+cdef const unsigned char* _read_origin(Item* it) except NULL:
+    """Where a publication origin's 16 bytes are in the input (it must be bin of 16)."""
+    if it.kind != K_BIN or it.n != ORIGIN_SIZE:
+        _bad(f"origin must be bin of {ORIGIN_SIZE} bytes, got {_kind_name(it)}")
+    return it.ptr
+
+
+cdef object _read_cm(Reader* r, const unsigned char** origin):
+    """The label slot: nil, a CM label (array of 3), an origin (bin: stored in
+    ``origin[0]``, which is left alone otherwise), or both (array of 4)."""
     cdef Item it
     cdef object sender
     cdef object sequence = None
+    cdef Py_ssize_t n
     _next(r, &it)
     if it.kind == K_NIL:
         return None
-    if it.kind != K_ARRAY or it.n != 3:
-        _bad(f"CM label must be an array of 3, got {_kind_name(&it)}")
+    if it.kind == K_BIN:
+        origin[0] = _read_origin(&it)
+        return None
+    if it.kind != K_ARRAY or (it.n != 3 and it.n != 4):
+        _bad(f"CM label must be an array of 3 (or 4 with an origin), got {_kind_name(&it)}")
+    n = it.n
     _next(r, &it)
     if it.kind != K_STR or it.n == 0:
         _bad("CM label sender must be a non-empty str")
@@ -858,7 +931,11 @@ cdef object _read_cm(Reader* r):
         _bad(f"CM label time_limit must be a float, got {_kind_name(&it)}")
     if not (0.0 <= it.d and not isinf(it.d)):
         _bad(f"CM label time_limit must be finite and >= 0, got {it.d}")
-    return CmLabel(sender, sequence, it.d)
+    label = CmLabel(sender, sequence, it.d)
+    if n == 4:
+        _next(r, &it)
+        origin[0] = _read_origin(&it)
+    return label
 
 
 cdef list _read_numbers(Item* it, int code):
@@ -1005,6 +1082,7 @@ cdef object _read_message(Reader* r, int depth):
     cdef Py_ssize_t nfields, k
     cdef uint64_t fid
     cdef int code
+    cdef const unsigned char* origin = NULL
     _next(r, &it)
     if it.kind != K_ARRAY or it.n != 4:
         _bad(
@@ -1012,7 +1090,7 @@ cdef object _read_message(Reader* r, int depth):
         )
     subject = _read_opt_str(r, "subject")
     reply = _read_opt_str(r, "reply subject")
-    cm = _read_cm(r)
+    cm = _read_cm(r, &origin)
     _next(r, &it)
     if it.kind != K_ARRAY:
         _bad(f"fields must be an array, got {_kind_name(&it)}")
@@ -1063,6 +1141,7 @@ cdef object _read_message(Reader* r, int depth):
     _put(msg, _msg_offset[M_LISTENER], None)
     _put(msg, _msg_offset[M_CLOSURE], None)
     _put(msg, _msg_offset[M_CM], cm)
+    _put(msg, _msg_offset[M_ORIGIN], None if origin == NULL else rv_origin_from_bytes(origin))
     _put(msg, _msg_offset[M_FIELDS], fields)
     _put(msg, _msg_offset[M_IDS], ids)
     _put(msg, _msg_offset[M_SHARED], False)

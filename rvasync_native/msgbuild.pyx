@@ -39,17 +39,18 @@ cdef extern from "Python.h":
 
 # The Message slots this module writes, in this order.
 cdef tuple _SLOTS = (
-    "subject", "reply_subject", "listener", "closure", "cm", "_fields", "_ids", "_shared"
+    "subject", "reply_subject", "listener", "closure", "cm", "origin", "_fields", "_ids",
+    "_shared",
 )
 cdef enum:
-    S_SUBJECT, S_REPLY, S_LISTENER, S_CLOSURE, S_CM, S_FIELDS, S_IDS, S_SHARED, S_COUNT
+    S_SUBJECT, S_REPLY, S_LISTENER, S_CLOSURE, S_CM, S_ORIGIN, S_FIELDS, S_IDS, S_SHARED, S_COUNT
 
 # Writing a slot through setattr looks the attribute up on the type each time;
 # init() writes the message's slots at their offsets instead. The offsets come
 # from the slot descriptors of the class that declares them (Message), learnt
 # on the first call; any other object takes the setattr path.
 cdef type _layout = None
-cdef Py_ssize_t _offset[8]
+cdef Py_ssize_t _offset[S_COUNT]
 cdef bint _learnt = False
 
 
@@ -61,6 +62,13 @@ cdef int _learn(object obj) except -1:
         own = klass.__dict__
         descriptors = [own.get(name) for name in _SLOTS]
         if all(d is not None and type(d).__name__ == "member_descriptor" for d in descriptors):
+            declared = set(own.get("__slots__", ()))
+            if declared != set(_SLOTS):
+                # A slot this module does not write would stay unset on every message.
+                raise RuntimeError(
+                    f"rvasync_native.msgbuild writes {sorted(_SLOTS)} on new {klass.__name__} "
+                    f"objects, but the class declares {sorted(declared)}: rebuild it"
+                )
             for i in range(S_COUNT):
                 _offset[i] = (<PyMemberDescrObject*>descriptors[i]).d_member.offset
             _layout = klass
@@ -172,6 +180,7 @@ def init(self, subject=None, fields=None, *, reply_subject=None):
         _put(self, S_LISTENER, None)
         _put(self, S_CLOSURE, None)
         _put(self, S_CM, None)
+        _put(self, S_ORIGIN, None)
         _put(self, S_FIELDS, stored)
         _put(self, S_IDS, None)
         _put(self, S_SHARED, False)
@@ -181,6 +190,7 @@ def init(self, subject=None, fields=None, *, reply_subject=None):
         self.listener = None
         self.closure = None
         self.cm = None
+        self.origin = None
         self._fields = stored
         self._ids = None
         self._shared = False

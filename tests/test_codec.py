@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 import rvasync as rv
 from rvasync import codec as codec_front
 from rvasync._accel import implementations
-from rvasync._wire import HEADER, MAX_MESSAGE_SIZE, MAX_NESTING_DEPTH
+from rvasync._wire import HEADER, MAX_MESSAGE_SIZE, MAX_NESTING_DEPTH, ORIGIN_SIZE
 from rvasync.fieldtypes import FieldType
 from rvasync.message import CmLabel, Field, Message
 from rvasync.rvdatetime import DateTime
@@ -64,6 +64,8 @@ cm_labels = st.none() | st.builds(
     st.none() | st.integers(0, 2**64 - 1),
     st.floats(0, 1e9),
 )
+#: Publication origins (Message.origin): None, or any int of 128 bits, the edges often.
+origins = st.none() | st.integers(0, 2**128 - 1) | st.sampled_from([0, 2**64, 2**128 - 1])
 
 
 def scalar_values(ftype: FieldType) -> st.SearchStrategy[Any]:
@@ -108,6 +110,7 @@ def messages(draw: st.DrawFn, depth: int = 0) -> Message:
     """Random messages of every field type, nested up to three levels, with names, ids and cm."""
     msg = Message(draw(subjects), reply_subject=draw(subjects))
     msg.cm = draw(cm_labels)
+    msg.origin = draw(origins)
     count = draw(st.integers(0, 6 if depth == 0 else 3))
     types = list(FieldType) if depth < 3 else LEAF_TYPES
     ids = iter(draw(st.lists(st.integers(1, 65535), unique=True, min_size=count, max_size=count)))
@@ -138,6 +141,7 @@ def test_round_trip_random_messages(msg: Message) -> None:
         back = impl.decode(data)
         assert back == msg
         assert back.cm == msg.cm
+        assert back.origin == msg.origin
         assert [(f.name, f.id, f.type) for f in back] == [(f.name, f.id, f.type) for f in msg]
         assert impl.encode(back) == data
         assert back.listener is None and back.closure is None
@@ -220,7 +224,9 @@ def test_decoded_objects_have_every_slot_set(impl: ModuleType) -> None:
     inner = Message(None, {"when": DateTime(1_700_000_000, 5)})
     msg = Message("A.B", {"inner": inner, "n": 1}, reply_subject="_INBOX.x")
     msg.cm = CmLabel("s", 3, 1.5)
+    msg.origin = 2**100 + 7
     back = impl.decode(impl.encode(msg))
+    assert back.origin == 2**100 + 7 and back["inner"].origin is None
     for decoded in (back, back["inner"]):
         for slot in Message.__slots__:
             getattr(decoded, slot)  # AttributeError if a slot was left unset
@@ -240,6 +246,58 @@ def test_cm_label_travels(impl: ModuleType) -> None:
     assert back.cm == msg.cm
     msg.cm = CmLabel("sender", None, 0)
     assert impl.decode(impl.encode(msg)).cm == msg.cm
+
+
+def test_origin_travels_alone_and_beside_a_cm_label(impl: ModuleType) -> None:
+    origin = (0x70756269_64313233 << 64) | (2**64 - 1)  # publisher id, then its sequence
+    msg = Message("S", {"a": 1})
+    msg.origin = origin
+    data = impl.encode(msg)
+    # the label slot holds bin8 of 16 bytes, big-endian
+    assert b"\xc4\x10" + origin.to_bytes(ORIGIN_SIZE, "big") in data
+    back = impl.decode(data)
+    assert back.origin == origin and back.cm is None
+    assert back == Message("S", {"a": 1})  # not part of equality
+    msg.cm = CmLabel("sender", 3, 1.0)
+    back = impl.decode(impl.encode(msg))
+    assert back.origin == origin and back.cm == msg.cm
+    assert back.copy().origin == origin and back.delivery_copy(None, None).origin == origin
+    msg.origin = None
+    back = impl.decode(impl.encode(msg))
+    assert back.origin is None and back.cm == msg.cm
+    assert (
+        Message("S").origin is None and Message.from_bytes(Message("S").to_bytes()).origin is None
+    )
+
+
+@pytest.mark.parametrize(
+    "origin", [-1, 2**128, True, 1.0, b"\x00" * 16, "x" * 16, bytearray(16), [1, 2]]
+)
+def test_encode_rejects_a_bad_origin(impl: ModuleType, origin: Any) -> None:
+    msg = Message("S", {"a": 1})
+    msg.origin = origin
+    with pytest.raises(rv.InvalidArgument, match="origin"):
+        impl.encode(msg)
+    msg.cm = CmLabel("sender", 3, 1.0)
+    with pytest.raises(rv.InvalidArgument, match="origin"):
+        impl.encode(msg)
+
+
+@pytest.mark.skipif(NATIVE is None, reason="native codec not built")
+@given(origin=st.integers(0, 2**128 - 1), cm=cm_labels)
+@settings(max_examples=200)
+def test_pure_and_native_encode_and_decode_origins_identically(
+    origin: int, cm: CmLabel | None
+) -> None:
+    msg = Message("S", {"a": 1})
+    msg.origin = origin
+    msg.cm = cm
+    pure = IMPLS[0]
+    data = pure.encode(msg)
+    assert data == NATIVE.encode(msg)
+    for impl in IMPLS:
+        back = impl.decode(data)
+        assert back.origin == origin and back.cm == cm
 
 
 def test_nesting_to_the_documented_limit(impl: ModuleType) -> None:
@@ -408,6 +466,13 @@ def test_decode_low_level_garbage(impl: ModuleType, data: bytes, words: tuple[st
         (node([], cm=["s", 1, -1.0]), ("time_limit",)),
         (node([], cm=["s", 1, math.nan]), ("time_limit",)),
         (node([], cm=["s", 1, math.inf]), ("time_limit",)),
+        (node([], cm=b"short"), ("origin", "16")),
+        (node([], cm=b"x" * 17), ("origin", "16")),
+        (node([], cm=["s", 1, 0.0, b"x" * 15]), ("origin",)),
+        (node([], cm=["s", 1, 0.0, "x" * 16]), ("origin",)),
+        (node([], cm=["s", 1, 0.0, 5]), ("origin",)),
+        (node([], cm=["s", 1, 0.0, b"x" * 16, 5]), ("CM label",)),
+        (node([], cm=[b"x" * 16]), ("CM label",)),
         ([None, None, None, {}], ()),
         (node(["a", 0, 8]), ("multiple of 4",)),
         (node(["", 0, 8, "x"]), ("name",)),
@@ -498,6 +563,7 @@ def decode_outcome(impl: ModuleType, data: bytes) -> tuple[str, Message | None]:
 def sample_message() -> Message:
     msg = Message("ORDERS.NEW", reply_subject="_INBOX.x")
     msg.cm = CmLabel("sender", 7, 5.0)
+    msg.origin = (0x0123456789ABCDEF << 64) | 99
     msg.add("id", 42, F.U32, 1)
     msg.add("px", 1.25, F.F32)
     msg.add("when", DateTime(1700000000, 5))
@@ -543,6 +609,7 @@ def test_mutated_encodings_only_raise_rv_errors_and_twins_agree() -> None:
         if outcomes[0][0] == "ok":
             decoded = [m for _, m in outcomes]
             assert all(m == decoded[0] for m in decoded)
+            assert len({(m.cm, m.origin) for m in decoded}) == 1
 
 
 @given(st.binary(max_size=64))
@@ -565,6 +632,7 @@ def test_mutated_random_messages(msg: Message, data: st.DataObject) -> None:
         assert all(kind == outcomes[0][0] for kind, _ in outcomes)
         if outcomes[0][0] == "ok":
             assert all(m == outcomes[0][1] for _, m in outcomes)
+            assert len({(m.cm, m.origin) for _, m in outcomes}) == 1
 
 
 def test_decoded_messages_are_independent(impl: ModuleType) -> None:

@@ -65,7 +65,7 @@ def outcome(build: Any) -> tuple[str, Any]:
     except Exception as exc:  # the error itself (class and text) is what is compared
         return ("error", (type(exc), str(exc)))
     fields = [(f.name, f.id, f.type, type(f.type), f.value, type(f.value)) for f in msg]
-    return ("ok", (msg.subject, msg.reply_subject, msg.cm, fields, len(msg)))
+    return ("ok", (msg.subject, msg.reply_subject, msg.cm, msg.origin, fields, len(msg)))
 
 
 def built(impl: Any, subject: Any, fields: Any, reply: Any = None) -> rv.Message:
@@ -118,6 +118,15 @@ def test_add_same_in_both_twins(calls, share):
         return msg
 
     twins_agree(build)
+
+
+@pytest.mark.parametrize("impl", IMPLS, ids=lambda m: m.__name__.split(".")[0])
+def test_every_slot_is_set_on_a_new_message(impl):
+    """The native twin writes slots at their offsets: none may be left unset."""
+    msg = built(impl, "A.B", {"n": 1}, "R.1")
+    for slot in rv.Message.__slots__:
+        getattr(msg, slot)  # AttributeError if a slot was left unset
+    assert msg.origin is None and msg.cm is None and msg.listener is None
 
 
 @pytest.mark.parametrize("impl", IMPLS, ids=lambda m: m.__name__.split(".")[0])

@@ -25,6 +25,7 @@ from rvasync._wire import (
     INT_RANGE,
     MAX_MESSAGE_SIZE,
     MAX_NESTING_DEPTH,
+    ORIGIN_SIZE,
     U64_MAX,
 )
 from rvasync.errors import InvalidArgument, MalformedMessage, MessageTooLarge
@@ -103,13 +104,19 @@ def _node(msg: Message, depth: int) -> list[Any]:
             f"message reply_subject must be a str or None, got {type(reply).__name__}"
         )
     label = msg.cm
-    cm: list[Any] | None = None
+    origin = msg.origin
+    cm: list[Any] | bytes | None = None
+    if origin is not None:
+        cm = _origin_bytes(origin)
     if label is not None:
         if not isinstance(label, CmLabel):
             raise InvalidArgument(
                 f"message cm must be a CmLabel or None, got {type(label).__name__}"
             )
-        cm = [label.sender, label.sequence, label.time_limit]
+        if cm is None:
+            cm = [label.sender, label.sequence, label.time_limit]
+        else:
+            cm = [label.sender, label.sequence, label.time_limit, cm]
     flat: list[Any] = []
     for entry in msg._fields:
         ftype = entry[2]
@@ -119,6 +126,18 @@ def _node(msg: Message, depth: int) -> list[Any]:
         else:
             flat += (entry[0], entry[1], ftype, encoder(entry[3], entry[0], depth))
     return [subject, reply, cm, flat]
+
+
+def _origin_bytes(origin: Any) -> bytes:
+    """The wire form of ``Message.origin``: an int in [0, 2**128), 16 bytes big-endian."""
+    if origin.__class__ is int:
+        try:
+            return origin.to_bytes(ORIGIN_SIZE, "big")
+        except OverflowError:
+            pass
+    raise InvalidArgument(
+        f"message origin must be an int in [0, 2**{8 * ORIGIN_SIZE}) or None, got {origin!r}"
+    )
 
 
 def _child(value: Any, name: str | None, depth: int) -> list[Any]:
@@ -332,10 +351,23 @@ del _ftype
 _N_CODES = len(_BY_CODE)
 
 
-def _cm_label(value: Any) -> CmLabel:
-    if value.__class__ is not list or len(value) != 3:
-        raise _Bad(f"CM label must be an array of 3, got {_type_name(value)}")
-    sender, sequence, limit = value
+def _origin(value: Any) -> int:
+    if value.__class__ is not bytes or len(value) != ORIGIN_SIZE:
+        raise _Bad(f"origin must be bin of {ORIGIN_SIZE} bytes, got {_type_name(value)}")
+    return int.from_bytes(value, "big")
+
+
+def _label_slot(value: Any) -> tuple[CmLabel | None, int | None]:
+    """The label slot: a CM label (array of 3), an origin (bin), or both (array of 4)."""
+    if value.__class__ is bytes:
+        return None, _origin(value)
+    if value.__class__ is not list or len(value) not in (3, 4):
+        raise _Bad(f"CM label must be an array of 3 (or 4 with an origin), got {_type_name(value)}")
+    origin = _origin(value[3]) if len(value) == 4 else None
+    return _cm_label(value[0], value[1], value[2]), origin
+
+
+def _cm_label(sender: Any, sequence: Any, limit: Any) -> CmLabel:
     if sender.__class__ is not str or not sender:
         raise _Bad("CM label sender must be a non-empty str")
     if sequence is not None and not (sequence.__class__ is int and 0 <= sequence <= U64_MAX):
@@ -360,8 +392,9 @@ def _message(node: Any, depth: int) -> Message:
         raise _Bad(f"subject must be a str or nil, got {_type_name(subject)}")
     if reply is not None and reply.__class__ is not str:
         raise _Bad(f"reply subject must be a str or nil, got {_type_name(reply)}")
+    origin = None
     if cm is not None:
-        cm = _cm_label(cm)
+        cm, origin = _label_slot(cm)
     if flat.__class__ is not list:
         raise _Bad(f"fields must be an array, got {_type_name(flat)}")
     if len(flat) & 3:
@@ -398,6 +431,7 @@ def _message(node: Any, depth: int) -> Message:
     msg.listener = None
     msg.closure = None
     msg.cm = cm
+    msg.origin = origin
     msg._fields = fields
     msg._ids = ids
     msg._shared = False

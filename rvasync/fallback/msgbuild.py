@@ -48,6 +48,7 @@ def init(
     self.listener = None
     self.closure = None
     self.cm = None
+    self.origin = None
     self._fields = []
     self._ids = None
     self._shared = False
