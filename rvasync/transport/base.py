@@ -82,6 +82,10 @@ class BaseTransport(abc.ABC):
         # Unique across processes and restarts: 64 random bits plus a counter.
         self._inbox_prefix = f"_INBOX.{os.urandom(8).hex()}."
         self._inbox_counter = itertools.count(1)
+        # Publication origins (Message.origin, docs/retained.md): 64 random bits naming
+        # this transport in the high half, a send counter in the low half. ``next`` of
+        # the count is the whole stamp: one int per send, no copy of the message.
+        self._origins = itertools.count((int.from_bytes(os.urandom(8), "big") << 64) | 1)
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -238,6 +242,22 @@ class BaseTransport(abc.ABC):
             raise TransportClosed(f"{type(self).__name__} is closed")
         msg.share()
         return self._route(msg)
+
+    def stamp(self, msg: Message) -> None:
+        """Give ``msg`` a new origin: it becomes a new publication of this transport
+        (driver API).
+
+        The origin (``msg.origin``, an int: this transport's random id, then
+        its send counter) is written in place; the encoder puts it on the
+        wire. Receivers (a ``retained=True`` listener merging a cache's answer
+        with its live stream) tell one publication from another with equal
+        content by it, and which of two publications of one sender came first.
+        Network transports stamp every message sent through :meth:`send`,
+        :meth:`send_many`, :meth:`send_reply` and :meth:`send_request`; a
+        driver sending its users' messages through :meth:`send_internal`
+        stamps them with this (a retransmission keeps the origin it had).
+        """
+        msg.origin = next(self._origins)
 
     def create_inbox(self) -> str:
         """A unique ``_INBOX.`` subject that only this transport receives."""

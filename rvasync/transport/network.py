@@ -355,6 +355,9 @@ class Transport(BaseTransport):
         if msg.reply_subject is not None:
             check_reply_subject(msg.reply_subject)
         msg.share()
+        # A new publication: its identity, in place (BaseTransport.stamp inlined on this
+        # per-message path; the link encodes and delivers it before this returns).
+        msg.origin = next(self._origins)
         wait = self._publish(msg)
         if wait is not None:
             await wait
@@ -368,6 +371,7 @@ class Transport(BaseTransport):
         self._check_open()
         check_send_subject(subject)
         msg.share()
+        msg.origin = next(self._origins)  # a new publication (see send)
         return self._publish(msg)
 
     async def send_reply(self, reply: Message, request: Message) -> None:
@@ -405,8 +409,10 @@ class Transport(BaseTransport):
             check_send_subject(subject)
             if msg.reply_subject is not None:
                 check_reply_subject(msg.reply_subject)
+        origins = self._origins
         for msg in batch:
             msg.share()
+            msg.origin = next(origins)  # each a new publication (see send)
         if not batch:
             return
         wait = self._publish_many(batch)

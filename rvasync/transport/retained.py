@@ -25,7 +25,13 @@ from rvasync.errors import (
 )
 from rvasync.fieldtypes import FieldType
 from rvasync.message import Message
-from rvasync.protocol.cvc import AnswerCollector, HandOver, unpack_entries
+from rvasync.protocol.cvc import (
+    AnswerCollector,
+    HandOver,
+    Identity,
+    origin_identity,
+    unpack_entries,
+)
 from rvasync.protocol.cvc import names as cvc
 from rvasync.subjects import check_listen_subject, subject_matches
 
@@ -34,18 +40,15 @@ if TYPE_CHECKING:
     from rvasync.transport.listener import Listener
 
 __all__ = [
-    "RETAINED_SETTLE",
     "RETAINED_TIMEOUT",
     "RetainedHandOver",
     "collect_retained",
+    "publication_identity",
     "request_message",
 ]
 
 #: How long ``listen(retained=True)`` waits for the caches' answers (seconds).
 RETAINED_TIMEOUT = 5.0
-#: How long a subject whose retained message was delivered holds newer live
-#: ones while the live copy of that publication may still come (seconds).
-RETAINED_SETTLE = 0.5
 
 _RUNNING: set[asyncio.Task[None]] = set()
 
@@ -140,10 +143,19 @@ async def collect_retained(transport: BaseTransport, pattern: str, timeout: floa
     return answer
 
 
-class RetainedHandOver:
-    """Drives one listener's hand-over from retained messages to its live stream."""
+def publication_identity(msg: Message) -> Identity | None:
+    """A message's publication identity: its origin (stamped by the sending transport)."""
+    return origin_identity(msg.origin)
 
-    __slots__ = ("_core", "_listener", "_loop", "_queue", "_task", "_timer", "_transport")
+
+class RetainedHandOver:
+    """Drives one listener's hand-over from retained messages to its live stream.
+
+    ``listener``: anything with ``subject``, ``closed``, ``closure``, ``queue``
+    and ``intercept(fn)`` (an ordinary listener, or a certified one).
+    """
+
+    __slots__ = ("_core", "_listener", "_queue", "_task", "_transport")
 
     def __init__(
         self,
@@ -151,16 +163,13 @@ class RetainedHandOver:
         listener: Listener,
         *,
         timeout: float = RETAINED_TIMEOUT,
-        settle: float = RETAINED_SETTLE,
     ) -> None:
         self._transport = transport
         self._listener = listener
         self._queue = listener.queue
-        self._loop = asyncio.get_running_loop()
-        self._core: HandOver[Message] = HandOver(settle)
-        self._timer: asyncio.TimerHandle | None = None
+        self._core: HandOver[Message] = HandOver(publication_identity)
         listener.intercept(self._on_live)
-        self._task = self._loop.create_task(
+        self._task = asyncio.get_running_loop().create_task(
             self._ask(timeout), name=f"rvasync-retained:{listener.subject}"
         )
         # The loop holds tasks weakly: keep this one until it ends, even if the
@@ -180,8 +189,10 @@ class RetainedHandOver:
             deliver(msg)
 
     def _on_live(self, msg: Message) -> None:
-        self._deliver(self._core.on_live(msg, self._loop.time()))
-        self._arm()
+        core = self._core
+        self._deliver(core.on_live(msg))
+        if core.answered:
+            self._settle()
 
     async def _ask(self, timeout: float) -> None:
         listener = self._listener
@@ -201,24 +212,23 @@ class RetainedHandOver:
         for msg in answer:
             msg.listener = listener
             msg.closure = closure
-        self._deliver(self._core.on_answer(answer, self._loop.time()))
-        self._arm()
+        self._deliver(self._core.on_answer(answer))
+        self._settle()
 
-    def _arm(self) -> None:
+    def _settle(self) -> None:
         core = self._core
+        superseded = core.take_superseded()
+        if superseded and not self._listener.closed:
+            self._transport.present(
+                build_advisory(
+                    "WARN",
+                    "RETAINED.SUPERSEDED",
+                    [
+                        ("subject", self._listener.subject),
+                        ("superseded", superseded, FieldType.U64),
+                    ],
+                )
+            )
         if core.done:
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
-            # Nothing held any more: give the listener its plain queue delivery back.
+            # No retained publication awaits its live copy: plain queue delivery again.
             self._listener.intercept(None)
-            return
-        deadline = core.deadline
-        if deadline is None or self._timer is not None:
-            return
-        self._timer = self._loop.call_at(deadline, self._on_timer)
-
-    def _on_timer(self) -> None:
-        self._timer = None
-        self._deliver(self._core.on_timer(self._loop.time()))
-        self._arm()

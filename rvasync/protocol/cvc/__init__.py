@@ -4,7 +4,7 @@ A cache (``rv.CurrentValueCache``, ``rvasync cache``) keeps the last message of
 every subject matching its patterns and answers requests for the retained
 messages matching a pattern; a listener created with ``retained=True`` merges
 such an answer into its live stream. This package holds the decisions, with
-no socket, task or clock of its own (time enters as ``now`` arguments), so the
+no socket, task or clock of its own (time enters as arguments), so the
 tests drive them through every interleaving on a simulated clock.
 
 ``names``       the protocol's subjects, fields and the deletion marker
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from rvasync.protocol.cvc.collect import AnswerCollector
 from rvasync.protocol.cvc.entries import MAX_PART_BYTES, split_parts, unpack_entries
-from rvasync.protocol.cvc.handover import HandOver
+from rvasync.protocol.cvc.handover import HandOver, Identity, origin_identity
 from rvasync.protocol.cvc.patterns import covers, reduce_patterns
 from rvasync.protocol.cvc.store import Entry, Outcome, Refusals, RetainedStore
 from rvasync.protocol.cvc.storefile import LogRecord, Op, ParsedLog, encode_record, parse_log
@@ -30,6 +30,7 @@ __all__ = [
     "AnswerCollector",
     "Entry",
     "HandOver",
+    "Identity",
     "LogRecord",
     "Op",
     "Outcome",
@@ -38,6 +39,7 @@ __all__ = [
     "RetainedStore",
     "covers",
     "encode_record",
+    "origin_identity",
     "parse_log",
     "reduce_patterns",
     "split_parts",

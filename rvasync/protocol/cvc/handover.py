@@ -3,49 +3,58 @@
 The listener subscribes to the live stream *before* it asks the caches, so
 nothing published after that moment can be missed; the difficulty is the
 overlap: a live update may arrive before the answer, and the answer may hold
-a message that is also still on its way live. The rule, per subject (every
-publisher's messages reach every receiver in the order sent):
+a publication whose live copy is still on its way (the cache's path can be
+faster than the listener's own, by any amount of time after loss and repair).
 
-1. Until the answer arrives, live messages wait (so the retained messages
-   come first, as the API promises). When it arrives, the retained message
-   of every subject with *no* live message waiting is delivered, then the
-   waiting live messages in arrival order. A subject with a live message
-   waiting gets no retained message: the live one is at least as new (the
-   cache stored its value no later than it answered, so the value is that
-   same publication, an older one, or one still on its way live).
-2. A subject whose retained message was delivered may still see the live
-   copy of that very publication: for the ``settle`` seconds that follow,
-   live messages for the subject are *held*. When one equal to the retained
-   message arrives, it and the ones held before it (older: they were sent
-   before it) are dropped and the subject goes live. If none arrives within
-   ``settle`` (the retained value was published before the listener
-   subscribed, which is the common case), the held messages are delivered
-   in arrival order and the subject goes live.
-3. Once a subject is live, every live message is delivered at once.
+Publications are told apart by their **identity** ``(publisher, sequence)``
+(the origin network transports stamp on each message they send: a random
+publisher id and its send counter), not by content and not by time. Each
+publisher's messages reach every receiver in the order sent, so for one
+publisher and one subject a higher sequence is a newer publication. The rule,
+per subject:
 
-So per subject nothing is delivered twice and nothing older than what was
-already delivered follows it, as long as a retained publication's live copy
-arrives within ``settle`` of the answer; the one residual case (a live copy
-later than that, after loss and long repair) is a duplicate, never a gap.
-Two different publications with equal content are indistinguishable here:
-an update equal to the retained value while held counts as its copy.
+1. Until the answer arrives, live messages wait, so the retained messages
+   come first. When it arrives, for the retained message ``R = (P, r)`` of a
+   subject: if a waiting live message of that subject from ``P`` has a
+   sequence ``>= r`` (the copy of ``R`` itself, or newer), ``R`` is dropped;
+   otherwise the waiting messages of that subject from ``P`` (all older than
+   ``R``) are delivered first, then ``R``. Then every other waiting message,
+   in arrival order.
+2. A subject whose ``R`` was delivered remembers ``(P, r)``: a later live
+   message of it from ``P`` with sequence ``r`` is ``R``'s copy and is
+   dropped; one with a higher sequence is delivered (and the subject forgets
+   ``R``: its copy can no longer come); one with a lower sequence is older
+   than what was delivered, so it is *superseded*: not delivered (that would
+   put an old value after a newer one) and counted, so the driver reports it
+   in an advisory. Messages of other publishers pass through.
 
-Sans-IO: the driver passes each live message and the answer with ``now``,
-delivers what the calls return, and calls :meth:`HandOver.on_timer` at
-:attr:`HandOver.deadline`.
+So each publication is delivered once, per subject and publisher in order;
+one that would break the order is counted, never silently lost. A retained
+message without identity (made by a sender that stamps none, such as the
+process transport, where a publication reaches its in-process listeners
+before any answer can) keeps the rule without one: a waiting live message of
+its subject is at least as new, else it is delivered and nothing is
+remembered.
+
+Sans-IO and clock-free: the driver passes each live message and the answer,
+delivers what the calls return, and reports :meth:`HandOver.take_superseded`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
 from typing import Any, Generic, Protocol, TypeVar
 
-__all__ = ["HandOver", "Subjected"]
+__all__ = ["HandOver", "Identity", "Subjected", "origin_identity"]
+
+#: A publication's identity: the publisher, and its sequence (higher is newer).
+Identity = tuple[int, int]
+
+_SEQUENCE_MASK = (1 << 64) - 1
 
 
 class Subjected(Protocol):
-    """What the hand-over needs of a message: its subject, and equality."""
+    """What the hand-over needs of a message: its subject."""
 
     @property
     def subject(self) -> Any: ...
@@ -54,26 +63,30 @@ class Subjected(Protocol):
 M = TypeVar("M", bound=Subjected)
 
 
-@dataclass(slots=True)
-class _Hold(Generic[M]):
-    retained: M
-    until: float
-    held: list[M] = field(default_factory=list)
+def origin_identity(origin: int | None) -> Identity | None:
+    """The identity in a ``Message.origin``: (publisher id, its send sequence), the high
+    and low 64 bits of the int."""
+    if origin is None:
+        return None
+    return origin >> 64, origin & _SEQUENCE_MASK
 
 
 class HandOver(Generic[M]):
-    """Merges one answer of retained messages into a live stream (see the module text)."""
+    """Merges one answer of retained messages into a live stream (see the module text).
 
-    __slots__ = ("_answered", "_early", "_holds", "_live", "settle")
+    ``identify`` gives a message's :data:`Identity`, or None if it has none.
+    """
 
-    def __init__(self, settle: float) -> None:
-        if not settle > 0:
-            raise ValueError(f"settle must be above zero, got {settle!r}")
-        self.settle = float(settle)
-        self._live: set[Any] = set()  # subjects with live messages before the answer
-        self._early: list[M] = []  # those live messages, waiting for the answer
-        self._holds: dict[Any, _Hold[M]] = {}
+    __slots__ = ("_answered", "_early", "_identify", "_pending", "_superseded")
+
+    def __init__(self, identify: Callable[[M], Identity | None]) -> None:
+        if not callable(identify):
+            raise TypeError(f"identify must be callable, got {type(identify).__name__}")
+        self._identify = identify
+        self._early: list[M] = []  # live messages waiting for the answer
+        self._pending: dict[Any, Identity] = {}  # subject -> delivered R whose copy may come
         self._answered = False
+        self._superseded = 0
 
     @property
     def answered(self) -> bool:
@@ -82,54 +95,85 @@ class HandOver(Generic[M]):
 
     @property
     def done(self) -> bool:
-        """True once answered and nothing is held: the listener is plainly live."""
-        return self._answered and not self._holds
+        """True once answered and no delivered retained message awaits its live copy."""
+        return self._answered and not self._pending
 
     @property
-    def deadline(self) -> float | None:
-        """When :meth:`on_timer` must run next (None: no hold pending)."""
-        if not self._holds:
-            return None
-        return min(hold.until for hold in self._holds.values())
+    def pending(self) -> int:
+        """How many subjects still remember a delivered retained message."""
+        return len(self._pending)
 
-    def on_live(self, msg: M, now: float) -> list[M]:
-        """A live message arrived: the messages to deliver now (it, or none while held)."""
-        subject = msg.subject
-        hold = self._holds.get(subject)
-        if hold is None:
-            if not self._answered:
-                self._live.add(subject)
-                self._early.append(msg)
-                return []
-            return [msg]
-        if msg == hold.retained:
-            # The live copy of the retained publication: it and the older ones drop.
-            del self._holds[subject]
+    def take_superseded(self) -> int:
+        """Live messages not delivered because a newer one was (since the last call)."""
+        taken, self._superseded = self._superseded, 0
+        return taken
+
+    def on_live(self, msg: M) -> list[M]:
+        """A live message arrived: the messages to deliver now (it, or none)."""
+        if not self._answered:
+            self._early.append(msg)
             return []
-        hold.held.append(msg)
-        return self.on_timer(now)
+        pending = self._pending
+        if not pending:
+            return [msg]
+        subject = msg.subject
+        retained = pending.get(subject)
+        if retained is None:
+            return [msg]
+        ident = self._identify(msg)
+        if ident is None or ident[0] != retained[0]:
+            return [msg]
+        if ident[1] == retained[1]:
+            del pending[subject]  # the live copy of the retained publication
+            return []
+        if ident[1] < retained[1]:
+            self._superseded += 1
+            return []
+        del pending[subject]  # newer: the copy of R can no longer come
+        return [msg]
 
-    def on_answer(self, retained: Iterable[M], now: float) -> list[M]:
+    def on_answer(self, retained: Iterable[M]) -> list[M]:
         """The merged answer arrived (or the request gave up: pass nothing)."""
         out: list[M] = []
         if self._answered:
             return out
         self._answered = True
+        early, self._early = self._early, []
+        identify = self._identify
+        waiting: dict[Any, list[int]] = {}
+        for index, msg in enumerate(early):
+            waiting.setdefault(msg.subject, []).append(index)
+        taken: set[int] = set()
+        seen: set[Any] = set()
         for msg in retained:
             subject = msg.subject
-            if subject in self._live or subject in self._holds:
+            if subject in seen:
+                continue  # an answer naming a subject twice: the first counts
+            seen.add(subject)
+            ident = identify(msg)
+            indexes = waiting.get(subject, [])
+            if ident is None:
+                if not indexes:
+                    out.append(msg)
                 continue
-            self._holds[subject] = _Hold(msg, now + self.settle)
+            older: list[int] = []
+            newer_seen = False
+            for index in indexes:
+                live = identify(early[index])
+                if live is None:
+                    newer_seen = True  # no identity to compare: take the live one as newer
+                    break
+                if live[0] == ident[0]:
+                    if live[1] >= ident[1]:
+                        newer_seen = True
+                        break
+                    older.append(index)
+            if newer_seen:
+                continue
+            for index in older:
+                out.append(early[index])
+                taken.add(index)
             out.append(msg)
-        out.extend(self._early)
-        self._early = []
-        self._live.clear()  # answered: only the holds matter from here on
-        return out
-
-    def on_timer(self, now: float) -> list[M]:
-        """Release the holds whose settle time is over: their held messages, in order."""
-        out: list[M] = []
-        expired = [subject for subject, hold in self._holds.items() if hold.until <= now]
-        for subject in expired:
-            out.extend(self._holds.pop(subject).held)
+            self._pending[subject] = ident
+        out.extend(msg for index, msg in enumerate(early) if index not in taken)
         return out
