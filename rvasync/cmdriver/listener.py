@@ -106,6 +106,7 @@ class CmListener:
         "_holding",
         "_hooks",
         "_id",
+        "_intercept",
         "_own_queue",
         "_queue",
         "_tracked",
@@ -141,6 +142,7 @@ class CmListener:
         self._own_queue = own_queue
         self._queue = queue
         self._closed = False
+        self._intercept: Callable[[Message], None] | None = None
         # Certified messages handed out by iteration or get, not yet taken (id -> message).
         self._holding: dict[int, Message] = {}
         # The one the last get() returned, taken by the next get().
@@ -325,8 +327,34 @@ class CmListener:
         """The CM transport has closed this listener: take nothing more, confirm nothing more."""
         self._closed = True
 
+    def intercept(self, deliver: Callable[[Message], None] | None) -> None:
+        """Take this listener's deliveries through ``deliver`` instead (driver API).
+
+        For the retained hand-over of ``listen(retained=True)``: ``deliver``
+        sees each delivery before the program does and passes on what it
+        decides to through :meth:`enqueue` (and :meth:`discard` for the rest).
+        ``None`` gives the plain path back.
+        """
+        self._intercept = deliver
+
     def deliver(self, msg: Message) -> None:
-        """Queue a delivery the transport made for this listener (``msg.listener is self``)."""
+        """A delivery the transport made for this listener (``msg.listener is self``)."""
+        intercept = self._intercept
+        if intercept is not None:
+            intercept(msg)
+            return
+        self.enqueue(msg)
+
+    def discard(self, msg: Message) -> None:
+        """A delivery the retained hand-over does not pass on (the live copy of a
+        retained message it delivered, or an older one): confirmed if certified,
+        as the program already has its value or a newer one."""
+        cm = msg.cm
+        if not self._closed and cm is not None and cm.sequence is not None:
+            self._hooks.confirm_later(self._id, cm.sender, msg.subject or "", cm.sequence)
+
+    def enqueue(self, msg: Message) -> None:
+        """Queue a delivery for the program (certified ones tracked until taken)."""
         queue = self._queue
         tracked = self._tracked
         if tracked is None:

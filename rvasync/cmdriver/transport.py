@@ -68,6 +68,7 @@ from rvasync.queues import Queue
 from rvasync.relaydriver.link import RelayLink
 from rvasync.subjects import validate_subject
 from rvasync.transport.base import BaseTransport
+from rvasync.transport.retained import RetainedHandOver
 
 __all__ = ["CmTransport"]
 
@@ -467,6 +468,10 @@ class CmTransport:
                 raise ledger.failure
             if ledger.backlogged:
                 await ledger.wait_room()
+        # A new publication: its origin (in place, as a network transport's send does)
+        # is in the payload kept for retransmission and in the ledger, so every copy
+        # of this publication has the same identity (docs/retained.md).
+        self._transport.stamp(msg)
         payload = msg.to_bytes()
         result = core.send(subject, payload, time.time(), time_limit)
         # The core has checked the time limit (it raises before sending otherwise).
@@ -618,6 +623,7 @@ class CmTransport:
         closure: Any = None,
         callback: CmCallback | None = None,
         correlation_id: CorrelationId | None = None,
+        retained: bool = False,
     ) -> CmListener:
         """A CM listener on ``subject`` (wildcards allowed).
 
@@ -625,7 +631,12 @@ class CmTransport:
         taken them (see :class:`CmListener`), or with ``explicit_confirm``
         only by ``await listener.confirm(msg)``. ``queue``, ``closure`` and
         ``callback`` and ``correlation_id`` work as for an ordinary listener.
+        ``retained=True`` first delivers what the current value caches retain
+        for ``subject`` (uncertified: no sequence in their label), then the
+        live stream, with no gap and no duplicate (docs/retained.md).
         """
+        if not isinstance(retained, bool):
+            raise InvalidArgument(f"retained must be a bool, got {type(retained).__name__}")
         core = self._require()
         check_listen_pattern(subject)
         if correlation_id is not None:
@@ -664,6 +675,14 @@ class CmTransport:
             correlation_id=correlation_id,
         )
         self._listeners[listener_id] = listener
+        if retained:
+            RetainedHandOver(
+                transport,
+                listener,
+                deliver=listener.enqueue,
+                discard=listener.discard,
+                certified=True,
+            )
         self._process(core.drain())
         return listener
 

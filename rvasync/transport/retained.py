@@ -12,7 +12,8 @@ so the program sees the retained messages first, then the live stream.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from rvasync._logging import stderr_logger
 from rvasync.advisories import build_advisory
@@ -24,7 +25,7 @@ from rvasync.errors import (
     TransportClosed,
 )
 from rvasync.fieldtypes import FieldType
-from rvasync.message import Message
+from rvasync.message import CmLabel, Message
 from rvasync.protocol.cvc import (
     AnswerCollector,
     HandOver,
@@ -51,6 +52,21 @@ __all__ = [
 RETAINED_TIMEOUT = 5.0
 
 _RUNNING: set[asyncio.Task[None]] = set()
+
+
+class HandOverListener(Protocol):
+    """What :class:`RetainedHandOver` needs of a listener that is not an ordinary one."""
+
+    subject: str
+    closure: Any
+
+    @property
+    def closed(self) -> bool: ...
+
+    @property
+    def queue(self) -> Any: ...
+
+    def intercept(self, fn: Callable[[Message], None] | None) -> None: ...
 
 
 def request_message(pattern: str, inbox: str) -> Message:
@@ -153,20 +169,39 @@ class RetainedHandOver:
 
     ``listener``: anything with ``subject``, ``closed``, ``closure``, ``queue``
     and ``intercept(fn)`` (an ordinary listener, or a certified one).
+    ``deliver`` puts a message where the listener's program takes it (the
+    listener's queue by default); ``discard`` is told of each live message
+    the hand-over does not deliver (a certified listener confirms it).
+    ``certified``: retained messages are handed over uncertified (a CM label
+    keeps its sender, without a sequence), as they did not come from the
+    sender's certified stream.
     """
 
-    __slots__ = ("_core", "_listener", "_queue", "_task", "_transport")
+    __slots__ = (
+        "_certified",
+        "_core",
+        "_deliver_one",
+        "_discard",
+        "_listener",
+        "_task",
+        "_transport",
+    )
 
     def __init__(
         self,
         transport: BaseTransport,
-        listener: Listener,
+        listener: Listener | HandOverListener,
         *,
         timeout: float = RETAINED_TIMEOUT,
+        deliver: Callable[[Message], None] | None = None,
+        discard: Callable[[Message], None] | None = None,
+        certified: bool = False,
     ) -> None:
         self._transport = transport
         self._listener = listener
-        self._queue = listener.queue
+        self._deliver_one = listener.queue.deliver if deliver is None else deliver
+        self._discard = discard
+        self._certified = certified
         self._core: HandOver[Message] = HandOver(publication_identity)
         listener.intercept(self._on_live)
         self._task = asyncio.get_running_loop().create_task(
@@ -184,7 +219,7 @@ class RetainedHandOver:
     def _deliver(self, messages: list[Message]) -> None:
         if self._listener.closed:
             return
-        deliver = self._queue.deliver
+        deliver = self._deliver_one
         for msg in messages:
             deliver(msg)
 
@@ -212,11 +247,19 @@ class RetainedHandOver:
         for msg in answer:
             msg.listener = listener
             msg.closure = closure
+            label = msg.cm
+            if self._certified and label is not None and label.sequence is not None:
+                msg.cm = CmLabel(label.sender, None, label.time_limit)
         self._deliver(self._core.on_answer(answer))
         self._settle()
 
     def _settle(self) -> None:
         core = self._core
+        dropped = core.take_dropped()
+        discard = self._discard
+        if discard is not None:
+            for msg in dropped:
+                discard(msg)
         superseded = core.take_superseded()
         if superseded and not self._listener.closed:
             self._transport.present(

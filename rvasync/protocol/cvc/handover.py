@@ -77,7 +77,7 @@ class HandOver(Generic[M]):
     ``identify`` gives a message's :data:`Identity`, or None if it has none.
     """
 
-    __slots__ = ("_answered", "_early", "_identify", "_pending", "_superseded")
+    __slots__ = ("_answered", "_dropped", "_early", "_identify", "_pending", "_superseded")
 
     def __init__(self, identify: Callable[[M], Identity | None]) -> None:
         if not callable(identify):
@@ -87,6 +87,7 @@ class HandOver(Generic[M]):
         self._pending: dict[Any, Identity] = {}  # subject -> delivered R whose copy may come
         self._answered = False
         self._superseded = 0
+        self._dropped: list[M] = []  # live messages not delivered (copies, superseded)
 
     @property
     def answered(self) -> bool:
@@ -108,6 +109,12 @@ class HandOver(Generic[M]):
         taken, self._superseded = self._superseded, 0
         return taken
 
+    def take_dropped(self) -> list[M]:
+        """The live messages not delivered since the last call: copies of delivered
+        retained publications, and superseded ones (a certified listener confirms them)."""
+        taken, self._dropped = self._dropped, []
+        return taken
+
     def on_live(self, msg: M) -> list[M]:
         """A live message arrived: the messages to deliver now (it, or none)."""
         if not self._answered:
@@ -125,9 +132,11 @@ class HandOver(Generic[M]):
             return [msg]
         if ident[1] == retained[1]:
             del pending[subject]  # the live copy of the retained publication
+            self._dropped.append(msg)
             return []
         if ident[1] < retained[1]:
             self._superseded += 1
+            self._dropped.append(msg)
             return []
         del pending[subject]  # newer: the copy of R can no longer come
         return [msg]
