@@ -7,6 +7,10 @@ file; prints ``ready N`` (N subjects restored) and runs until killed.
 ``fetch SERVICE NETWORK SUBJECTS VERSIONS``: asks the caches until every
 subject answers with its last version (bounded), then prints the answer as
 JSON (subject -> version).
+``join SERVICE NETWORK SUBJECTS VERSIONS``: a late-joining listener,
+``listen("LAB.>", retained=True)``, until every subject has reached its last
+version (bounded) and one quiet second more; prints every version it was
+given, per subject, as JSON (subject -> list of versions).
 """
 
 from __future__ import annotations
@@ -56,12 +60,31 @@ async def fetch(service: str, network: str, subjects: int, versions: int) -> Non
     print(json.dumps(got), flush=True)
 
 
+async def join(service: str, network: str, subjects: int, versions: int) -> None:
+    got: dict[str, list[int]] = {}
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + 60
+    async with rv.Transport(service, network) as t:
+        listener = t.listen("LAB.>", retained=True)
+        complete = False
+        while loop.time() < deadline:
+            try:
+                msg = await listener.get(1.0 if complete else deadline - loop.time())
+            except TimeoutError:
+                break
+            got.setdefault(msg.subject or "", []).append(msg["v"])
+            complete = len(got) == subjects and all(v[-1] == versions for v in got.values())
+    print(json.dumps(got), flush=True)
+
+
 def main() -> None:
     role, service, network, *rest = sys.argv[1:]
     if role == "cache":
         asyncio.run(cache(service, network, rest[0]))
     elif role == "publish":
         asyncio.run(publish(service, network, int(rest[0]), int(rest[1])))
+    elif role == "join":
+        asyncio.run(join(service, network, int(rest[0]), int(rest[1])))
     else:
         asyncio.run(fetch(service, network, int(rest[0]), int(rest[1])))
 
