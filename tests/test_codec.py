@@ -271,7 +271,8 @@ def test_origin_travels_alone_and_beside_a_cm_label(impl: ModuleType) -> None:
 
 
 @pytest.mark.parametrize(
-    "origin", [-1, 2**128, True, 1.0, b"\x00" * 16, "x" * 16, bytearray(16), [1, 2]]
+    "origin",
+    [-1, -(2**100), 2**128, 2**128 + 1, 2**150, True, 1.0, b"\x00" * 16, "x" * 16, [1, 2]],
 )
 def test_encode_rejects_a_bad_origin(impl: ModuleType, origin: Any) -> None:
     msg = Message("S", {"a": 1})
@@ -281,6 +282,25 @@ def test_encode_rejects_a_bad_origin(impl: ModuleType, origin: Any) -> None:
     msg.cm = CmLabel("sender", 3, 1.0)
     with pytest.raises(rv.InvalidArgument, match="origin"):
         impl.encode(msg)
+
+
+#: Origins at every digit boundary of CPython's 30-bit ints (the native twin reads
+#: and writes the digits directly) and of the two 64-bit halves.
+EDGE_ORIGINS = sorted(
+    {0, 1, 2**128 - 1, 2**127}
+    | {v for k in (30, 60, 64, 90, 120) for v in (2**k - 1, 2**k, 2**k + 1)}
+    | {(2**64 - 1) << 64, 0xFEDCBA9876543210 << 64 | 0x0123456789ABCDEF}
+)
+
+
+@pytest.mark.parametrize("origin", EDGE_ORIGINS, ids=hex)
+def test_origins_at_digit_boundaries_round_trip(impl: ModuleType, origin: int) -> None:
+    msg = Message("S")
+    msg.origin = origin
+    data = impl.encode(msg)
+    assert data.endswith(b"\xc4\x10" + origin.to_bytes(16, "big") + b"\x90")
+    assert impl.decode(data).origin == origin
+    assert data == IMPLS[0].encode(msg)
 
 
 @pytest.mark.skipif(NATIVE is None, reason="native codec not built")
