@@ -68,11 +68,13 @@ cdef extern from *:
     #endif
 
     static inline void rv_put_be64(unsigned char* out, uint64_t v) {
+        unsigned char b[8];
         int k;
         for (k = 7; k >= 0; k--) {
-            out[k] = (unsigned char)v;
+            b[k] = (unsigned char)v;
             v >>= 8;
         }
+        memcpy(out, b, 8);
     }
 
     static inline uint64_t rv_get_be64(const unsigned char* p) {
@@ -192,6 +194,15 @@ cdef inline void _put(object obj, Py_ssize_t offset, object value):
     Py_INCREF(value)
     where[0] = <PyObject*>value
     Py_XDECREF(old)
+cdef inline object _slot(object obj, Py_ssize_t offset):
+    """The slot at ``offset`` of ``obj`` (set: Message's constructor, copies and the
+    decoder set every slot), read without the attribute look-up."""
+    cdef PyObject* value = (<PyObject**>((<char*><PyObject*>obj) + offset))[0]
+    if value == NULL:
+        raise AttributeError("origin")
+    return <object>value
+
+
 cdef object _IPv4 = ipaddress.IPv4Address
 cdef bytes _HEADER = HEADER
 cdef Py_ssize_t _HEADER_LEN = len(HEADER)
@@ -596,7 +607,10 @@ cdef int _w_message(Writer* w, object msg, int depth) except -1:
     _w_opt_str(w, msg.subject, "subject")
     _w_opt_str(w, msg.reply_subject, "reply_subject")
     cm = msg.cm
-    origin = msg.origin
+    if type(msg) is Message:
+        origin = _slot(msg, _msg_offset[M_ORIGIN])  # no attribute look-up per send
+    else:
+        origin = msg.origin
     if origin is not None:
         # bin8 of 16 bytes: the header, then the int big-endian
         origin_bytes[0] = 0xC4
