@@ -432,12 +432,17 @@ class ServiceEndpoint:
                 self._deliver_local(sessions, msg, data)
             return None
         data = self._wire(session, msg, data)
+        batch = session is not None and session.batch
+        # As in publish: the turn's first message leaves at once, before local delivery
+        # (a protocol's request, such as a remote operation's invocation, is latency too).
+        lone = not batch and self._send_lone(data, None)
         if sessions:
             self._deliver_local(sessions, msg, data)
         counters.messages_out += 1
         counters.bytes_out += len(data)
         driver = self.driver
-        driver.multicast(data, len(data), session is not None and session.batch)
+        if not lone:
+            driver.multicast(data, len(data), batch)
         if driver.drained is None:  # as for replies: no call for the common case
             return None
         return self._pressure(session)

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rvasync.protocol.rops.outputs import (
+    Alarm,
     Completion,
     Outcome,
     Outputs,
@@ -134,8 +135,12 @@ class InvokerStats:
 class InvokerCore:
     """Invoker role of endpoint ``name`` in its start number ``incarnation``."""
 
-    def __init__(self, name: str, incarnation: str, retention: Retention) -> None:
+    def __init__(
+        self, name: str, incarnation: str, retention: Retention, alarm: Alarm | None = None
+    ) -> None:
         self.name = name
+        self.alarm = Alarm() if alarm is None else alarm
+        """Told of every due time indexed (see :class:`Alarm`)."""
         self.incarnation = incarnation
         self.retention = retention
         self._seq = 0
@@ -163,11 +168,11 @@ class InvokerCore:
         """Start an invocation; returns its id and the INVOKE to send."""
         self._seq += 1
         invoke_id = f"{self.incarnation}.{self._seq}"
-        inv = _Invocation(
-            peer, operation, handshake, body, policy, IPhase.INVOKING, now + policy.wait(1)
+        deadline = now + policy.timeout  # policy.wait(1), written out
+        self._invocations[invoke_id] = _Invocation(
+            peer, operation, handshake, body, policy, IPhase.INVOKING, deadline
         )
-        self._invocations[invoke_id] = inv
-        self._touch(invoke_id)
+        self._index(invoke_id, deadline)
         self.version += 1
         self.stats.invoked += 1
         out = Outputs()
@@ -215,7 +220,8 @@ class InvokerCore:
         out = Outputs()
         key = (peer, invoke_id)
         if key not in self._queries:
-            self._queries[key] = _Query(peer, policy, now + policy.wait(1))
+            q = self._queries[key] = _Query(peer, policy, now + policy.wait(1))
+            self.alarm.note(q.deadline)
         out.sends.append(Send(peer, Pdu(Kind.VERIFY, self.name, invoke_id)))
         return out
 
@@ -229,7 +235,7 @@ class InvokerCore:
             out.sends.append(Send(pdu.src, self._rverify_answer(pdu)))
             return out
         if kind is Kind.RESULT:
-            outcome: Outcome | None = Outcome.result(pdu.body)
+            outcome: Outcome | None = Outcome(True, pdu.body)
         elif kind is Kind.ERROR:
             outcome = Outcome.error(pdu.code, transient=pdu.transient, detail=pdu.detail)
         elif kind is Kind.VERIFY_REPLY:
@@ -245,7 +251,8 @@ class InvokerCore:
             self._on_status(pdu.invoke_id, inv, pdu.status, now, out)
         else:
             self._on_outcome(pdu.invoke_id, inv, outcome, now, out)
-        self._touch(pdu.invoke_id)
+        if pdu.invoke_id in self._invocations:
+            self._index(pdu.invoke_id, inv.deadline)
         return out
 
     def handle_timer(self, now: float) -> Outputs:
@@ -307,9 +314,17 @@ class InvokerCore:
 
     def _touch(self, invoke_id: str) -> None:
         inv = self._invocations.get(invoke_id)
-        if inv is not None and self._pushed.get(invoke_id) != inv.deadline:
-            self._pushed[invoke_id] = inv.deadline
-            heapq.heappush(self._heap, (inv.deadline, invoke_id))
+        if inv is not None:
+            self._index(invoke_id, inv.deadline)
+
+    def _index(self, invoke_id: str, due: float) -> None:
+        """Index ``due`` as the deadline of ``invoke_id`` (unless it already is)."""
+        if self._pushed.get(invoke_id) != due:
+            self._pushed[invoke_id] = due
+            heapq.heappush(self._heap, (due, invoke_id))
+            alarm = self.alarm
+            if due < alarm.earliest:
+                alarm.earliest = due
 
     # --- introspection and persistence ---
 

@@ -38,6 +38,7 @@ from typing import Any
 from rvasync.protocol.rops.outputs import (
     BUSY,
     INTERRUPTED,
+    Alarm,
     Execute,
     Outcome,
     Outputs,
@@ -129,8 +130,10 @@ def _due(rec: _Record) -> float | None:
 class PerformerCore:
     """Performer role of endpoint ``name``; see the module docstring."""
 
-    def __init__(self, name: str, retention: Retention) -> None:
+    def __init__(self, name: str, retention: Retention, alarm: Alarm | None = None) -> None:
         self.name = name
+        self.alarm = Alarm() if alarm is None else alarm
+        """Told of every due time indexed (see :class:`Alarm`)."""
         self.retention = retention
         self._records: dict[str, _Record] = {}
         # Timer index: (due, id) entries, stale ones skipped lazily; _pushed avoids repeats.
@@ -159,9 +162,11 @@ class PerformerCore:
             self._on_ack(pdu.invoke_id, pdu.src, now)
         elif kind is Kind.VERIFY:
             self._on_verify(pdu, now, out)
+            self._touch(pdu.invoke_id)
         elif kind is Kind.RVERIFY_REPLY:
             self._on_rverify_reply(pdu, now, out)
-        self._touch(pdu.invoke_id)
+            self._touch(pdu.invoke_id)
+        # INVOKE: a new record has no due time while its handler runs, a copy changes none.
         return out
 
     def complete(self, invoke_id: str, outcome: Outcome, now: float) -> Outputs:
@@ -224,10 +229,16 @@ class PerformerCore:
         rec = self._records.get(invoke_id)
         if rec is None:
             return
-        due = _due(rec)
+        # _due(rec), written out (this runs for every result)
+        due = rec.ack_deadline
+        if due is None and rec.state is not PState.EXECUTING:
+            due = rec.expires
         if due is not None and self._pushed.get(invoke_id) != due:
             self._pushed[invoke_id] = due
             heapq.heappush(self._heap, (due, invoke_id))
+            alarm = self.alarm
+            if due < alarm.earliest:
+                alarm.earliest = due
 
     # --- introspection and persistence ---
 
