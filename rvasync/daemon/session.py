@@ -262,6 +262,12 @@ class ClientSession:
         service still refuses with TransportClosed."""
         return functools.partial(self._service.publish, self)
 
+    def wire_publisher(self) -> Callable[[bytes], Awaitable[None] | None]:
+        """:meth:`publish` for wire bytes as one direct call into the service (the
+        in-process link's path for messages a router forwards undecoded); as
+        :meth:`message_publisher`, the owner stops calling it once it closes the session."""
+        return functools.partial(self._service.publish, self, None)
+
     def publish_messages(self, msgs: list[Message]) -> Awaitable[None] | None:
         """:meth:`publish_many` for Messages."""
         if self.closed:

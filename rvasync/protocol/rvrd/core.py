@@ -518,8 +518,8 @@ class RouterCore:
         neighbor: str,
     ) -> list[Any]:
         """A BATCH frame from ``neighbor``: as many DATA frames, decided once."""
-        seen = self._seen
-        if any((importer, seq + i) in seen for i in range(len(payloads))):
+        keys = [(importer, s) for s in range(seq, seq + len(payloads))]
+        if not self._seen.keys().isdisjoint(keys):
             # Some already seen (records still flooding): take them one by one.
             out: list[Any] = []
             came_from = router_node(neighbor)
@@ -554,8 +554,12 @@ class RouterCore:
     ) -> list[Any]:
         """:meth:`_forward` for consecutive sequence numbers ``seq``.. of one subject."""
         n = len(payloads)
-        for i in range(n):
-            self._remember((importer, seq + i))
+        seen = self._seen
+        for s in range(seq, seq + n):
+            seen[(importer, s)] = None
+        excess = len(seen) - self._dedup_window
+        for _ in range(excess):
+            seen.popitem(last=False)  # the oldest first, as _remember does one by one
         if hops >= self.max_hops:
             self.stats.lost += n
             return [Loss(n, "hop limit reached", subject)]
