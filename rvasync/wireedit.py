@@ -57,7 +57,7 @@ class Head(NamedTuple):
     fields_at: int
     fields_body: int
     #: Elements in the field array (four per field).
-    count: int
+    elements: int
 
 
 def _str_at(data: bytes, at: int) -> tuple[str | None, int]:
@@ -158,7 +158,7 @@ def rewrite(
         (
             start,
             data[head.cm_at : head.fields_at],
-            _array_header(head.count + FIELD_ELEMENTS),
+            _array_header(head.elements + FIELD_ELEMENTS),
             data[head.fields_body :],
             field,
         )

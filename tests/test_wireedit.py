@@ -92,7 +92,7 @@ def test_a_long_subject_and_the_array16_boundary(impl: ModuleType) -> None:
         msg.add_reserved(f"f{i}", i)
     data = impl.encode(msg)
     head = read_head(data)
-    assert head is not None and head.count == 12
+    assert head is not None and head.elements == 12
     edited = rewrite(data, head, "NEW", None, StringField("_rvrd").encode("t"))
     assert edited == _expected(impl, data, "NEW", None, "t")
 

@@ -370,6 +370,41 @@ class Attachment:
         self.published += 1
         return True
 
+    def deliver_run(self, subject: str, payloads: list[bytes], tags: list[Tag]) -> int:
+        """:meth:`deliver` for messages of one subject (a batch passing through), handed to
+        the daemon in one call; returns how many could not be published."""
+        n = len(payloads)
+        datas: list[bytes] = []
+        local = subject
+        try:
+            route = self._inbox_route
+            local = subject[len(route) :] if subject.startswith(route) else subject
+            inbox = local.startswith("_INBOX.")
+            for payload, tag in zip(payloads, tags, strict=True):
+                head = read_head(payload)
+                if head is None:
+                    break
+                reply = head.reply
+                if reply is not None:
+                    reply = network_reply(self.name, reply, self.prefix)
+                field = (
+                    None if inbox else _TAG.encode(f"{tag[0]} {tag[1]} {tag[2]} {tag[3]} {local}")
+                )
+                datas.append(rewrite(payload, head, local, reply, field))
+        except Exception:
+            datas = []
+        if len(datas) < n:
+            # Not all read here: one by one, each reported on its own (in order).
+            return sum(not self.deliver(subject, p, t) for p, t in zip(payloads, tags, strict=True))
+        try:
+            self.transport.send_encoded_run(local, datas)
+        except Exception:
+            self.publish_failures += n
+            self._on_error("cannot publish routed messages", network=self.name, subject=subject)
+            return n
+        self.published += n
+        return 0
+
     def _deliver_decoded(self, subject: str, payload: bytes, tag: Tag) -> None:
         """:meth:`deliver` through a Message (bytes :func:`read_head` does not read)."""
         msg = Message.from_bytes(payload)

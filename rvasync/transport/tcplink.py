@@ -280,6 +280,13 @@ class TcpLink:
         self._batch_bytes += len(data)
         return self._after_queue()
 
+    def publish_wire_run(self, subject: str, datas: list[bytes]) -> Awaitable[None] | None:
+        """Queue wire messages of one subject (each checked as :meth:`publish_wire` does)."""
+        wait = None
+        for data in datas:
+            wait = self.publish_wire(data)
+        return wait
+
     async def ping(self, timeout: float = 5.0) -> float:
         """Round trip to the daemon in seconds; everything sent before it has been processed."""
         conn = self._conn
