@@ -353,6 +353,37 @@ class ServiceEndpoint:
             self.driver.multicast_many(multicast, total, session is not None and session.batch)
         return self._pressure(session)
 
+    def publish_run(
+        self, session: ClientSession | None, subject: str, datas: list[bytes]
+    ) -> Awaitable[None] | None:
+        """Route wire messages that all carry ``subject``, in order: :meth:`publish` for each,
+        with one route lookup and one hand-over to the driver (a routing daemon passing a
+        batch through). The caller wrote ``subject`` into every one of them."""
+        if self.closed:
+            raise TransportClosed(f"service {self.spec.text} of this daemon is closed")
+        if subject[:1] == "_" or len(datas) < 2 or max(map(len, datas)) > MAX_MESSAGE:
+            # Reserved subjects (their own rules and destinations), a single message (sent
+            # at once, for latency) or one too large (refused and reported): one by one.
+            wait = None
+            for data in datas:
+                wait = self.publish(session, None, data)
+            return wait
+        sessions = self._routes.get(subject)
+        if sessions is None:
+            sessions = self._route(subject)
+        if sessions:
+            for data in datas:
+                self._deliver_local(sessions, None, data)
+        total = sum(map(len, datas))
+        counters = self.counters
+        counters.messages_out += len(datas)
+        counters.bytes_out += total
+        driver = self.driver
+        driver.multicast_many(datas, total, session is not None and session.batch)
+        if driver.drained is None:
+            return None
+        return self._pressure(session)
+
     def publish_internal(self, msg: Message) -> None:
         """Publish a message of the daemon's own (an advisory) locally and on the network."""
         self.publish(None, msg, None)

@@ -133,6 +133,10 @@ class SessionService(Protocol):
         items: list[tuple[Message | None, bytes | None]],
     ) -> Awaitable[None] | None: ...
 
+    def publish_run(
+        self, session: ClientSession | None, subject: str, datas: list[bytes]
+    ) -> Awaitable[None] | None: ...
+
     def detach(self, session: ClientSession) -> None: ...
 
     def on_service(self, address: tuple[str, int]) -> bool: ...
@@ -261,6 +265,17 @@ class ClientSession:
         send path). The owner must stop calling it once it closes the session; a closed
         service still refuses with TransportClosed."""
         return functools.partial(self._service.publish, self)
+
+    def wire_publisher(self) -> Callable[[bytes], Awaitable[None] | None]:
+        """:meth:`publish` for wire bytes as one direct call into the service (the
+        in-process link's path for messages a router forwards undecoded); as
+        :meth:`message_publisher`, the owner stops calling it once it closes the session."""
+        return functools.partial(self._service.publish, self, None)
+
+    def run_publisher(self) -> Callable[[str, list[bytes]], Awaitable[None] | None]:
+        """The service's ``publish_run`` for this session: wire messages of one subject
+        (a router passing a batch through), as one direct call."""
+        return functools.partial(self._service.publish_run, self)
 
     def publish_messages(self, msgs: list[Message]) -> Awaitable[None] | None:
         """:meth:`publish_many` for Messages."""
