@@ -53,6 +53,8 @@ _CONNECT, _ACCEPT, _DATA, _ACK, _CLOSE, _ABORT = (
     FrameKind.CLOSE,
     FrameKind.ABORT,
 )
+#: A header's kind code to its member (``FrameKind(code)`` costs about 0.9 us on 3.11).
+_KIND_BY_CODE: dict[int, FrameKind] = {kind.value: kind for kind in FrameKind}
 
 
 @dataclass(slots=True, frozen=True)
@@ -117,10 +119,9 @@ def frame_from_message(msg: Message) -> Frame:
     if not isinstance(header, bytes) or len(header) != _HEADER.size:
         raise MalformedMessage("not a circuit frame (no valid 'vc' header)")
     raw_kind, to_token, from_token, seq, ack = _HEADER.unpack(header)
-    try:
-        kind = FrameKind(raw_kind)
-    except ValueError:
-        raise MalformedMessage(f"not a circuit frame (kind {raw_kind})") from None
+    kind = _KIND_BY_CODE.get(raw_kind)  # an int from the header: always hashable
+    if kind is None:
+        raise MalformedMessage(f"not a circuit frame (kind {raw_kind})")
     if kind is _CONNECT:
         to_token = b""
     payload: list[Message] | None = None
