@@ -543,23 +543,17 @@ class Message(MessageBase):
         clone._shared = False
         return clone
 
-    def _delivery_copy(self, listener: Any, closure: Any) -> Message:
-        """A new Message for one delivery, sharing this one's field storage copy-on-write.
+    if TYPE_CHECKING:
 
-        Both sides are marked shared; whichever changes its fields first copies
-        them. Nested values (sub-messages, array lists) are not copied.
-        """
-        clone = _new(Message)
-        clone.subject = self.subject
-        clone.reply_subject = self.reply_subject
-        clone.listener = listener
-        clone.closure = closure
-        clone.cm = self.cm
-        clone._fields = self._fields
-        clone._ids = self._ids
-        clone._shared = True
-        self._shared = True
-        return clone
+        def _delivery_copy(self, listener: Any, closure: Any) -> Message:
+            """A new Message for one delivery, sharing this one's field storage copy-on-write.
+
+            Both sides are marked shared; whichever changes its fields first copies
+            them. Nested values (sub-messages, array lists) are not copied. The
+            body is the ``msgbuild`` hot path's ``delivery_copy`` (installed below
+            the class): it runs once per listener of every delivered message.
+            """
+            ...
 
     def _share(self) -> None:
         """Mark the field storage shared so the next change copies it first.
@@ -583,7 +577,8 @@ class Message(MessageBase):
     #: Drivers deliver to their own listeners with it, and copy a caller's
     #: message cheaply before labelling it. The same function (hot path: no
     #: extra call layer).
-    delivery_copy = _delivery_copy
+    if TYPE_CHECKING:
+        delivery_copy = _delivery_copy
 
     #: ``msg.add_reserved(name, value, type=None, field_id=0)``: :meth:`add`
     #: allowing names that start with ``_``, for drivers encoding their own
@@ -675,6 +670,7 @@ _build = load("msgbuild")
 if not TYPE_CHECKING:
     Message.__init__ = _build.init
     Message.add = _build.add
+    Message._delivery_copy = Message.delivery_copy = _build.delivery_copy
 
 
 def _message_from_bytes(data: bytes) -> Message:
