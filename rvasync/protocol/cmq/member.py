@@ -121,6 +121,8 @@ class QueueMemberCore:
         self._peers: dict[str, PeerView] = {}
         self._gone: dict[str, float] = {}
         self._held: dict[TaskId, Task] = {}
+        #: who assigned each held task (a member id; this member's own for its own book)
+        self._assigner: dict[TaskId, str] = {}
         self._done_unacked: dict[TaskId, tuple[bool, float]] = {}
         self._done_memory: dict[TaskId, float] = {}
         self._book: SchedulerBook | None = None
@@ -299,12 +301,18 @@ class QueueMemberCore:
         now = self._clock(now)
         out = QueueOutputs()
         del self._held[tid]
+        assigner = self._assigner.pop(tid, self.member_id)
         self._done_memory[tid] = now
         book = self._book
         if book is not None:
             self._completed(book, tid, task.certified, self.member_id, now, out)
             self._drain_backlog(book, now, out)
-        else:
+        if book is None or assigner != self.member_id:
+            # The scheduler that assigned it waits for word of it. Also when this member
+            # is scheduler now, if another one assigned the task (two schedulers for a
+            # moment): that one keeps it as accepted until a COMPLETE reaches it, and its
+            # sender's retransmissions go to it. Reported (STATUS ``done``) until a
+            # scheduler other than this member acknowledges it.
             self._done_unacked[tid] = (task.certified, now)
             out.records.append(
                 QueueRecord(
@@ -365,6 +373,7 @@ class QueueMemberCore:
                 self._reply(_COMPLETE, scheduler, tid, task.certified, out)
             return
         self._held[tid] = task
+        self._assigner[tid] = scheduler
         out.deliveries.append(task)
         if scheduler != self.member_id:
             self._reply(_ACCEPT, scheduler, tid, task.certified, out)
@@ -479,6 +488,8 @@ class QueueMemberCore:
         out.advisories.append(self._role_advisory("SCHEDULER.ACTIVE"))
         # Own completions no scheduler acknowledged: their tasks will come back from
         # their senders (unconfirmed), and are confirmed then without new processing.
+        # They stay reported until another scheduler acknowledges them (or the sweep):
+        # the scheduler that assigned them may still be alive and waiting (see _ack).
         for tid, (certified, _) in list(self._done_unacked.items()):
             self._completed(book, tid, certified, self.member_id, now, out)
 
@@ -673,9 +684,9 @@ class QueueMemberCore:
         self._ack(worker, tid, certified, out)
 
     def _ack(self, worker: str, tid: TaskId, certified: bool, out: QueueOutputs) -> None:
-        if worker == self.member_id:
-            self._done_unacked.pop(tid, None)
-        else:
+        # This member's own completions are not acknowledged by its own book: what it
+        # still reports as done is owed to another scheduler (complete(), _activate).
+        if worker != self.member_id:
             out.records.append(
                 QueueRecord(_ACK, self.name, self.member_id, worker, tasks=((tid, certified),))
             )
