@@ -31,15 +31,17 @@ from collections import deque
 from dataclasses import asdict, dataclass
 from typing import Any, cast
 
+from rvasync import codec
 from rvasync._logging import stderr_logger
 from rvasync._version import __version__
+from rvasync._wire import peek_subject
 from rvasync.advisories import AdvisoryClass, build_advisory
 from rvasync.busypoll import poller_for
 from rvasync.daemon.advisories import slow_consumer
 from rvasync.daemon.auth import DaemonSecurity, LoginRefused, User, Users, cert_subject
 from rvasync.daemon.interestadv import ROUTER_MARK, ROUTER_PRIVILEGE, is_router
+from rvasync.daemon.routing import subject_of
 from rvasync.daemon.service import check_client_subject
-from rvasync.daemon.session import Payload
 from rvasync.errors import (
     InvalidArgument,
     InvalidSubject,
@@ -52,6 +54,9 @@ from rvasync.protocol import clientproto as cp
 from rvasync.protocol.authcheck import SubjectPermissions
 from rvasync.protocol.clientproto import ErrorCode
 from rvasync.subjects import check_listen_subject, validate_subject
+
+_check = codec.check
+_peek_subject = peek_subject
 
 __all__ = [
     "DEFAULT_CONSUMER_TIME_LIMIT",
@@ -634,17 +639,21 @@ class ClientConnection(asyncio.Protocol):
         self.session.add_interest(subject)
 
     def _publish(self, wires: list[bytes]) -> None:
-        payloads = []
+        subjects: list[str] = []
+        good: list[bytes] = []
+        verdicts = self._verdicts
         for wire in wires:
-            payload = Payload(data=wire)
-            # Read from the header without decoding the message; None means the bytes
-            # are not a message with a subject, which no genuine transport sends.
-            subject = payload.subject
+            # Read from the header without decoding the message (decoded only when the
+            # header cannot be peeked); None means the bytes are not a message with a
+            # subject, which no genuine transport sends.
+            subject = _peek_subject(wire)
+            if subject is None:
+                subject = subject_of(wire)
             if not subject:
                 raise cp.ProtocolError(
                     "PUBLISH carried bytes that are not a message with a subject"
                 )
-            verdict = self._verdicts.get(subject)
+            verdict = verdicts.get(subject)
             if verdict is None:
                 verdict = self._subject_verdict(subject)
             if verdict:
@@ -659,19 +668,21 @@ class ClientConnection(asyncio.Protocol):
             try:
                 # The whole message, not only its header: bytes that begin with a readable
                 # subject and go on with garbage must not reach other clients (they would
-                # fail there, one by one). The decoded form is kept for local delivery.
-                payload.message()
+                # fail there, one by one). codec.check refuses exactly what a decode
+                # refuses, without building the message: it travels on as bytes.
+                _check(wire)
             except MalformedMessage as exc:
                 raise cp.ProtocolError(
                     f"PUBLISH carried a malformed message on {subject!r}: {exc}"
                 ) from None
-            payloads.append(payload)
+            subjects.append(subject)
+            good.append(wire)
             self.bytes_in += len(wire)
-        if not payloads:
+        if not good:
             return
-        self.messages_in += len(payloads)
+        self.messages_in += len(good)
         try:
-            waiting = self.session.publish_many(payloads)
+            waiting = self.session.publish_wires(subjects, good)
         except RvError as exc:
             # The engine presented what went wrong (DATALOSS.MSG_TOO_LARGE ...) to this
             # session; a closed session means the connection is going away anyway.

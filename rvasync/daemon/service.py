@@ -353,6 +353,44 @@ class ServiceEndpoint:
             self.driver.multicast_many(multicast, total, session is not None and session.batch)
         return self._pressure(session)
 
+    def publish_wires(
+        self, session: ClientSession, subjects: list[str], wires: list[bytes]
+    ) -> Awaitable[None] | None:
+        """:meth:`publish_many` for a client's encoded messages whose subjects are known
+        (``subjects[i]`` of ``wires[i]``, read by the caller from the bytes): nothing is
+        decoded or peeked again. Every one is checked for size before any is sent."""
+        if self.closed:
+            raise TransportClosed(f"service {self.spec.text} of this daemon is closed")
+        router = is_router(session.description)
+        for subject, data in zip(subjects, wires, strict=True):
+            if len(data) > MAX_MESSAGE:
+                self._too_large(session, len(data))
+                raise MessageTooLarge(
+                    f"message is {len(data)} bytes, over the {MAX_MESSAGE}-byte (64 MiB) limit"
+                )
+            if subject[:1] == "_" and not router:
+                check_client_subject(subject)
+        routes = self._routes
+        multicast: list[bytes] = []
+        total = 0
+        for subject, data in zip(subjects, wires, strict=True):
+            if subject[:1] == "_":
+                self._publish_special(session, subject, None, data)
+                continue
+            sessions = routes.get(subject)
+            if sessions is None:
+                sessions = self._route(subject)
+            if sessions:
+                self._deliver_local(sessions, None, data)
+            multicast.append(data)
+            total += len(data)
+        if multicast:
+            counters = self.counters
+            counters.messages_out += len(multicast)
+            counters.bytes_out += total
+            self.driver.multicast_many(multicast, total, session.batch)
+        return self._pressure(session)
+
     def publish_internal(self, msg: Message) -> None:
         """Publish a message of the daemon's own (an advisory) locally and on the network."""
         self.publish(None, msg, None)

@@ -133,6 +133,10 @@ class SessionService(Protocol):
         items: list[tuple[Message | None, bytes | None]],
     ) -> Awaitable[None] | None: ...
 
+    def publish_wires(
+        self, session: ClientSession, subjects: list[str], wires: list[bytes]
+    ) -> Awaitable[None] | None: ...
+
     def detach(self, session: ClientSession) -> None: ...
 
     def on_service(self, address: tuple[str, int]) -> bool: ...
@@ -249,6 +253,14 @@ class ClientSession:
         if self.closed:
             raise TransportClosed("the daemon session is closed")
         return self._service.publish_many(self, [(p.msg, p.data) for p in payloads])
+
+    def publish_wires(self, subjects: list[str], wires: list[bytes]) -> Awaitable[None] | None:
+        """:meth:`publish_many` for encoded messages whose subjects the caller has read
+        (``subjects[i]`` is the subject of ``wires[i]``) and whose bytes it has checked
+        (``codec.check``): a TCP client's PUBLISH, forwarded without being decoded."""
+        if self.closed:
+            raise TransportClosed("the daemon session is closed")
+        return self._service.publish_wires(self, subjects, wires)
 
     def publish_message(self, msg: Message) -> Awaitable[None] | None:
         """:meth:`publish` for a Message (the in-process path: no Payload object)."""
