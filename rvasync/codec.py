@@ -23,6 +23,7 @@ __all__ = [
     "MAX_NESTING_DEPTH",
     "WIRE_VERSION",
     "check",
+    "check_subject",
     "decode",
     "encode",
     "implementation",
@@ -36,5 +37,7 @@ decode = implementation.decode
 #: ``check(data)``: raise what ``decode(data)`` would (MalformedMessage ...), else None,
 #: without building the Message (the daemon's check of what a client publishes).
 check = implementation.check
+#: ``check_subject(data)``: ``check(data)``, then the message's subject (None: it has none).
+check_subject = implementation.check_subject
 
 _message._use_codec(encode, decode)

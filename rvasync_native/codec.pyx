@@ -46,7 +46,7 @@ from rvasync.fieldtypes import FieldType, field_label
 from rvasync.message import CmLabel, Message
 from rvasync.rvdatetime import DateTime
 
-__all__ = ["MAX_MESSAGE_SIZE", "check", "decode", "encode"]
+__all__ = ["MAX_MESSAGE_SIZE", "check", "check_subject", "decode", "encode"]
 
 cdef extern from "Python.h":
     ctypedef struct PyMemberDef:
@@ -1173,6 +1173,23 @@ def check(data):
     ``rvasync.fallback.codec.check``): the same parse and checks, without building
     the Message, its fields' values or their strings."""
     _decode_any(data, False)
+
+
+def check_subject(data):
+    """``check(data)``, then the message's subject (None when it has none): what the
+    daemon needs of a published message, in one call (see
+    ``rvasync.fallback.codec.check_subject``)."""
+    cdef Reader r
+    cdef Item it
+    if type(data) is not bytes:
+        return decode(data).subject
+    _decode_any(data, False)
+    # Checked: the header and the message array are there, and the subject is a valid
+    # str or nil.
+    r.p = <const unsigned char*>PyBytes_AS_STRING(data) + _HEADER_LEN
+    r.end = r.p + (PyBytes_GET_SIZE(data) - _HEADER_LEN)
+    _next(&r, &it)
+    return _read_opt_str(&r, "subject", True)
 
 
 cdef object _decode_any(object data, bint build):

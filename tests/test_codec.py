@@ -363,6 +363,7 @@ def assert_malformed(impl: ModuleType, data: Any, *words: str) -> None:
         assert word.lower() in str(info.value).lower(), (word, str(info.value))
     # check() refuses the same input with the same error (the daemon's check of a publish).
     assert check_outcome(impl, data) == (type(info.value).__name__, str(info.value))
+    assert subject_outcome(impl, data) == (type(info.value).__name__, str(info.value))
 
 
 def check_outcome(impl: ModuleType, data: Any) -> tuple[str, str]:
@@ -599,10 +600,25 @@ def test_decoded_messages_are_independent(impl: ModuleType) -> None:
 # -- check(): the decoder's verdict without the Message -----------------------------------------
 
 
+def subject_outcome(impl: ModuleType, data: Any) -> tuple[str, Any]:
+    """What ``impl.check_subject`` does: ("ok", subject) or (error class name, its text)."""
+    try:
+        return "ok", impl.check_subject(data)
+    except rv.RvError as exc:
+        return type(exc).__name__, str(exc)
+
+
 def assert_check_agrees(data: Any) -> None:
-    """check() accepts what decode() accepts and refuses the rest with the same error."""
+    """check() and check_subject() accept what decode() accepts and refuse the rest with
+    the same error; check_subject() returns the decoded message's subject."""
     for impl in IMPLS:
-        assert check_outcome(impl, data) == full_outcome(impl, data), data
+        expected = full_outcome(impl, data)
+        assert check_outcome(impl, data) == expected, data
+        if expected[0] == "ok":
+            expected = ("ok", impl.decode(data).subject)
+        assert subject_outcome(impl, data) == expected, data
+        if isinstance(data, bytes):
+            assert subject_outcome(impl, bytearray(data)) == expected, data
 
 
 def test_check_agrees_with_decode_on_mutated_encodings() -> None:

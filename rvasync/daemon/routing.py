@@ -198,6 +198,8 @@ class Router:
                     if msg is None:
                         msg = _decode(data)
                     target.sink(msg)
+                elif data is not None and target.wire_sink is not None:
+                    target.wire_sink(data)
                 else:
                     if payload is None:
                         payload = Payload(msg, data)
@@ -245,6 +247,8 @@ class Router:
             try:
                 if target.sink_is_message:
                     target.sink(msg)
+                elif target.wire_sink is not None:
+                    target.wire_sink(data)
                 else:
                     if payload is None:
                         payload = Payload(msg, data)
@@ -327,8 +331,10 @@ class Router:
                     target.inbox_sink(_decode(data), True)
                 elif target.sink_is_message:
                     target.sink(_decode(data))
+                elif target.wire_sink is not None:
+                    target.wire_sink(data)  # a TCP client: forwarded undecoded
                 else:
-                    target.sink(Payload(None, data))  # a TCP client: forwarded undecoded
+                    target.sink(Payload(None, data))
                 counters.deliveries += 1
             except MalformedMessage:
                 counters.messages_malformed += 1

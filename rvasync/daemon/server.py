@@ -34,7 +34,6 @@ from typing import Any, cast
 from rvasync import codec
 from rvasync._logging import stderr_logger
 from rvasync._version import __version__
-from rvasync._wire import peek_subject
 from rvasync.advisories import AdvisoryClass, build_advisory
 from rvasync.busypoll import poller_for
 from rvasync.daemon.advisories import slow_consumer
@@ -46,6 +45,7 @@ from rvasync.errors import (
     InvalidArgument,
     InvalidSubject,
     MalformedMessage,
+    MessageTooLarge,
     NotPermitted,
     RvError,
 )
@@ -55,8 +55,7 @@ from rvasync.protocol.authcheck import SubjectPermissions
 from rvasync.protocol.clientproto import ErrorCode
 from rvasync.subjects import check_listen_subject, validate_subject
 
-_check = codec.check
-_peek_subject = peek_subject
+_check_subject = codec.check_subject
 
 __all__ = [
     "DEFAULT_CONSUMER_TIME_LIMIT",
@@ -421,9 +420,12 @@ class ClientConnection(asyncio.Protocol):
 
     def deliver(self, payload: Any) -> None:
         """Queue one message for this client; written at the end of the loop turn."""
+        self.deliver_wire(payload.wire())
+
+    def deliver_wire(self, wire: bytes) -> None:
+        """:meth:`deliver` for a message's wire bytes (the engine's call when it has them)."""
         if self._closing:
             return
-        wire = payload.wire()
         self.messages_out += 1
         self.bytes_out += len(wire)
         if self._queue or self._paused:  # a backlog: keep the order, apply the limits
@@ -643,13 +645,20 @@ class ClientConnection(asyncio.Protocol):
         good: list[bytes] = []
         verdicts = self._verdicts
         for wire in wires:
-            # Read from the header without decoding the message (decoded only when the
-            # header cannot be peeked); None means the bytes are not a message with a
-            # subject, which no genuine transport sends.
-            subject = _peek_subject(wire)
-            if subject is None:
-                subject = subject_of(wire)
+            try:
+                # The whole message is checked, not only its header: bytes that begin with
+                # a readable subject and go on with garbage must not reach other clients
+                # (they would fail there, one by one). codec.check_subject refuses exactly
+                # what a decode refuses, without building the message (it travels on as
+                # bytes), and returns its subject.
+                subject = _check_subject(wire)
+                bad: RvError | None = None
+            except (MalformedMessage, MessageTooLarge) as exc:
+                # Refused; but an illegal subject is reported as such first, as ever.
+                subject, bad = subject_of(wire), exc
             if not subject:
+                # None: the bytes are not a message with a subject, which no genuine
+                # transport sends.
                 raise cp.ProtocolError(
                     "PUBLISH carried bytes that are not a message with a subject"
                 )
@@ -665,16 +674,12 @@ class ClientConnection(asyncio.Protocol):
                 self._not_permitted(why)
                 self._illegal_publish(subject, why)
                 continue
-            try:
-                # The whole message, not only its header: bytes that begin with a readable
-                # subject and go on with garbage must not reach other clients (they would
-                # fail there, one by one). codec.check refuses exactly what a decode
-                # refuses, without building the message: it travels on as bytes.
-                _check(wire)
-            except MalformedMessage as exc:
-                raise cp.ProtocolError(
-                    f"PUBLISH carried a malformed message on {subject!r}: {exc}"
-                ) from None
+            if bad is not None:
+                if isinstance(bad, MalformedMessage):
+                    raise cp.ProtocolError(
+                        f"PUBLISH carried a malformed message on {subject!r}: {bad}"
+                    )
+                raise bad
             subjects.append(subject)
             good.append(wire)
             self.bytes_in += len(wire)

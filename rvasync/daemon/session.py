@@ -103,7 +103,9 @@ class SessionOwner(Protocol):
     * ``deliver_owned(msg)``: a freshly decoded message that only this session
       receives; the owner may keep it as is;
     * ``deliver_inbox(msg, owned)``: a message for one of the session's inboxes
-      (``owned`` as above), so that replies can complete requests directly.
+      (``owned`` as above), so that replies can complete requests directly;
+    * ``deliver_wire(data)``: what ``deliver`` gets, as the message's wire bytes
+      (an owner that forwards bytes: no Payload is made when the bytes are known).
     """
 
     def deliver(self, payload: Payload) -> None:
@@ -167,6 +169,7 @@ class ClientSession:
         "sink_is_message",
         "token",
         "transport_id",
+        "wire_sink",
     )
 
     def __init__(
@@ -197,6 +200,9 @@ class ClientSession:
         self.sink: Any = sink if sink is not None else owner.deliver
         #: deliver_inbox(msg, owned): optional fast path for replies to this session's inboxes
         self.inbox_sink: Any = getattr(owner, "deliver_inbox", None)
+        #: deliver_wire(data): optional, for an owner that takes Payloads and wants only their
+        #: bytes (a TCP client): handed the wire bytes when they are known, no Payload made.
+        self.wire_sink: Any = None if self.sink_is_message else getattr(owner, "deliver_wire", None)
 
     # -- interest ------------------------------------------------------------
 
