@@ -207,6 +207,19 @@ def test_owners_that_take_bytes_get_the_bytes_everywhere():
     assert counters.deliveries == 2 + 1 + 3 + 1
 
 
+def test_deliver_wires_hands_each_batch_over_and_contains_a_failure():
+    got = []
+
+    def boom(wires):
+        raise RuntimeError("sink failed")
+
+    router, counters, contained = make_router()
+    router.deliver_wires({got.extend: [b"a", b"b"], boom: [b"c"]})
+    assert got == [b"a", b"b"]
+    assert contained == ["delivering to a client"]
+    assert counters.deliveries == 3
+
+
 def test_deliver_local_contains_a_failing_sink():
     def boom(msg):
         raise RuntimeError("sink failed")

@@ -211,6 +211,18 @@ class Router:
                 self._contain("delivering to a client", subject=getattr(msg, "subject", None))
         self._counters.deliveries += len(sessions)
 
+    def deliver_wires(self, batches: dict[Any, list[bytes]]) -> None:
+        """Hand each session's batch of wire bytes to its ``wires_sink`` (the key), in order;
+        the service collects them for sessions that are a message's only receiver."""
+        delivered = 0
+        for sink, wires in batches.items():
+            delivered += len(wires)
+            try:
+                sink(wires)
+            except Exception:
+                self._contain("delivering to a client", messages=len(wires))
+        self._counters.deliveries += delivered
+
     # ------------------------------------------------------------------ received
 
     def deliver_multicast(self, payloads: list[bytes]) -> None:

@@ -440,6 +440,25 @@ class ClientConnection(asyncio.Protocol):
             self._flush_scheduled = True
             self._loop.call_soon(self._flush)
 
+    def deliver_wires(self, wires: list[bytes]) -> None:
+        """:meth:`deliver_wire` for several messages in order (one client frame's worth)."""
+        if self._closing:
+            return
+        size = sum(map(len, wires))
+        if self._queue or self._paused or size >= _WRITE_CHUNK:
+            for wire in wires:  # the backlog and its limits, or a big batch: one by one
+                self.deliver_wire(wire)
+            return
+        self.messages_out += len(wires)
+        self.bytes_out += size
+        if self._pending_bytes + size > _WRITE_CHUNK:
+            self._write_pending()  # a DELIVER frame stays within one write chunk
+        self._pending += wires
+        self._pending_bytes += size
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)
+
     def present(self, advisory: Message) -> None:
         """Queue an advisory for this client, in order with its messages."""
         if self._closing:

@@ -373,17 +373,37 @@ class ServiceEndpoint:
         routes = self._routes
         multicast: list[bytes] = []
         total = 0
+        # A message whose only receiver here takes batches of bytes (a TCP client) joins
+        # that receiver's batch, handed over once: before any other delivery (which could
+        # reach the same session, and must not overtake), and at the end.
+        batches: dict[Any, list[bytes]] = {}
         for subject, data in zip(subjects, wires, strict=True):
             if subject[:1] == "_":
+                if batches:
+                    self.router.deliver_wires(batches)
+                    batches = {}
                 self._publish_special(session, subject, None, data)
                 continue
             sessions = routes.get(subject)
             if sessions is None:
                 sessions = self._route(subject)
             if sessions:
-                self._deliver_local(sessions, None, data)
+                sink = sessions[0].wires_sink if len(sessions) == 1 else None
+                if sink is not None:
+                    batch = batches.get(sink)
+                    if batch is None:
+                        batches[sink] = [data]
+                    else:
+                        batch.append(data)
+                else:
+                    if batches:
+                        self.router.deliver_wires(batches)
+                        batches = {}
+                    self._deliver_local(sessions, None, data)
             multicast.append(data)
             total += len(data)
+        if batches:
+            self.router.deliver_wires(batches)
         if multicast:
             counters = self.counters
             counters.messages_out += len(multicast)

@@ -105,7 +105,9 @@ class SessionOwner(Protocol):
     * ``deliver_inbox(msg, owned)``: a message for one of the session's inboxes
       (``owned`` as above), so that replies can complete requests directly;
     * ``deliver_wire(data)``: what ``deliver`` gets, as the message's wire bytes
-      (an owner that forwards bytes: no Payload is made when the bytes are known).
+      (an owner that forwards bytes: no Payload is made when the bytes are known);
+    * ``deliver_wires(list)``: with ``deliver_wire``, several messages' bytes in
+      order (what a client published in one frame for this session alone).
     """
 
     def deliver(self, payload: Payload) -> None:
@@ -170,6 +172,7 @@ class ClientSession:
         "token",
         "transport_id",
         "wire_sink",
+        "wires_sink",
     )
 
     def __init__(
@@ -203,6 +206,10 @@ class ClientSession:
         #: deliver_wire(data): optional, for an owner that takes Payloads and wants only their
         #: bytes (a TCP client): handed the wire bytes when they are known, no Payload made.
         self.wire_sink: Any = None if self.sink_is_message else getattr(owner, "deliver_wire", None)
+        #: deliver_wires(list of wire bytes): optional, several messages at once, in order.
+        self.wires_sink: Any = (
+            None if self.wire_sink is None else getattr(owner, "deliver_wires", None)
+        )
 
     # -- interest ------------------------------------------------------------
 
