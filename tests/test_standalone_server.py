@@ -245,10 +245,13 @@ async def test_the_server_refuses_what_a_full_decode_refused():
     on mutations of a message (subject, names, values, lengths) it refuses exactly what
     the decode refused, and passes the rest on byte for byte."""
     base = Message("ORDERS.X", {"payload": b"x" * 16, "n": 5, "s": "h\u00e9llo"}).to_bytes()
+    # The verdict on a subject comes before the check of the rest (illegal, then malformed).
     advisory = Message("_RV.FAKE", {"x": 1}).to_bytes()
     empty_element = base.replace(b"ORDERS.X", b"ORDERS..")
-    illegal = [advisory, advisory[:-2], empty_element, empty_element[:-2]]  # the verdict first
-    wires = [base, *illegal, *mutated_wires(base, random.Random(20261124), 80)]
+    bad_inbox = base.replace(b"ORDERS.X", b"_INBOX..")  # a reply's subject, checked apart
+    illegal = [advisory, advisory[:-2], empty_element, empty_element[:-2], bad_inbox]
+    inbox = base.replace(b"ORDERS.X", b"_INBOX.X")
+    wires = [base, inbox, inbox[:-2], *illegal, *mutated_wires(base, random.Random(20261124), 80)]
     verdicts = {decode_verdict(w) for w in wires}
     assert verdicts == {"ok", "illegal", "protocol"}  # the mutations reach every outcome
     async with serving() as (_, server):

@@ -683,7 +683,16 @@ class ClientConnection(asyncio.Protocol):
                 )
             verdict = verdicts.get(subject)
             if verdict is None:
-                verdict = self._subject_verdict(subject)
+                if subject[:7] == "_INBOX.":
+                    # A reply (its inbox is seldom seen again: not remembered). Of the
+                    # checks of _subject_verdict only the subject's syntax can refuse it.
+                    try:
+                        validate_subject(subject, wildcards=True)
+                        verdict = ""
+                    except (InvalidSubject, NotPermitted) as exc:
+                        verdict = str(exc)
+                else:
+                    verdict = self._subject_verdict(subject)
             if verdict:
                 self._illegal_publish(subject, verdict)
                 continue

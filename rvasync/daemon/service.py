@@ -361,15 +361,18 @@ class ServiceEndpoint:
         decoded or peeked again. Every one is checked for size before any is sent."""
         if self.closed:
             raise TransportClosed(f"service {self.spec.text} of this daemon is closed")
-        router = is_router(session.description)
+        router: bool | None = None
         for subject, data in zip(subjects, wires, strict=True):
             if len(data) > MAX_MESSAGE:
                 self._too_large(session, len(data))
                 raise MessageTooLarge(
                     f"message is {len(data)} bytes, over the {MAX_MESSAGE}-byte (64 MiB) limit"
                 )
-            if subject[:1] == "_" and not router:
-                check_client_subject(subject)
+            if subject[:3] == "_RV":  # what check_client_subject may refuse (not an inbox)
+                if router is None:
+                    router = is_router(session.description)
+                if not router:
+                    check_client_subject(subject)
         routes = self._routes
         multicast: list[bytes] = []
         total = 0
@@ -409,6 +412,8 @@ class ServiceEndpoint:
             counters.messages_out += len(multicast)
             counters.bytes_out += total
             self.driver.multicast_many(multicast, total, session.batch)
+        if self.driver.drained is None:  # the common case, without a call
+            return None
         return self._pressure(session)
 
     def publish_internal(self, msg: Message) -> None:
