@@ -242,11 +242,13 @@ async def test_one_frame_of_mixed_messages_arrives_in_order(rv_daemon, rv_servic
         await other.link.ping()
         subjects = ["ORD.X", "ORD.X", inbox, "ORD.X", "ORD.BOTH", "ORD.X", inbox, "ORD.X"]
         wires = [Message(s, {"n": n}).to_bytes() for n, s in enumerate(subjects)]
-        reader, writer = await asyncio.open_connection(host, int(port))
+        _reader, writer = await asyncio.open_connection(host, int(port))
         writer.write(cp.encode(cp.Hello(service=rv_service[0])) + cp.encode(cp.Publish(wires)))
         await writer.drain()
         got = [await queue.get(WAIT) for _ in subjects]
-        assert [(m.subject, m["n"]) for m in got] == list(zip(subjects, range(len(subjects))))
+        assert [(m.subject, m["n"]) for m in got] == [
+            (subject, n) for n, subject in enumerate(subjects)
+        ]
         assert (await shared.get(WAIT))["n"] == 4
         writer.close()
 
