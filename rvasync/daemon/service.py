@@ -384,6 +384,69 @@ class ServiceEndpoint:
             return None
         return self._pressure(session)
 
+    def publish_wires(
+        self, session: ClientSession, subjects: list[str], wires: list[bytes]
+    ) -> Awaitable[None] | None:
+        """:meth:`publish_many` for a client's encoded messages whose subjects are known
+        (``subjects[i]`` of ``wires[i]``, read by the caller from the bytes): nothing is
+        decoded or peeked again. Every one is checked for size before any is sent."""
+        if self.closed:
+            raise TransportClosed(f"service {self.spec.text} of this daemon is closed")
+        router: bool | None = None
+        for subject, data in zip(subjects, wires, strict=True):
+            if len(data) > MAX_MESSAGE:
+                self._too_large(session, len(data))
+                raise MessageTooLarge(
+                    f"message is {len(data)} bytes, over the {MAX_MESSAGE}-byte (64 MiB) limit"
+                )
+            if subject[:3] == "_RV":  # what check_client_subject may refuse (not an inbox)
+                if router is None:
+                    router = is_router(session.description)
+                if not router:
+                    check_client_subject(subject)
+        routes = self._routes
+        multicast: list[bytes] = []
+        total = 0
+        # A message whose only receiver here takes batches of bytes (a TCP client) joins
+        # that receiver's batch, handed over once: before any other delivery (which could
+        # reach the same session, and must not overtake), and at the end.
+        batches: dict[Any, list[bytes]] = {}
+        for subject, data in zip(subjects, wires, strict=True):
+            if subject[:1] == "_":
+                if batches:
+                    self.router.deliver_wires(batches)
+                    batches = {}
+                self._publish_special(session, subject, None, data)
+                continue
+            sessions = routes.get(subject)
+            if sessions is None:
+                sessions = self._route(subject)
+            if sessions:
+                sink = sessions[0].wires_sink if len(sessions) == 1 else None
+                if sink is not None:
+                    batch = batches.get(sink)
+                    if batch is None:
+                        batches[sink] = [data]
+                    else:
+                        batch.append(data)
+                else:
+                    if batches:
+                        self.router.deliver_wires(batches)
+                        batches = {}
+                    self._deliver_local(sessions, None, data)
+            multicast.append(data)
+            total += len(data)
+        if batches:
+            self.router.deliver_wires(batches)
+        if multicast:
+            counters = self.counters
+            counters.messages_out += len(multicast)
+            counters.bytes_out += total
+            self.driver.multicast_many(multicast, total, session.batch)
+        if self.driver.drained is None:  # the common case, without a call
+            return None
+        return self._pressure(session)
+
     def publish_internal(self, msg: Message) -> None:
         """Publish a message of the daemon's own (an advisory) locally and on the network."""
         self.publish(None, msg, None)

@@ -38,6 +38,7 @@ from rvasync._logging import stderr_logger
 from rvasync._wire import LOOPBACK_DATAGRAM, MAX_MESSAGE_SIZE, NETWORK_DATAGRAM, peek_subject
 from rvasync.advisories import AdvisoryClass, build_advisory, fast_producer, msg_too_large
 from rvasync.busypoll import poller_for
+from rvasync.codec import decode as _decode
 from rvasync.codec import encode as _encode
 from rvasync.errors import (
     DaemonUnavailable,
@@ -548,10 +549,10 @@ class TcpLink:
         # its inboxes (replies a request waits for) have a way of their own.
         deliver = getattr(hooks, "link_deliver_owned", None) or hooks.link_deliver
         deliver_inbox = getattr(hooks, "link_deliver_inbox", None)
-        from_bytes = Message.from_bytes
+        decode = _decode  # Message.from_bytes without its Python frame (once per message)
         for wire in wires:
             try:
-                msg = from_bytes(wire)
+                msg: Message = decode(wire)
             except MalformedMessage as exc:
                 stderr_logger().warning(
                     "dropped a malformed message from the daemon",
