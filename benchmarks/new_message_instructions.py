@@ -10,8 +10,10 @@ that re-send one prebuilt message hide what that costs. This counts, with
 * ``roundtrip``: encode and decode of the 10-field message of the codec rows
 
 each for the in-process daemon and, with ``--standalone``, for a client of a
-standalone daemon (``rvasync daemon``, not measured itself: see
-``benchmarks.reqrep_instructions --standalone`` for the daemon's side). Like
+standalone daemon (``rvasync daemon``, not measured itself). ``--daemon-side``
+counts the standalone daemon instead, for ``new`` and ``prebuilt``: its
+instructions per message from a sender to one subscriber (a third process,
+listening to the subject), the path of the ``pubsub-128B-1sub`` standalone row. Like
 ``benchmarks.reqrep_instructions`` it runs a short and a long series and
 prints the difference divided by the extra messages, which cancels start-up
 and shut-down. Instruction counts, unlike wall-clock rates, do not drift with
@@ -20,7 +22,7 @@ the load of a shared machine.
 Needs valgrind (``apt-get install valgrind``). Usage::
 
     python -m benchmarks.new_message_instructions [--short 2000] [--long 12000]
-        [--standalone] [--modes new,prebuilt,build,roundtrip]
+        [--standalone | --daemon-side] [--modes new,prebuilt,build,roundtrip]
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ import time
 from pathlib import Path
 
 from benchmarks.procs import free_port
+from benchmarks.reqrep_instructions import _collected
+from benchmarks.reqrep_instructions import _start_daemon as start_measured_daemon
 
 SENDER = r"""
 import asyncio, sys
@@ -90,6 +94,31 @@ async def main():
 uvloop.run(main())
 """
 
+SUBSCRIBER = r"""
+import asyncio, sys
+import uvloop
+import rvasync as rv
+
+count, daemon = int(sys.argv[1]), sys.argv[2]
+
+async def main():
+    t = rv.Transport(service=sys.argv[3], daemon=daemon)
+    await t.open()
+    listener = t.listen("ORDERS.X")
+    # The daemon has the interest once a message of this process comes back.
+    await t.send(rv.Message("ORDERS.X", {"ready": True}))
+    await listener.get(600)
+    print("ready", flush=True)
+    got = 0
+    while got < count:
+        await listener.get(600)
+        got += 1
+    print(got, flush=True)
+    await t.close()
+
+uvloop.run(main())
+"""
+
 COLLECTED = re.compile(r"Collected : (\d+)")
 MODES = ("new", "prebuilt", "build", "roundtrip")
 
@@ -135,12 +164,62 @@ def instructions(mode: str, count: int, workdir: Path, daemon: str) -> int:
     return int(found.group(1))
 
 
+def daemon_instructions(mode: str, count: int, workdir: Path) -> int:
+    """Instructions a standalone daemon ran while ``count`` messages of ``mode`` went from a
+    sender to one subscriber (whole daemon process; the clients are not measured)."""
+    sender = workdir / "sender.py"
+    sender.write_text(SENDER)
+    subscriber = workdir / "subscriber.py"
+    subscriber.write_text(SUBSCRIBER)
+    service = str(free_port(socket.SOCK_DGRAM))
+    daemon_port = free_port()
+    where = f"127.0.0.1:{daemon_port}"
+    out = workdir / f"callgrind.daemon.{mode}.{count}.out"
+    daemon = start_measured_daemon(daemon_port, True, out)
+    sub: subprocess.Popen[str] | None = None
+    try:
+        sub = subprocess.Popen(
+            [sys.executable, str(subscriber), str(count), where, service],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert sub.stdout is not None and sub.stderr is not None
+        if sub.stdout.readline().strip() != "ready":
+            raise RuntimeError(f"the subscriber did not start: {sub.stderr.read()}")
+        done = subprocess.run(
+            [sys.executable, str(sender), service, mode, str(count), where],
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"the sender failed:\n{done.stderr[-2000:]}")
+        got = sub.stdout.readline().strip()
+        sub.wait(900)
+        if got != str(count):
+            raise RuntimeError(f"the subscriber got {got!r} of {count}: {sub.stderr.read()}")
+        daemon.send_signal(signal.SIGTERM)
+        daemon.wait(300)
+        assert daemon.stderr is not None
+        return _collected(daemon.stderr.read(), "daemon")
+    finally:
+        for proc in (sub, daemon):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--short", type=int, default=2000, help="messages of the short run")
     parser.add_argument("--long", type=int, default=12000, help="messages of the long run")
     parser.add_argument(
         "--standalone", action="store_true", help="send through a standalone daemon"
+    )
+    parser.add_argument(
+        "--daemon-side",
+        action="store_true",
+        help="count a standalone daemon passing the messages to one subscriber (new, prebuilt)",
     )
     parser.add_argument(
         "--modes", default=",".join(MODES), help=f"comma-separated subset of {','.join(MODES)}"
@@ -152,6 +231,16 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(modes) - set(MODES))
     if unknown:
         parser.error(f"unknown modes: {', '.join(unknown)}")
+    if args.daemon_side:
+        if not set(modes) <= {"new", "prebuilt"}:
+            parser.error("--daemon-side counts the modes new and prebuilt only")
+        with tempfile.TemporaryDirectory() as tmp:
+            for mode in modes:
+                short = daemon_instructions(mode, args.short, Path(tmp))
+                long = daemon_instructions(mode, args.long, Path(tmp))
+                per = (long - short) / (args.long - args.short)
+                print(f"{mode} (standalone daemon): {per:,.0f} instructions per message")
+        return 0
     daemon_proc: subprocess.Popen[bytes] | None = None
     daemon = ""
     try:

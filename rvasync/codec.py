@@ -1,4 +1,4 @@
-"""Message wire codec: ``encode(msg) -> bytes`` and ``decode(data) -> Message``.
+"""Message wire codec: ``encode(msg) -> bytes``, ``decode(data) -> Message`` and ``check(data)``.
 
 Two implementations share one interface and produce identical bytes: the
 compiled ``rvasync_native.codec`` (used when built) and the pure-Python
@@ -22,6 +22,8 @@ __all__ = [
     "MAX_MESSAGE_SIZE",
     "MAX_NESTING_DEPTH",
     "WIRE_VERSION",
+    "check",
+    "check_subject",
     "decode",
     "encode",
     "implementation",
@@ -32,5 +34,10 @@ implementation = load("codec")
 
 encode = implementation.encode
 decode = implementation.decode
+#: ``check(data)``: raise what ``decode(data)`` would (MalformedMessage ...), else None,
+#: without building the Message (the daemon's check of what a client publishes).
+check = implementation.check
+#: ``check_subject(data)``: ``check(data)``, then the message's subject (None: it has none).
+check_subject = implementation.check_subject
 
 _message._use_codec(encode, decode)

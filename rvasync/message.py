@@ -532,7 +532,7 @@ class Message(MessageBase):
         that are themselves mutable (nested messages, array lists) are shared,
         not copied: use ``copy.deepcopy`` for a fully separate tree.
         """
-        return self._delivery_copy(self.listener, self.closure)
+        return self.delivery_copy(self.listener, self.closure)
 
     __copy__ = copy
 
@@ -554,25 +554,6 @@ class Message(MessageBase):
         clone._shared = False
         return clone
 
-    def _delivery_copy(self, listener: Any, closure: Any) -> Message:
-        """A new Message for one delivery, sharing this one's field storage copy-on-write.
-
-        Both sides are marked shared; whichever changes its fields first copies
-        them. Nested values (sub-messages, array lists) are not copied.
-        """
-        clone = _new(Message)
-        clone.subject = self.subject
-        clone.reply_subject = self.reply_subject
-        clone.listener = listener
-        clone.closure = closure
-        clone.cm = self.cm
-        clone.origin = self.origin
-        clone._fields = self._fields
-        clone._ids = self._ids
-        clone._shared = True
-        self._shared = True
-        return clone
-
     def _share(self) -> None:
         """Mark the field storage shared so the next change copies it first.
 
@@ -590,12 +571,19 @@ class Message(MessageBase):
 
     # -- driver API (certified delivery, fault tolerance and the drivers to come) --
 
-    #: ``msg.delivery_copy(listener, closure)``: a new Message for one delivery,
-    #: sharing this one's field storage copy-on-write (see ``_delivery_copy``).
-    #: Drivers deliver to their own listeners with it, and copy a caller's
-    #: message cheaply before labelling it. The same function (hot path: no
-    #: extra call layer).
-    delivery_copy = _delivery_copy
+    if TYPE_CHECKING:
+
+        def delivery_copy(self, listener: Any, closure: Any) -> Message:
+            """A new Message for one delivery, sharing this one's field storage copy-on-write.
+
+            Both sides are marked shared; whichever changes its fields first
+            copies them. Nested values (sub-messages, array lists) are not
+            copied. Drivers deliver to their own listeners with it, and copy a
+            caller's message cheaply before labelling it. The body is the
+            ``msgbuild`` hot path's ``delivery_copy`` (installed below the
+            class): it runs once per listener of every delivered message.
+            """
+            ...
 
     #: ``msg.add_reserved(name, value, type=None, field_id=0)``: :meth:`add`
     #: allowing names that start with ``_``, for drivers encoding their own
@@ -687,6 +675,7 @@ _build = load("msgbuild")
 if not TYPE_CHECKING:
     Message.__init__ = _build.init
     Message.add = _build.add
+    Message.delivery_copy = _build.delivery_copy
 
 
 def _message_from_bytes(data: bytes) -> Message:

@@ -47,7 +47,7 @@ from rvasync.fieldtypes import FieldType, field_label
 from rvasync.message import CmLabel, Message
 from rvasync.rvdatetime import DateTime
 
-__all__ = ["MAX_MESSAGE_SIZE", "decode", "encode"]
+__all__ = ["MAX_MESSAGE_SIZE", "check", "check_subject", "decode", "encode"]
 
 cdef extern from "Python.h":
     ctypedef struct PyMemberDef:
@@ -932,6 +932,16 @@ cdef inline object _text(Item* it):
         raise MalformedMessage(f"invalid msgpack body: a string is not valid UTF-8 ({exc.reason})") from None
 
 
+cdef int _check_text(Item* it) except -1:
+    """What ``_text`` checks (strict UTF-8), without keeping a str: ASCII needs no decode."""
+    cdef Py_ssize_t k
+    for k in range(it.n):
+        if it.ptr[k] >= 0x80:
+            _text(it)  # the decoder's own check (and error) for anything beyond ASCII
+            return 0
+    return 0
+
+
 cdef inline object _bytes(Item* it):
     cdef bytes out
     if <size_t>it.n < SPLIT_COPY_MIN:
@@ -947,13 +957,16 @@ cdef object _int_object(Item* it):
     return PyLong_FromLongLong(it.i)
 
 
-cdef object _read_opt_str(Reader* r, str what):
+cdef object _read_opt_str(Reader* r, str what, bint build):
     cdef Item it
     _next(r, &it)
     if it.kind == K_NIL:
         return None
     if it.kind != K_STR:
         _bad(f"{what} must be a str or nil, got {_kind_name(&it)}")
+    if not build:
+        _check_text(&it)
+        return None
     return _text(&it)
 
 
@@ -964,7 +977,7 @@ cdef const unsigned char* _read_origin(Item* it) except NULL:
     return it.ptr
 
 
-cdef object _read_cm(Reader* r, const unsigned char** origin):
+cdef object _read_cm(Reader* r, bint build, const unsigned char** origin):
     """The label slot: nil, a CM label (array of 3), an origin (bin: stored in
     ``origin[0]``, which is left alone otherwise), or both (array of 4)."""
     cdef Item it
@@ -983,12 +996,15 @@ cdef object _read_cm(Reader* r, const unsigned char** origin):
     _next(r, &it)
     if it.kind != K_STR or it.n == 0:
         _bad("CM label sender must be a non-empty str")
-    sender = _text(&it)
+    if build:
+        sender = _text(&it)
+    else:
+        _check_text(&it)
     _next(r, &it)
     if it.kind == K_NIL:
         sequence = None
     elif it.kind == K_UINT:
-        sequence = PyLong_FromUnsignedLongLong(it.u)
+        sequence = PyLong_FromUnsignedLongLong(it.u) if build else None
     else:
         _bad(f"CM label sequence must be nil or an unsigned int, got {_kind_name(&it)}")
     _next(r, &it)
@@ -996,14 +1012,14 @@ cdef object _read_cm(Reader* r, const unsigned char** origin):
         _bad(f"CM label time_limit must be a float, got {_kind_name(&it)}")
     if not (0.0 <= it.d and not isinf(it.d)):
         _bad(f"CM label time_limit must be finite and >= 0, got {it.d}")
-    label = CmLabel(sender, sequence, it.d)
+    label = CmLabel(sender, sequence, it.d) if build else None
     if n == 4:
         _next(r, &it)
         origin[0] = _read_origin(&it)
     return label
 
 
-cdef list _read_numbers(Item* it, int code):
+cdef list _read_numbers(Item* it, int code, bint build):
     cdef int size = _ELEM_SIZE[code]
     cdef Py_ssize_t n, k
     cdef const unsigned char* p = it.ptr
@@ -1017,6 +1033,8 @@ cdef list _read_numbers(Item* it, int code):
     if it.n % size:
         _bad(f"{_TYPES[code].name} holds {it.n} bytes, not a multiple of {size}")
     n = it.n // size
+    if not build:
+        return None
     out = [None] * n
     for k in range(n):
         raw = _le(p + k * size, size)
@@ -1042,13 +1060,13 @@ cdef list _read_numbers(Item* it, int code):
     return out
 
 
-cdef object _read_child(Reader* r, int depth):
+cdef object _read_child(Reader* r, int depth, bint build):
     if depth >= _MAX_DEPTH:
         _bad(f"messages nested deeper than {_MAX_DEPTH} levels")
-    return _read_message(r, depth + 1)
+    return _read_message(r, depth + 1, build)
 
 
-cdef object _read_value(Reader* r, int code, int depth):
+cdef object _read_value(Reader* r, int code, int depth, bint build):
     cdef Item it
     cdef list out
     cdef Py_ssize_t k
@@ -1056,23 +1074,30 @@ cdef object _read_value(Reader* r, int code, int depth):
     cdef int64_t wire = 0
     cdef float f
     cdef uint32_t bits32
-    cdef object dt
+    cdef object dt, value
     if code == T_MSG:
-        return _read_child(r, depth)
+        return _read_child(r, depth, build)
     _next(r, &it)
     if code == T_STRING:
         if it.kind != K_STR:
             _bad(f"STRING value must be a str, got {_kind_name(&it)}")
+        if not build:
+            _check_text(&it)
+            return None
         return _text(&it)
     if (T_I8 <= code <= T_U64) or code == T_IPPORT16:
         if it.kind != K_UINT and it.kind != K_NEGINT:
             _bad(f"{_TYPES[code].name} value must be an int, got {_kind_name(&it)}")
         if not _int_in_range(code, it.kind == K_NEGINT, it.i, it.u):
             _bad(f"value {_int_object(&it)} out of range for {_TYPES[code].name}")
+        if not build:
+            return None
         return _int_object(&it)
     if code == T_F64:
         if it.kind != K_FLOAT:
             _bad(f"F64 value must be a float, got {_kind_name(&it)}")
+        if not build:
+            return None
         return PyFloat_FromDouble(it.d)
     if code == T_BOOL:
         if it.kind == K_TRUE:
@@ -1083,6 +1108,8 @@ cdef object _read_value(Reader* r, int code, int depth):
     if code == T_OPAQUE or code == T_XML:
         if it.kind != K_BIN:
             _bad(f"value must be bin, got {_kind_name(&it)}")
+        if not build:
+            return None
         return _bytes(&it)
     if code == T_DATETIME:
         if it.kind == K_UINT:
@@ -1096,6 +1123,8 @@ cdef object _read_value(Reader* r, int code, int depth):
         low = (<uint64_t>wire) & 0xFFFFFF
         if low > 999999:
             _bad(f"DATETIME microseconds {low} over 999999")
+        if not build:
+            return None
         dt = PyType_GenericAlloc(DateTime, 0)
         _put(dt, _dt_offset[0], (wire - <int64_t>low) // 16777216)
         _put(dt, _dt_offset[1], low)
@@ -1103,43 +1132,60 @@ cdef object _read_value(Reader* r, int code, int depth):
     if code == T_F32:
         if it.kind != K_BIN or it.n != 4:
             _bad(f"F32 value must be 4 bytes of bin, got {_kind_name(&it)}")
+        if not build:
+            return None
         bits32 = <uint32_t>_le(it.ptr, 4)
         memcpy(&f, &bits32, 4)
         return PyFloat_FromDouble(f)
     if code == T_IPADDR32:
         if it.kind != K_BIN or it.n != 4:
             _bad(f"IPADDR32 value must be 4 bytes of bin, got {_kind_name(&it)}")
+        if not build:
+            return None
         return _IPv4(_bytes(&it))
     if code == T_STRINGARRAY:
         if it.kind != K_ARRAY:
             _bad(f"STRINGARRAY value must be an array, got {_kind_name(&it)}")
+        if not build:
+            for k in range(it.n):
+                _read_array_str(r, k, False)
+            return None
         out = [None] * it.n
         for k in range(it.n):
-            out[k] = _read_array_str(r, k)
+            out[k] = _read_array_str(r, k, True)
         return out
     if code == T_MSGARRAY:
         if it.kind != K_ARRAY:
             _bad(f"MSGARRAY value must be an array, got {_kind_name(&it)}")
-        out = [None] * it.n
+        out = [None] * it.n if build else None
         for k in range(it.n):
             try:
-                out[k] = _read_child(r, depth)
+                value = _read_child(r, depth, build)
             except MalformedMessage as exc:
                 raise MalformedMessage(f"element {k}: {exc}") from None
+            if build:
+                out[k] = value
         return out
-    return _read_numbers(&it, code)
+    return _read_numbers(&it, code, build)
 
 
-cdef object _read_array_str(Reader* r, Py_ssize_t index):
+cdef object _read_array_str(Reader* r, Py_ssize_t index, bint build):
     cdef Item it
     _next(r, &it)
     if it.kind != K_STR:
         _bad(f"STRINGARRAY element {index} must be a str, got {_kind_name(&it)}")
+    if not build:
+        _check_text(&it)
+        return None
     return _text(&it)
 
 
-cdef object _read_message(Reader* r, int depth):
+cdef object _read_message(Reader* r, int depth, bint build):
+    """The next message (None when not ``build``: then it is only checked, and every
+    check, error and message text is the same as when building)."""
     cdef Item it
+    cdef Item name_it
+    cdef bint named
     cdef object subject, reply, cm, name, ftype, value, fid_obj
     cdef list fields
     cdef dict ids = None
@@ -1153,26 +1199,33 @@ cdef object _read_message(Reader* r, int depth):
         _bad(
             f"a message must be an array of 4 (subject, reply, cm, fields), got {_kind_name(&it)}"
         )
-    subject = _read_opt_str(r, "subject")
-    reply = _read_opt_str(r, "reply subject")
-    cm = _read_cm(r, &origin)
+    subject = _read_opt_str(r, "subject", build)
+    reply = _read_opt_str(r, "reply subject", build)
+    cm = _read_cm(r, build, &origin)
     _next(r, &it)
     if it.kind != K_ARRAY:
         _bad(f"fields must be an array, got {_kind_name(&it)}")
     if it.n & 3:
         _bad(f"fields array has {it.n} items, not a multiple of 4")
     nfields = it.n >> 2
-    fields = [None] * nfields
+    fields = [None] * nfields if build else None
     # One try around the loop, not one per field (each try saves the
     # exception state on entry); ``k`` and ``name`` still say where it broke.
     k = 0
     name = None
+    named = False
     try:
         while k < nfields:
             name = None
+            named = False
             _next(r, &it)
             if it.kind == K_STR and it.n > 0:
-                name = _text(&it)
+                if build:
+                    name = _text(&it)
+                else:
+                    _check_text(&it)
+                    name_it = it  # decoded only to name the field in an error
+                named = True
             elif it.kind != K_NIL:
                 _bad(f"name must be a non-empty str or nil, got {_kind_name(&it)}")
             _next(r, &it)
@@ -1183,9 +1236,20 @@ cdef object _read_message(Reader* r, int depth):
             if it.kind != K_UINT or it.u >= N_CODES or _TYPES[it.u] is None:
                 _bad(f"unknown field type code ({_kind_name(&it)})")
             code = <int>it.u
-            ftype = _TYPES[code]
-            value = _read_value(r, code, depth)
+            value = _read_value(r, code, depth, build)
             fid_obj = <long>fid
+            if not build:
+                if fid:
+                    if not named:
+                        _bad(f"field id {fid} on an unnamed field")
+                    if ids is None:
+                        ids = {}
+                    elif fid_obj in ids:
+                        _bad(f"duplicate field id {fid}")
+                    ids[fid_obj] = None
+                k += 1
+                continue
+            ftype = _TYPES[code]
             entry = (name, fid_obj, ftype, value)
             if fid:
                 if name is None:
@@ -1198,8 +1262,12 @@ cdef object _read_message(Reader* r, int depth):
             fields[k] = entry
             k += 1
     except MalformedMessage as exc:
+        if named and name is None:
+            name = _text(&name_it)  # checked already: it decodes
         where = f"field {name!r}" if name is not None else f"field {k}"
         raise MalformedMessage(f"{where}: {exc}") from None
+    if not build:
+        return None
     msg = PyType_GenericAlloc(Message, 0)
     _put(msg, _msg_offset[M_SUBJECT], subject)
     _put(msg, _msg_offset[M_REPLY], reply)
@@ -1213,7 +1281,7 @@ cdef object _read_message(Reader* r, int depth):
     return msg
 
 
-cdef object _decode_raw(const unsigned char* base, Py_ssize_t size):
+cdef object _decode_raw(const unsigned char* base, Py_ssize_t size, bint build):
     cdef Reader r
     if size > _MAX_SIZE:
         raise MessageTooLarge(f"input is {size} bytes, over the {_MAX_SIZE}-byte limit")
@@ -1227,7 +1295,7 @@ cdef object _decode_raw(const unsigned char* base, Py_ssize_t size):
     r.p = base + _HEADER_LEN
     r.end = base + size
     try:
-        msg = _read_message(&r, 0)
+        msg = _read_message(&r, 0, build)
     except MalformedMessage:
         raise
     except Exception as exc:  # a check this module forgot must still not escape as non-RvError
@@ -1239,9 +1307,39 @@ cdef object _decode_raw(const unsigned char* base, Py_ssize_t size):
 
 def decode(data):
     """The Message whose wire form is ``data`` (see ``rvasync.fallback.codec.decode``)."""
+    return _decode_any(data, True)
+
+
+def check(data):
+    """Raise what ``decode(data)`` would raise, else return None (see
+    ``rvasync.fallback.codec.check``): the same parse and checks, without building
+    the Message, its fields' values or their strings."""
+    _decode_any(data, False)
+
+
+def check_subject(data):
+    """``check(data)``, then the message's subject (None when it has none): what the
+    daemon needs of a published message, in one call (see
+    ``rvasync.fallback.codec.check_subject``)."""
+    cdef Reader r
+    cdef Item it
+    if type(data) is not bytes:
+        return decode(data).subject
+    _decode_any(data, False)
+    # Checked: the header and the message array are there, and the subject is a valid
+    # str or nil.
+    r.p = <const unsigned char*>PyBytes_AS_STRING(data) + _HEADER_LEN
+    r.end = r.p + (PyBytes_GET_SIZE(data) - _HEADER_LEN)
+    _next(&r, &it)
+    return _read_opt_str(&r, "subject", True)
+
+
+cdef object _decode_any(object data, bint build):
     cdef Py_buffer view
     if type(data) is bytes:
-        return _decode_raw(<const unsigned char*>PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data))
+        return _decode_raw(
+            <const unsigned char*>PyBytes_AS_STRING(data), PyBytes_GET_SIZE(data), build
+        )
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise MalformedMessage(
             f"decode needs bytes, bytearray or memoryview, got {type(data).__name__}"
@@ -1250,9 +1348,9 @@ def decode(data):
         PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
     except (BufferError, TypeError, ValueError):
         # Not one C-contiguous block (a strided view): decode a contiguous copy.
-        return decode(memoryview(data).tobytes())
+        return _decode_any(memoryview(data).tobytes(), build)
     try:
-        return _decode_raw(<const unsigned char*>view.buf, view.len)
+        return _decode_raw(<const unsigned char*>view.buf, view.len, build)
     finally:
         PyBuffer_Release(&view)
 

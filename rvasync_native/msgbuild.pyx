@@ -1,5 +1,5 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, binding=True
-"""Compiled ``Message.__init__`` and ``Message.add`` (twin of ``rvasync.fallback.msgbuild``).
+"""Compiled ``Message.__init__``, ``Message.add`` and ``Message.delivery_copy`` (twin of ``rvasync.fallback.msgbuild``).
 
 A message built per send spent more instructions in Python-level checks
 (name, type inference, the I64 range) than in encoding and sending it. Here
@@ -9,7 +9,10 @@ I64 range, a float, a bool or bytes -- is checked in C and appended to the
 message's field list as the same ``(name, 0, type, value)`` tuple the Python
 path stores. Every other case goes to ``Message._add_checked`` (or
 ``_extend``), the Python checks, so errors and unusual values behave exactly
-as there. ``rvasync.message`` installs these functions as the methods; with
+as there. ``delivery_copy`` (one per listener of a delivered message, one
+per message a virtual circuit sends) allocates the copy and writes its slots
+at their offsets, as the codec's decoder does. ``rvasync.message`` installs
+these functions as the methods; with
 ``binding=True`` they bind to the instance like Python functions.
 """
 
@@ -23,7 +26,7 @@ from cpython.ref cimport Py_INCREF, Py_XDECREF
 from rvasync.errors import InvalidArgument
 from rvasync.fieldtypes import FieldType
 
-__all__ = ["add", "init"]
+__all__ = ["add", "delivery_copy", "init"]
 
 cdef extern from "Python.h":
     bint PyUnicode_IS_ASCII(object)
@@ -36,6 +39,7 @@ cdef extern from "Python.h":
     ctypedef struct PyMemberDescrObject:
         PyMemberDef* d_member
     bint PyObject_TypeCheck(object, type)
+    object PyType_GenericAlloc(type, Py_ssize_t)
 
 # The Message slots this module writes, in this order.
 cdef tuple _SLOTS = (
@@ -62,18 +66,22 @@ cdef int _learn(object obj) except -1:
         own = klass.__dict__
         descriptors = [own.get(name) for name in _SLOTS]
         if all(d is not None and type(d).__name__ == "member_descriptor" for d in descriptors):
-            declared = set(own.get("__slots__", ()))
-            if declared != set(_SLOTS):
-                # A slot this module does not write would stay unset on every message.
-                raise RuntimeError(
-                    f"rvasync_native.msgbuild writes {sorted(_SLOTS)} on new {klass.__name__} "
-                    f"objects, but the class declares {sorted(declared)}: rebuild it"
-                )
             for i in range(S_COUNT):
                 _offset[i] = (<PyMemberDescrObject*>descriptors[i]).d_member.offset
             _layout = klass
             break
     _learnt = True
+    if _layout is not None:
+        declared = set()
+        for klass in _layout.__mro__:
+            declared.update(klass.__dict__.get("__slots__", ()))
+        if declared != set(_SLOTS):
+            # delivery_copy() allocates a copy and writes exactly _SLOTS: a slot it does
+            # not know would stay unset (AttributeError on first read). Fail loudly.
+            raise RuntimeError(
+                f"rvasync_native.msgbuild writes the Message slots {sorted(_SLOTS)}, "
+                f"but {_layout.__name__} declares {sorted(declared)}: update msgbuild"
+            )
     return 0
 
 
@@ -245,3 +253,38 @@ def add(self, name, value, type=None, field_id=0):
             PyList_Append(fields, _entry(name, ftype, value))
             return
     self._add_checked(name, value, type, field_id)
+
+
+def delivery_copy(self, listener, closure):
+    """A new Message for one delivery, sharing this one's field storage copy-on-write.
+
+    Both sides are marked shared; whichever changes its fields first copies
+    them. Nested values (sub-messages, array lists) are not copied.
+    """
+    if not _learnt:
+        _learn(self)
+    if type(self) is not _layout:  # not a plain Message: the attribute path
+        clone = object.__new__(type(self))
+        clone.subject = self.subject
+        clone.reply_subject = self.reply_subject
+        clone.listener = listener
+        clone.closure = closure
+        clone.cm = self.cm
+        clone.origin = self.origin
+        clone._fields = self._fields
+        clone._ids = self._ids
+        clone._shared = True
+        self._shared = True
+        return clone
+    clone = PyType_GenericAlloc(_layout, 0)
+    _put(clone, S_SUBJECT, _get(self, S_SUBJECT))
+    _put(clone, S_REPLY, _get(self, S_REPLY))
+    _put(clone, S_LISTENER, listener)
+    _put(clone, S_CLOSURE, closure)
+    _put(clone, S_CM, _get(self, S_CM))
+    _put(clone, S_ORIGIN, _get(self, S_ORIGIN))
+    _put(clone, S_FIELDS, _get(self, S_FIELDS))
+    _put(clone, S_IDS, _get(self, S_IDS))
+    _put(clone, S_SHARED, True)
+    _put(self, S_SHARED, True)
+    return clone

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections import Counter
 
 from cmq_sim import MemberSpec, QueueSim
-from hypothesis import HealthCheck, given, note, settings
+from hypothesis import HealthCheck, example, given, note, settings
 from hypothesis import strategies as st
 
 member_specs = st.builds(
@@ -40,6 +40,24 @@ def _check_common(sim: QueueSim) -> tuple[int, int]:
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@example(
+    # Found by this property: m2 held a task m0 assigned, was scheduler for a moment
+    # (lossy heartbeats) when its program completed it, and only its own book learnt of
+    # it; m0 kept the task as accepted by m2 for ever (complete time 0) and ignored the
+    # sender's retransmissions. The worker now reports such a completion to the others.
+    specs=[
+        MemberSpec(worker_weight=1, worker_tasks=1, scheduler_weight=1),
+        MemberSpec(worker_weight=1, worker_tasks=0, scheduler_weight=1),
+        MemberSpec(worker_weight=1, worker_tasks=1, scheduler_weight=1),
+    ],
+    seed=39,
+    loss=0.21875,
+    duplicate=0.0,
+    slow=0.125,
+    complete_time=0.0,
+    tasks=15,
+    deaths=[(1, 2.0)],
+)
 @given(
     specs=st.lists(member_specs, min_size=3, max_size=5),
     seed=st.integers(0, 2**32 - 1),

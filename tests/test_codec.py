@@ -439,6 +439,27 @@ def assert_malformed(impl: ModuleType, data: Any, *words: str) -> None:
         impl.decode(data)
     for word in words:
         assert word.lower() in str(info.value).lower(), (word, str(info.value))
+    # check() refuses the same input with the same error (the daemon's check of a publish).
+    assert check_outcome(impl, data) == (type(info.value).__name__, str(info.value))
+    assert subject_outcome(impl, data) == (type(info.value).__name__, str(info.value))
+
+
+def check_outcome(impl: ModuleType, data: Any) -> tuple[str, str]:
+    """What ``impl.check`` does: ("ok", "") or (error class name, its text)."""
+    try:
+        assert impl.check(data) is None
+    except rv.RvError as exc:
+        return type(exc).__name__, str(exc)
+    return "ok", ""
+
+
+def full_outcome(impl: ModuleType, data: Any) -> tuple[str, str]:
+    """What ``impl.decode`` does, in the form of :func:`check_outcome`."""
+    try:
+        impl.decode(data)
+    except rv.RvError as exc:
+        return type(exc).__name__, str(exc)
+    return "ok", ""
 
 
 def test_valid_hand_built_message(impl: ModuleType) -> None:
@@ -662,3 +683,111 @@ def test_decoded_messages_are_independent(impl: ModuleType) -> None:
     first.add("extra", 1)
     assert second == sample_message()
     assert second.field_by_id(1).value == 42
+
+
+# -- check(): the decoder's verdict without the Message -----------------------------------------
+
+
+def subject_outcome(impl: ModuleType, data: Any) -> tuple[str, Any]:
+    """What ``impl.check_subject`` does: ("ok", subject) or (error class name, its text)."""
+    try:
+        return "ok", impl.check_subject(data)
+    except rv.RvError as exc:
+        return type(exc).__name__, str(exc)
+
+
+def assert_check_agrees(data: Any) -> None:
+    """check() and check_subject() accept what decode() accepts and refuse the rest with
+    the same error; check_subject() returns the decoded message's subject."""
+    for impl in IMPLS:
+        expected = full_outcome(impl, data)
+        assert check_outcome(impl, data) == expected, data
+        if expected[0] == "ok":
+            expected = ("ok", impl.decode(data).subject)
+        assert subject_outcome(impl, data) == expected, data
+        if isinstance(data, bytes):
+            assert subject_outcome(impl, bytearray(data)) == expected, data
+
+
+def test_check_agrees_with_decode_on_mutated_encodings() -> None:
+    rng = random.Random(20261124)
+    data = IMPLS[0].encode(sample_message())
+    assert_check_agrees(data)
+    for mutated in mutations(data, rng, 2000):
+        assert_check_agrees(mutated)
+
+
+@given(msg=messages(), data=st.data())
+@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
+def test_check_agrees_with_decode_on_random_messages(msg: Message, data: st.DataObject) -> None:
+    encoded = IMPLS[0].encode(msg)
+    assert_check_agrees(encoded)
+    rng = random.Random(data.draw(st.integers(0, 2**32)))
+    for mutated in mutations(encoded, rng, 10):
+        assert_check_agrees(mutated)
+
+
+@given(st.binary(max_size=64))
+@settings(max_examples=300)
+def test_check_agrees_with_decode_on_random_bytes(data: bytes) -> None:
+    assert_check_agrees(data)
+    assert_check_agrees(HEADER + data)
+
+
+# Trees that look like messages but may break any rule of the format: every part of a
+# field (name, id, type code, value) drawn from right and wrong values, values nested.
+wire_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**64 - 1)
+    | st.floats()
+    | st.text(max_size=6)
+    | st.binary(max_size=9)
+)
+wire_values = st.recursive(wire_scalars, lambda inner: st.lists(inner, max_size=5), max_leaves=12)
+bad_utf8 = st.sampled_from([b"\xff", b"\xc3", b"\xed\xa0\x80", b"\xc0\xaf", b"\xf4\x90\x80\x80"])
+
+
+@st.composite
+def message_trees(draw: st.DrawFn, depth: int = 0) -> list[Any]:
+    fields: list[Any] = []
+    for _ in range(draw(st.integers(0, 3))):
+        name = draw(st.text(max_size=4))
+        if draw(st.integers(0, 5)) == 0:
+            name = draw(st.none() | st.integers(-1, 3) | st.binary(max_size=2))
+        fid = draw(st.sampled_from([0, 0, 0, 1, 2, 65535, 65536, -1]))
+        code = draw(st.sampled_from([int(t) for t in FieldType] + [2, 99, -1]))
+        if code == int(F.MSG) and depth < 2 and draw(st.booleans()):
+            value: Any = draw(message_trees(depth + 1))
+        elif code == int(F.MSGARRAY) and depth < 2 and draw(st.booleans()):
+            value = draw(st.lists(message_trees(depth + 1), max_size=2))
+        else:
+            value = draw(wire_values)
+        fields += [name, fid, code, value]
+    if draw(st.integers(0, 9)) == 0:
+        fields = fields[: draw(st.integers(0, len(fields)))]  # not a multiple of 4
+    # Mostly a good header, so that most trees reach their fields.
+    cm: Any = None
+    if draw(st.integers(0, 4)) == 0:
+        cm = [draw(st.text(max_size=3)), draw(wire_scalars), draw(wire_scalars)]
+    elif draw(st.integers(0, 4)) == 0:
+        cm = ["s", draw(st.none() | st.integers(0, 2**64 - 1)), draw(st.floats(0, 1e9))]
+    subject: Any = draw(st.text(max_size=5))
+    if draw(st.integers(0, 9)) == 0:
+        subject = draw(st.none() | st.integers(0, 3) | st.binary(max_size=2))
+    return [subject, None, cm, fields]
+
+
+@given(tree=message_trees(), data=st.data())
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+def test_check_agrees_with_decode_on_message_like_trees(tree: Any, data: st.DataObject) -> None:
+    encoded = wire(tree)
+    assert_check_agrees(encoded)
+    # Invalid UTF-8 spliced into the strings (names, subjects, values, labels).
+    positions = [i for i in range(len(HEADER), len(encoded)) if 0xA1 <= encoded[i] <= 0xBF]
+    if positions:
+        pos = data.draw(st.sampled_from(positions))
+        length = encoded[pos] - 0xA0
+        junk = data.draw(bad_utf8)[:length]
+        spliced = encoded[: pos + 1] + junk + encoded[pos + 1 + len(junk) :]
+        assert_check_agrees(spliced)

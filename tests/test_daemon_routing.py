@@ -30,9 +30,11 @@ PEER = ("127.0.0.2", 40001)
 class FakeOwner:
     """A session owner that writes down what it gets."""
 
-    def __init__(self, log, name, *, messages=True, owned=False, inbox=False):
+    def __init__(self, log, name, *, messages=True, owned=False, inbox=False, wire=False):
         self.log = log
         self.name = name
+        if wire:  # a TCP client's owner: takes the bytes
+            self.deliver_wire = lambda data: log.append((name, "wire", data))
         if messages:
             self.deliver_message = lambda msg: log.append((name, "message", msg.subject))
         if owned:
@@ -57,6 +59,7 @@ class FakeSession:
         self.sink_is_message = sink is not None
         self.sink = sink if sink is not None else owner.deliver
         self.inbox_sink = getattr(owner, "deliver_inbox", None)
+        self.wire_sink = None if self.sink_is_message else getattr(owner, "deliver_wire", None)
 
     def __repr__(self):
         return f"<S {self.token}>"
@@ -173,6 +176,47 @@ def test_deliver_local_gives_messages_or_one_shared_payload():
     msg = Message("A.B", {"n": 1})
     router.deliver_local((takes_messages, *payloads), None, encode(msg))
     assert log == [("m", "message", "A.B"), ("p", "payload", "A.B"), ("q", "payload", "A.B")]
+    assert counters.deliveries == 3
+
+
+def test_owners_that_take_bytes_get_the_bytes_everywhere():
+    """A TCP client's owner (deliver_wire) gets the wire bytes, no Payload, from every
+    delivery path: a local publish, a received multicast and a point-to-point message;
+    and a Payload through deliver() when only the Message is known."""
+    log = []
+    wires = FakeSession("w", FakeOwner(log, "w", messages=False, wire=True))
+    messages = FakeSession("m", FakeOwner(log, "m"))
+    router, counters, _ = make_router({"w": wires, "m": messages})
+    local = encode(Message("A.B", {"n": 1}))
+    router.deliver_local((messages, wires), None, local)
+    assert log == [("m", "message", "A.B"), ("w", "wire", local)]
+    log.clear()
+    router.deliver_local((wires,), Message("A.B", {"n": 2}), None)
+    assert log == [("w", "payload", "A.B")]
+    log.clear()
+    router.add_interest(wires, "M.ONE")
+    router.add_interest(wires, "M.BOTH")
+    router.add_interest(messages, "M.BOTH")
+    one, both = encode(Message("M.ONE", {})), encode(Message("M.BOTH", {}))
+    router.deliver_multicast([one, both])
+    assert log == [("w", "wire", one), ("w", "wire", both), ("m", "message", "M.BOTH")]
+    log.clear()
+    reply = encode(Message(f"_INBOX.{HERE}.w.1", {}))
+    router.deliver_ptp([reply])
+    assert log == [("w", "wire", reply)]
+    assert counters.deliveries == 2 + 1 + 3 + 1
+
+
+def test_deliver_wires_hands_each_batch_over_and_contains_a_failure():
+    got = []
+
+    def boom(wires):
+        raise RuntimeError("sink failed")
+
+    router, counters, contained = make_router()
+    router.deliver_wires({got.extend: [b"a", b"b"], boom: [b"c"]})
+    assert got == [b"a", b"b"]
+    assert contained == ["delivering to a client"]
     assert counters.deliveries == 3
 
 

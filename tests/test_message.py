@@ -314,8 +314,8 @@ def test_pickle_round_trip() -> None:
 def test_delivery_copy_shares_until_written() -> None:
     original = Message("S", {"a": 1}, reply_subject="R")
     original.cm = CmLabel("me", 1, 0)
-    copy1 = original._delivery_copy("listener-1", "closure-1")
-    copy2 = original._delivery_copy("listener-2", None)
+    copy1 = original.delivery_copy("listener-1", "closure-1")
+    copy2 = original.delivery_copy("listener-2", None)
     assert copy1 == original == copy2
     assert (copy1.listener, copy1.closure) == ("listener-1", "closure-1")
     assert (copy2.listener, copy2.closure) == ("listener-2", None)
@@ -341,7 +341,7 @@ def test_delivery_copy_shares_until_written() -> None:
 def test_ids_are_copied_on_write() -> None:
     original = Message()
     original.add("a", 1, field_id=1)
-    shared = original._delivery_copy(None, None)
+    shared = original.delivery_copy(None, None)
     shared["a"] = 7
     assert original.field_by_id(1).value == 1 and shared.field_by_id(1).value == 7
     shared.remove_by_id(1)
@@ -361,7 +361,7 @@ def test_share_protects_what_was_sent() -> None:
 def test_nested_values_are_not_deep_copied() -> None:
     """Documented limit: sub-messages and array lists are shared between delivery copies."""
     original = Message("S", {"list": [1, 2]})
-    delivered = original._delivery_copy(None, None)
+    delivered = original.delivery_copy(None, None)
     assert delivered["list"] is original["list"]
 
 

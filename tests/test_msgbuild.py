@@ -162,6 +162,45 @@ def test_message_uses_the_selected_twin():
     selected = _accel.load("msgbuild")
     assert rv.Message.__init__ is selected.init
     assert rv.Message.add is selected.add
+    assert rv.Message.delivery_copy is selected.delivery_copy
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    subject=st.sampled_from(["A.B", "_INBOX.x.1"]),
+    reply=st.one_of(st.none(), st.just("R.1")),
+    items=st.lists(st.tuples(st.sampled_from(["a", "b", "c"]), st.integers(0, 9)), max_size=4),
+    changes=st.lists(st.tuples(st.booleans(), st.integers(10, 19)), max_size=4),
+)
+def test_delivery_copy_same_in_both_twins(subject, reply, items, changes):
+    """Every slot of the copy is set as the Python body sets it, and copy-on-write holds.
+
+    Each step adds a field to the original or to the copy: the other side keeps
+    exactly what it had, in both twins.
+    """
+
+    def build(impl: Any) -> tuple[Any, ...]:
+        original = built(impl, subject, dict(items), reply)
+        original.cm = None
+        original.origin = 2**100 + len(items)
+        listener, closure = object(), ("closure",)
+        copy = impl.delivery_copy(original, listener, closure)
+        slots = {name: getattr(copy, name) for name in rv.Message.__slots__}  # unset: raises
+        assert slots["listener"] is listener and slots["closure"] is closure
+        assert copy.origin == original.origin  # the same publication
+        assert copy.subject == subject and copy.reply_subject == reply and copy.cm is None
+        assert type(copy) is rv.Message and copy._shared and original._shared
+        before = [(f.name, f.value) for f in original]
+        expected_original, expected_copy = list(before), list(before)
+        for on_copy, value in changes:
+            (copy if on_copy else original).add("n", value)
+            (expected_copy if on_copy else expected_original).append(("n", value))
+        assert [(f.name, f.value) for f in original] == expected_original
+        assert [(f.name, f.value) for f in copy] == expected_copy
+        return (copy.subject, copy.reply_subject, expected_copy, expected_original)
+
+    results = [build(impl) for impl in IMPLS]
+    assert all(result == results[0] for result in results[1:])
 
 
 def test_round_trip_of_a_built_message():

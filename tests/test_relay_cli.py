@@ -46,3 +46,11 @@ async def test_corrupt_ledger_and_bad_name_are_clear_errors(rv_service, tmp_path
     proc = await _start("bad..name", "--ledger", str(ledger))
     _out, err = await asyncio.wait_for(proc.communicate(), 30)
     assert proc.returncode == 2 and b"relay agent name" in err, err
+
+
+@pytest.mark.timeout(60)
+async def test_bad_reply_lifetime_is_a_clear_error():
+    for bad in ("0", "-3", "soon", "inf"):
+        proc = await _start("RA_X", "--reply-lifetime", bad)
+        _out, err = await asyncio.wait_for(proc.communicate(), 30)
+        assert proc.returncode == 2 and b"--reply-lifetime" in err and b"seconds" in err, err

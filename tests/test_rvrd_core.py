@@ -289,6 +289,34 @@ def test_inbox_replies_route_to_their_network() -> None:
     assert domain.delivered[("B", "r1")] == 0
 
 
+@pytest.mark.parametrize("names", [("A", "B", "C"), ("A", "A.X", "C")])
+def test_replies_to_many_inboxes_share_a_route_only_where_it_cannot_differ(
+    names: tuple[str, str, str],
+) -> None:
+    """Replies to one network share one routing decision (each inbox is new); with a dot in
+    a network name (one inbox prefix inside another) every reply is decided on its own."""
+    a, b, c = names
+    domain = Domain({"a": [a], "b": [b], "c": [c]})
+    domain.link_up("a", "b")
+    domain.link_up("b", "c")
+    reached: dict[str, list[set[str]]] = {a: [], b: []}
+    for n in range(3):
+        for home in (a, b):
+            for out in domain.cores["c"].import_message(
+                c, f"_RVRD.INBOX.{home}._INBOX.x.y.{n}", f"r{home}{n}"
+            ):
+                domain.queue.append(("c", out))
+            domain.settle()
+            reached[home].append({net for net in names if domain.delivered[(net, f"r{home}{n}")]})
+    for home in (a, b):
+        assert all(home in r for r in reached[home])
+        # Every reply of a home goes where the first went (on a domain without dotted names:
+        # exactly there; a dotted name's prefix network is reached as well, as ever).
+        assert reached[home] == [reached[home][0]] * 3
+        if "." not in "".join(names):
+            assert reached[home][0] == {home}
+
+
 def test_bad_frames_are_refused() -> None:
     core = RouterCore("a", {"A": NetworkPolicy()})
     core.start()

@@ -392,6 +392,34 @@ async def test_a_routed_message_republished_under_another_subject_crosses_back()
         await ra.close()
 
 
+async def test_messages_pass_through_with_their_fields_and_one_tag() -> None:
+    """The far router edits the wire bytes (rvasync.wireedit): every field arrives as sent,
+    with one ``_rvrd`` tag more, whatever the data holds (here the tag's own encoded name,
+    which sends the near router down its general path) and however many fields there are."""
+    (sa, sb), ra, rb = await _pair()
+    pa, pb = await Program(sa).open(), await Program(sb).open()
+    try:
+        lb = await pb.listen("PASS.>")
+        await ra.wait_for(lambda: "PASS.>" in ra.listening("A"), WAIT)
+        inner = rv.Message(fields={"deep": "x"})
+        many = {f"f{i}": i for i in range(20)}  # past a fixarray in the field count
+        await pa.send("PASS.MARK", data=b"\xa5_rvrd", inner=inner, text="t" * 300)
+        await pa.send("PASS.MANY", **many)
+        first, second = await pb.next(lb), await pb.next(lb)
+        assert first.subject == "PASS.MARK" and first["data"] == b"\xa5_rvrd"
+        assert first["inner"]["deep"] == "x" and first["text"] == "t" * 300
+        assert second.subject == "PASS.MANY"
+        assert {f.name: f.value for f in second if f.name != "_rvrd"} == many
+        for msg in (first, second):
+            (tag,) = msg.get_all("_rvrd")
+            assert tag.endswith(f" {msg.subject}")
+    finally:
+        await pa.close()
+        await pb.close()
+        await rb.close()
+        await ra.close()
+
+
 async def test_router_through_a_standalone_daemon(rv_daemon: str) -> None:
     """Network A is reached through a standalone daemon (the router's and the program's)."""
     sa, sb = services(2)

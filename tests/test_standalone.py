@@ -225,6 +225,34 @@ async def test_daemon_killed_and_restarted_client_reconnects_and_resumes(rv_serv
             assert client.create_inbox().startswith(client.link.inbox_prefix)
 
 
+async def test_one_frame_of_mixed_messages_arrives_in_order(rv_daemon, rv_service):
+    """A PUBLISH frame mixing messages for one client alone (batched by the daemon), for
+    two clients, and to the client's inbox reaches that client in the order sent."""
+    host, port = rv_daemon.split(":")
+    async with (
+        Transport(rv_service[0], daemon=rv_daemon) as mine,
+        Transport(rv_service[0], daemon=rv_daemon) as other,
+    ):
+        queue = rv.Queue()
+        inbox = mine.create_inbox()
+        for subject in ("ORD.X", "ORD.BOTH", inbox):
+            mine.listen(subject, queue=queue)
+        shared = other.listen("ORD.BOTH")
+        await mine.link.ping()
+        await other.link.ping()
+        subjects = ["ORD.X", "ORD.X", inbox, "ORD.X", "ORD.BOTH", "ORD.X", inbox, "ORD.X"]
+        wires = [Message(s, {"n": n}).to_bytes() for n, s in enumerate(subjects)]
+        _reader, writer = await asyncio.open_connection(host, int(port))
+        writer.write(cp.encode(cp.Hello(service=rv_service[0])) + cp.encode(cp.Publish(wires)))
+        await writer.drain()
+        got = [await queue.get(WAIT) for _ in subjects]
+        assert [(m.subject, m["n"]) for m in got] == [
+            (subject, n) for n, subject in enumerate(subjects)
+        ]
+        assert (await shared.get(WAIT))["n"] == 4
+        writer.close()
+
+
 async def test_garbage_client_is_dropped_and_others_keep_working(rv_daemon, rv_service):
     host, port = rv_daemon.split(":")
     async with Transport(rv_service[0], daemon=rv_daemon) as good:

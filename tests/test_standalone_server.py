@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
 import socket
 import struct
 
@@ -20,9 +21,11 @@ import pytest
 import rvasync as rv
 from rvasync.daemon import server as server_mod
 from rvasync.daemon.server import start_server
+from rvasync.daemon.service import check_client_subject
+from rvasync.daemon.session import Payload
 from rvasync.message import Message
 from rvasync.protocol import clientproto as cp
-from rvasync.subjects import subject_matches
+from rvasync.subjects import subject_matches, validate_subject
 from rvasync.transport import tcplink
 from rvasync.transport.tcplink import TcpLink
 
@@ -48,9 +51,11 @@ class MiniSession:
         else:
             self.interests.pop(subject, None)
 
-    def publish_many(self, payloads) -> None:
-        for payload in payloads:
-            subject = payload.subject
+    def publish_wires(self, subjects: list[str], wires: list[bytes]) -> None:
+        # What the engine gets from a client: subjects read from the bytes, bytes checked.
+        for subject, wire in zip(subjects, wires, strict=True):
+            assert Payload(data=wire).subject == subject
+            payload = Payload(data=wire)
             for session in list(self.daemon.sessions):
                 if any(subject_matches(p, subject) for p in session.interests):
                     session.owner.deliver(payload)
@@ -198,6 +203,79 @@ async def test_illegal_subject_gets_an_advisory_not_a_drop():
         assert advisories[0]["sub"] == "_RV.FAKE.ADVISORY"
         assert server.stats.illegal_publish == 1 and server.stats.dropped_protocol == 0
         writer.close()
+
+
+def decode_verdict(wire: bytes) -> str:
+    """The server's verdict on one published message as it was when it decoded every
+    message in full: "protocol" (ERROR and close), "illegal" (ILLEGAL_PUBLISH) or "ok"."""
+    subject = Payload(data=wire).subject
+    if not subject:
+        return "protocol"
+    try:
+        validate_subject(subject, wildcards=True)
+        check_client_subject(subject)
+    except (rv.InvalidSubject, rv.NotPermitted):
+        return "illegal"
+    try:
+        Message.from_bytes(wire)
+    except rv.MalformedMessage:
+        return "protocol"
+    return "ok"
+
+
+def mutated_wires(wire: bytes, rng: random.Random, count: int) -> list[bytes]:
+    out = []
+    for _ in range(count):
+        buf = bytearray(wire)
+        kind = rng.randrange(3)
+        if kind == 0:
+            for _ in range(rng.randint(1, 2)):
+                buf[rng.randrange(len(buf))] = rng.randrange(256)
+        elif kind == 1:
+            del buf[rng.randrange(len(buf)) :]
+        else:
+            pos = rng.randrange(len(buf))
+            buf[pos:pos] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 3)))
+        out.append(bytes(buf))
+    return out
+
+
+async def test_the_server_refuses_what_a_full_decode_refused():
+    """The server checks a published message with codec.check instead of decoding it:
+    on mutations of a message (subject, names, values, lengths) it refuses exactly what
+    the decode refused, and passes the rest on byte for byte."""
+    base = Message("ORDERS.X", {"payload": b"x" * 16, "n": 5, "s": "h\u00e9llo"}).to_bytes()
+    # The verdict on a subject comes before the check of the rest (illegal, then malformed).
+    advisory = Message("_RV.FAKE", {"x": 1}).to_bytes()
+    empty_element = base.replace(b"ORDERS.X", b"ORDERS..")
+    bad_inbox = base.replace(b"ORDERS.X", b"_INBOX..")  # a reply's subject, checked apart
+    illegal = [advisory, advisory[:-2], empty_element, empty_element[:-2], bad_inbox]
+    inbox = base.replace(b"ORDERS.X", b"_INBOX.X")
+    wires = [base, inbox, inbox[:-2], *illegal, *mutated_wires(base, random.Random(20261124), 80)]
+    verdicts = {decode_verdict(w) for w in wires}
+    assert verdicts == {"ok", "illegal", "protocol"}  # the mutations reach every outcome
+    async with serving() as (_, server):
+        for wire in wires:
+            expected = decode_verdict(wire)
+            reader, writer = await raw_client(
+                server.port, cp.Hello(), cp.Listen(">"), cp.Publish([wire]), cp.Ping(7)
+            )
+            frames = await read_frames(
+                reader, lambda fs: any(type(f) in (cp.Pong, cp.Error) for f in fs)
+            )
+            writer.close()
+            errors = [f for f in frames if type(f) is cp.Error]
+            advisories = [Message.from_bytes(f.message) for f in frames if type(f) is cp.Advisory]
+            illegal = [a for a in advisories if a.subject.endswith("CLIENT.ILLEGAL_PUBLISH")]
+            delivered = [m for f in frames if type(f) is cp.Deliver for m in f.messages]
+            if expected == "protocol":
+                assert [e.code for e in errors] == ["PROTOCOL"], wire
+            elif expected == "illegal":
+                assert not errors and len(illegal) == 1, wire
+            else:
+                assert not errors and not illegal, wire
+                subject = Payload(data=wire).subject
+                assert delivered == ([wire] if subject_matches(">", subject) else []), wire
 
 
 async def test_every_illegal_publish_is_refused_also_when_its_verdict_is_remembered():

@@ -33,6 +33,16 @@ from rvasync.protocol.cvc.storefile import Op
 from rvasync.subjects import check_listen_subject
 from rvasync.transport.listener import Listener
 
+# Enum members as module globals (the prefixes name their enum), read per
+# update: on Python 3.11 reading a member through its class costs about 0.2 us
+# (EnumType defines __getattr__, which puts every look-up on the class on a slow
+# path); a global costs about 15 ns.
+_OP_DELETE, _OP_PUT = (Op.DELETE, Op.PUT)
+
+
+_O_DELETED, _O_REPLACED, _O_STORED = (Outcome.DELETED, Outcome.REPLACED, Outcome.STORED)
+
+
 __all__ = ["CurrentValueCache"]
 
 #: Minimum seconds between two limit advisories (refusals in between are counted).
@@ -199,7 +209,7 @@ class CurrentValueCache:
     def _restore(self, records: list[Any]) -> None:
         store = self._store
         for record in records:
-            if record.op is Op.PUT:
+            if record.op is _OP_PUT:
                 store.put(record.subject, record.wire, record.stamp)
             else:
                 store.delete(record.subject)
@@ -222,15 +232,15 @@ class CurrentValueCache:
             return
         store_file = self._file
         if is_retained_deletion(msg):
-            if self._store.delete(subject) is Outcome.DELETED and store_file is not None:
-                store_file.append(Op.DELETE, subject, time.time())
+            if self._store.delete(subject) is _O_DELETED and store_file is not None:
+                store_file.append(_OP_DELETE, subject, time.time())
             return
         wire = msg.to_bytes()
         stamp = time.time()
         outcome = self._store.put(subject, wire, stamp)
-        if outcome is Outcome.STORED or outcome is Outcome.REPLACED:
+        if outcome is _O_STORED or outcome is _O_REPLACED:
             if store_file is not None:
-                store_file.append(Op.PUT, subject, stamp, wire)
+                store_file.append(_OP_PUT, subject, stamp, wire)
                 if store_file.wants_compaction(self._store.size):
                     store_file.compact(self._store)
         else:

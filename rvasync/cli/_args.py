@@ -11,6 +11,7 @@ transport, daemon or file is touched.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import math
 from collections.abc import Callable
 
@@ -24,6 +25,7 @@ __all__ = [
     "daemon_param",
     "indent",
     "listen_subject",
+    "loop_factory",
     "nonempty",
     "port",
     "seconds",
@@ -193,3 +195,26 @@ def listen_subject(text: str) -> str:
     except (InvalidSubject, NotPermitted) as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
     return text
+
+
+#: Choices of the ``--loop`` option of the long-running commands (daemon, router).
+LOOP_CHOICES = ("auto", "asyncio", "uvloop")
+
+
+def loop_factory(choice: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
+    """The event loop factory for ``--loop CHOICE`` (None: asyncio's own loop).
+
+    ``auto`` takes uvloop when it is installed: the daemon and the router
+    spend much of each message in the event loop's socket handling, which
+    uvloop does in C. ``uvloop`` when it is not installed is an error.
+    """
+    if choice == "asyncio":
+        return None
+    try:
+        import uvloop
+    except ImportError:
+        if choice == "uvloop":
+            raise InvalidArgument("--loop uvloop: uvloop is not installed") from None
+        return None
+    factory: Callable[[], asyncio.AbstractEventLoop] = uvloop.new_event_loop
+    return factory

@@ -14,7 +14,6 @@ import contextlib
 import os
 import signal
 import sys
-from collections.abc import Callable
 
 from rvasync.cli import _args
 from rvasync.errors import DaemonUnavailable, InvalidArgument
@@ -90,7 +89,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument(
         "--loop",
-        choices=("auto", "asyncio", "uvloop"),
+        choices=_args.LOOP_CHOICES,
         default="auto",
         help="event loop: uvloop when installed (auto), or force one",
     )
@@ -134,20 +133,8 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.set_defaults(handler=run)
 
 
-def _loop_factory(choice: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
-    if choice == "asyncio":
-        return None
-    try:
-        import uvloop
-    except ImportError:
-        if choice == "uvloop":
-            raise InvalidArgument("--loop uvloop: uvloop is not installed") from None
-        return None
-    return uvloop.new_event_loop
-
-
 def run(args: argparse.Namespace) -> int:
-    with asyncio.Runner(loop_factory=_loop_factory(args.loop)) as runner:
+    with asyncio.Runner(loop_factory=_args.loop_factory(args.loop)) as runner:
         return runner.run(serve(args))
 
 

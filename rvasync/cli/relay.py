@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import math
 import os
 import signal
 import sys
@@ -39,6 +40,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--sync-ledger", action="store_true", help="fsync every ledger write (power-cut safety)"
     )
+    p.add_argument(
+        "--reply-lifetime",
+        type=_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="how long replies to a client's request are relayed (default 3600)",
+    )
     add_transport_options(p)
     p.set_defaults(handler=run)
 
@@ -53,11 +61,31 @@ def _relay_name(value: str) -> str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
+def _seconds(value: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = math.nan
+    if not (0 < seconds < math.inf):
+        raise argparse.ArgumentTypeError(f"must be a number of seconds above 0, got {value!r}")
+    return seconds
+
+
 async def run(args: argparse.Namespace) -> int:
+    from rvasync.protocol.relay import RelayTiming
     from rvasync.relaydriver import RelayAgent
 
+    timing = None
+    if args.reply_lifetime is not None:
+        timing = RelayTiming(reply_lifetime=args.reply_lifetime)
     async with open_transport(args, f"rvasync relay {args.name}") as transport:
-        agent = RelayAgent(transport, args.name, ledger=args.ledger, sync_ledger=args.sync_ledger)
+        agent = RelayAgent(
+            transport,
+            args.name,
+            ledger=args.ledger,
+            sync_ledger=args.sync_ledger,
+            timing=timing,
+        )
         await agent.start()
         try:
             loop = asyncio.get_running_loop()

@@ -3,7 +3,9 @@
 It validates the file first (a bad one ends with one line naming the line and
 key, status 2), then prints one line once its networks are attached and its
 neighbor port is open (``rvasync router NAME ready; neighbors on HOST:PORT``),
-so scripts and tests can wait for it, and runs until SIGINT or SIGTERM.
+so scripts and tests can wait for it, and runs until SIGINT or SIGTERM. Like
+``rvasync daemon`` it runs on uvloop when that is installed (``--loop``): a
+router's work per message is largely the event loop's socket handling.
 """
 
 from __future__ import annotations
@@ -14,6 +16,12 @@ import contextlib
 import os
 import signal
 import sys
+from typing import TYPE_CHECKING
+
+from rvasync.cli import _args
+
+if TYPE_CHECKING:
+    from rvasync.rvrd import RouterConfig
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -28,16 +36,29 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--check", action="store_true", help="only validate the configuration, then exit"
     )
+    p.add_argument(
+        "--loop",
+        choices=_args.LOOP_CHOICES,
+        default="auto",
+        help="event loop: uvloop when installed (auto), or force one",
+    )
     p.set_defaults(handler=run)
 
 
-async def run(args: argparse.Namespace) -> int:
-    from rvasync.rvrd import Router, load_config
+def run(args: argparse.Namespace) -> int:
+    from rvasync.rvrd import load_config
 
     config = load_config(args.config)
     if args.check:
         print(f"{args.config}: router {config.name} configuration is valid", flush=True)
         return 0
+    with asyncio.Runner(loop_factory=_args.loop_factory(args.loop)) as runner:
+        return runner.run(serve(config))
+
+
+async def serve(config: RouterConfig) -> int:
+    from rvasync.rvrd import Router
+
     router = Router(config)
     await router.start()
     loop = asyncio.get_running_loop()

@@ -517,7 +517,10 @@ class CmTransport:
 
         Raises :class:`~rvasync.errors.RequestTimeout` after ``timeout`` seconds.
         The reply arrives on the employed transport (an inbox is never
-        certified: it cannot outlive this call).
+        certified: it cannot outlive this call). Through a relay agent the
+        request carries a surrogate inbox of the agent, which keeps the reply
+        while this transport is disconnected and hands it over on
+        reconnection (reply name substitution, docs/relay-agent.md).
         """
         if timeout is None or isinstance(timeout, bool) or not timeout > 0:
             raise InvalidArgument(

@@ -198,6 +198,8 @@ class Router:
                     if msg is None:
                         msg = _decode(data)
                     target.sink(msg)
+                elif data is not None and target.wire_sink is not None:
+                    target.wire_sink(data)
                 else:
                     if payload is None:
                         payload = Payload(msg, data)
@@ -208,6 +210,18 @@ class Router:
             except Exception:
                 self._contain("delivering to a client", subject=getattr(msg, "subject", None))
         self._counters.deliveries += len(sessions)
+
+    def deliver_wires(self, batches: dict[Any, list[bytes]]) -> None:
+        """Hand each session's batch of wire bytes to its ``wires_sink`` (the key), in order;
+        the service collects them for sessions that are a message's only receiver."""
+        delivered = 0
+        for sink, wires in batches.items():
+            delivered += len(wires)
+            try:
+                sink(wires)
+            except Exception:
+                self._contain("delivering to a client", messages=len(wires))
+        self._counters.deliveries += delivered
 
     # ------------------------------------------------------------------ received
 
@@ -245,6 +259,8 @@ class Router:
             try:
                 if target.sink_is_message:
                     target.sink(msg)
+                elif target.wire_sink is not None:
+                    target.wire_sink(data)
                 else:
                     if payload is None:
                         payload = Payload(msg, data)
@@ -327,8 +343,10 @@ class Router:
                     target.inbox_sink(_decode(data), True)
                 elif target.sink_is_message:
                     target.sink(_decode(data))
+                elif target.wire_sink is not None:
+                    target.wire_sink(data)  # a TCP client: forwarded undecoded
                 else:
-                    target.sink(Payload(None, data))  # a TCP client: forwarded undecoded
+                    target.sink(Payload(None, data))
                 counters.deliveries += 1
             except MalformedMessage:
                 counters.messages_malformed += 1

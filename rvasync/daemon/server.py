@@ -31,6 +31,7 @@ from collections import deque
 from dataclasses import asdict, dataclass
 from typing import Any, cast
 
+from rvasync import codec
 from rvasync._logging import stderr_logger
 from rvasync._version import __version__
 from rvasync.advisories import AdvisoryClass, build_advisory
@@ -38,12 +39,13 @@ from rvasync.busypoll import poller_for
 from rvasync.daemon.advisories import slow_consumer
 from rvasync.daemon.auth import DaemonSecurity, LoginRefused, User, Users, cert_subject
 from rvasync.daemon.interestadv import ROUTER_MARK, ROUTER_PRIVILEGE, is_router
+from rvasync.daemon.routing import subject_of
 from rvasync.daemon.service import check_client_subject
-from rvasync.daemon.session import Payload
 from rvasync.errors import (
     InvalidArgument,
     InvalidSubject,
     MalformedMessage,
+    MessageTooLarge,
     NotPermitted,
     RvError,
 )
@@ -52,6 +54,8 @@ from rvasync.protocol import clientproto as cp
 from rvasync.protocol.authcheck import SubjectPermissions
 from rvasync.protocol.clientproto import ErrorCode
 from rvasync.subjects import check_listen_subject, validate_subject
+
+_check_subject = codec.check_subject
 
 __all__ = [
     "DEFAULT_CONSUMER_TIME_LIMIT",
@@ -416,9 +420,12 @@ class ClientConnection(asyncio.Protocol):
 
     def deliver(self, payload: Any) -> None:
         """Queue one message for this client; written at the end of the loop turn."""
+        self.deliver_wire(payload.wire())
+
+    def deliver_wire(self, wire: bytes) -> None:
+        """:meth:`deliver` for a message's wire bytes (the engine's call when it has them)."""
         if self._closing:
             return
-        wire = payload.wire()
         self.messages_out += 1
         self.bytes_out += len(wire)
         if self._queue or self._paused:  # a backlog: keep the order, apply the limits
@@ -430,6 +437,25 @@ class ClientConnection(asyncio.Protocol):
         if self._pending_bytes >= _WRITE_CHUNK:
             self._write_pending()
         elif not self._flush_scheduled:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)
+
+    def deliver_wires(self, wires: list[bytes]) -> None:
+        """:meth:`deliver_wire` for several messages in order (one client frame's worth)."""
+        if self._closing:
+            return
+        size = sum(map(len, wires))
+        if self._queue or self._paused or size >= _WRITE_CHUNK:
+            for wire in wires:  # the backlog and its limits, or a big batch: one by one
+                self.deliver_wire(wire)
+            return
+        self.messages_out += len(wires)
+        self.bytes_out += size
+        if self._pending_bytes + size > _WRITE_CHUNK:
+            self._write_pending()  # a DELIVER frame stays within one write chunk
+        self._pending += wires
+        self._pending_bytes += size
+        if not self._flush_scheduled:
             self._flush_scheduled = True
             self._loop.call_soon(self._flush)
 
@@ -634,19 +660,39 @@ class ClientConnection(asyncio.Protocol):
         self.session.add_interest(subject)
 
     def _publish(self, wires: list[bytes]) -> None:
-        payloads = []
+        subjects: list[str] = []
+        good: list[bytes] = []
+        verdicts = self._verdicts
         for wire in wires:
-            payload = Payload(data=wire)
-            # Read from the header without decoding the message; None means the bytes
-            # are not a message with a subject, which no genuine transport sends.
-            subject = payload.subject
+            try:
+                # The whole message is checked, not only its header: bytes that begin with
+                # a readable subject and go on with garbage must not reach other clients
+                # (they would fail there, one by one). codec.check_subject refuses exactly
+                # what a decode refuses, without building the message (it travels on as
+                # bytes), and returns its subject.
+                subject = _check_subject(wire)
+                bad: RvError | None = None
+            except (MalformedMessage, MessageTooLarge) as exc:
+                # Refused; but an illegal subject is reported as such first, as ever.
+                subject, bad = subject_of(wire), exc
             if not subject:
+                # None: the bytes are not a message with a subject, which no genuine
+                # transport sends.
                 raise cp.ProtocolError(
                     "PUBLISH carried bytes that are not a message with a subject"
                 )
-            verdict = self._verdicts.get(subject)
+            verdict = verdicts.get(subject)
             if verdict is None:
-                verdict = self._subject_verdict(subject)
+                if subject[:7] == "_INBOX.":
+                    # A reply (its inbox is seldom seen again: not remembered). Of the
+                    # checks of _subject_verdict only the subject's syntax can refuse it.
+                    try:
+                        validate_subject(subject, wildcards=True)
+                        verdict = ""
+                    except (InvalidSubject, NotPermitted) as exc:
+                        verdict = str(exc)
+                else:
+                    verdict = self._subject_verdict(subject)
             if verdict:
                 self._illegal_publish(subject, verdict)
                 continue
@@ -656,22 +702,20 @@ class ClientConnection(asyncio.Protocol):
                 self._not_permitted(why)
                 self._illegal_publish(subject, why)
                 continue
-            try:
-                # The whole message, not only its header: bytes that begin with a readable
-                # subject and go on with garbage must not reach other clients (they would
-                # fail there, one by one). The decoded form is kept for local delivery.
-                payload.message()
-            except MalformedMessage as exc:
-                raise cp.ProtocolError(
-                    f"PUBLISH carried a malformed message on {subject!r}: {exc}"
-                ) from None
-            payloads.append(payload)
+            if bad is not None:
+                if isinstance(bad, MalformedMessage):
+                    raise cp.ProtocolError(
+                        f"PUBLISH carried a malformed message on {subject!r}: {bad}"
+                    )
+                raise bad
+            subjects.append(subject)
+            good.append(wire)
             self.bytes_in += len(wire)
-        if not payloads:
+        if not good:
             return
-        self.messages_in += len(payloads)
+        self.messages_in += len(good)
         try:
-            waiting = self.session.publish_many(payloads)
+            waiting = self.session.publish_wires(subjects, good)
         except RvError as exc:
             # The engine presented what went wrong (DATALOSS.MSG_TOO_LARGE ...) to this
             # session; a closed session means the connection is going away anyway.

@@ -353,6 +353,100 @@ class ServiceEndpoint:
             self.driver.multicast_many(multicast, total, session is not None and session.batch)
         return self._pressure(session)
 
+    def publish_run(
+        self, session: ClientSession | None, subject: str, datas: list[bytes]
+    ) -> Awaitable[None] | None:
+        """Route wire messages that all carry ``subject``, in order: :meth:`publish` for each,
+        with one route lookup and one hand-over to the driver (a routing daemon passing a
+        batch through). The caller wrote ``subject`` into every one of them."""
+        if self.closed:
+            raise TransportClosed(f"service {self.spec.text} of this daemon is closed")
+        if subject[:1] == "_" or len(datas) < 2 or max(map(len, datas)) > MAX_MESSAGE:
+            # Reserved subjects (their own rules and destinations), a single message (sent
+            # at once, for latency) or one too large (refused and reported): one by one.
+            wait = None
+            for data in datas:
+                wait = self.publish(session, None, data)
+            return wait
+        sessions = self._routes.get(subject)
+        if sessions is None:
+            sessions = self._route(subject)
+        if sessions:
+            for data in datas:
+                self._deliver_local(sessions, None, data)
+        total = sum(map(len, datas))
+        counters = self.counters
+        counters.messages_out += len(datas)
+        counters.bytes_out += total
+        driver = self.driver
+        driver.multicast_many(datas, total, session is not None and session.batch)
+        if driver.drained is None:
+            return None
+        return self._pressure(session)
+
+    def publish_wires(
+        self, session: ClientSession, subjects: list[str], wires: list[bytes]
+    ) -> Awaitable[None] | None:
+        """:meth:`publish_many` for a client's encoded messages whose subjects are known
+        (``subjects[i]`` of ``wires[i]``, read by the caller from the bytes): nothing is
+        decoded or peeked again. Every one is checked for size before any is sent."""
+        if self.closed:
+            raise TransportClosed(f"service {self.spec.text} of this daemon is closed")
+        router: bool | None = None
+        for subject, data in zip(subjects, wires, strict=True):
+            if len(data) > MAX_MESSAGE:
+                self._too_large(session, len(data))
+                raise MessageTooLarge(
+                    f"message is {len(data)} bytes, over the {MAX_MESSAGE}-byte (64 MiB) limit"
+                )
+            if subject[:3] == "_RV":  # what check_client_subject may refuse (not an inbox)
+                if router is None:
+                    router = is_router(session.description)
+                if not router:
+                    check_client_subject(subject)
+        routes = self._routes
+        multicast: list[bytes] = []
+        total = 0
+        # A message whose only receiver here takes batches of bytes (a TCP client) joins
+        # that receiver's batch, handed over once: before any other delivery (which could
+        # reach the same session, and must not overtake), and at the end.
+        batches: dict[Any, list[bytes]] = {}
+        for subject, data in zip(subjects, wires, strict=True):
+            if subject[:1] == "_":
+                if batches:
+                    self.router.deliver_wires(batches)
+                    batches = {}
+                self._publish_special(session, subject, None, data)
+                continue
+            sessions = routes.get(subject)
+            if sessions is None:
+                sessions = self._route(subject)
+            if sessions:
+                sink = sessions[0].wires_sink if len(sessions) == 1 else None
+                if sink is not None:
+                    batch = batches.get(sink)
+                    if batch is None:
+                        batches[sink] = [data]
+                    else:
+                        batch.append(data)
+                else:
+                    if batches:
+                        self.router.deliver_wires(batches)
+                        batches = {}
+                    self._deliver_local(sessions, None, data)
+            multicast.append(data)
+            total += len(data)
+        if batches:
+            self.router.deliver_wires(batches)
+        if multicast:
+            counters = self.counters
+            counters.messages_out += len(multicast)
+            counters.bytes_out += total
+            self.driver.multicast_many(multicast, total, session.batch)
+        if self.driver.drained is None:  # the common case, without a call
+            return None
+        return self._pressure(session)
+
     def publish_internal(self, msg: Message) -> None:
         """Publish a message of the daemon's own (an advisory) locally and on the network."""
         self.publish(None, msg, None)
@@ -432,12 +526,17 @@ class ServiceEndpoint:
                 self._deliver_local(sessions, msg, data)
             return None
         data = self._wire(session, msg, data)
+        batch = session is not None and session.batch
+        # As in publish: the turn's first message leaves at once, before local delivery
+        # (a protocol's request, such as a remote operation's invocation, is latency too).
+        lone = not batch and self._send_lone(data, None)
         if sessions:
             self._deliver_local(sessions, msg, data)
         counters.messages_out += 1
         counters.bytes_out += len(data)
         driver = self.driver
-        driver.multicast(data, len(data), session is not None and session.batch)
+        if not lone:
+            driver.multicast(data, len(data), batch)
         if driver.drained is None:  # as for replies: no call for the common case
             return None
         return self._pressure(session)

@@ -103,7 +103,11 @@ class SessionOwner(Protocol):
     * ``deliver_owned(msg)``: a freshly decoded message that only this session
       receives; the owner may keep it as is;
     * ``deliver_inbox(msg, owned)``: a message for one of the session's inboxes
-      (``owned`` as above), so that replies can complete requests directly.
+      (``owned`` as above), so that replies can complete requests directly;
+    * ``deliver_wire(data)``: what ``deliver`` gets, as the message's wire bytes
+      (an owner that forwards bytes: no Payload is made when the bytes are known);
+    * ``deliver_wires(list)``: with ``deliver_wire``, several messages' bytes in
+      order (what a client published in one frame for this session alone).
     """
 
     def deliver(self, payload: Payload) -> None:
@@ -131,6 +135,14 @@ class SessionService(Protocol):
         self,
         session: ClientSession | None,
         items: list[tuple[Message | None, bytes | None]],
+    ) -> Awaitable[None] | None: ...
+
+    def publish_run(
+        self, session: ClientSession | None, subject: str, datas: list[bytes]
+    ) -> Awaitable[None] | None: ...
+
+    def publish_wires(
+        self, session: ClientSession, subjects: list[str], wires: list[bytes]
     ) -> Awaitable[None] | None: ...
 
     def detach(self, session: ClientSession) -> None: ...
@@ -163,6 +175,8 @@ class ClientSession:
         "sink_is_message",
         "token",
         "transport_id",
+        "wire_sink",
+        "wires_sink",
     )
 
     def __init__(
@@ -193,6 +207,13 @@ class ClientSession:
         self.sink: Any = sink if sink is not None else owner.deliver
         #: deliver_inbox(msg, owned): optional fast path for replies to this session's inboxes
         self.inbox_sink: Any = getattr(owner, "deliver_inbox", None)
+        #: deliver_wire(data): optional, for an owner that takes Payloads and wants only their
+        #: bytes (a TCP client): handed the wire bytes when they are known, no Payload made.
+        self.wire_sink: Any = None if self.sink_is_message else getattr(owner, "deliver_wire", None)
+        #: deliver_wires(list of wire bytes): optional, several messages at once, in order.
+        self.wires_sink: Any = (
+            None if self.wire_sink is None else getattr(owner, "deliver_wires", None)
+        )
 
     # -- interest ------------------------------------------------------------
 
@@ -250,6 +271,14 @@ class ClientSession:
             raise TransportClosed("the daemon session is closed")
         return self._service.publish_many(self, [(p.msg, p.data) for p in payloads])
 
+    def publish_wires(self, subjects: list[str], wires: list[bytes]) -> Awaitable[None] | None:
+        """:meth:`publish_many` for encoded messages whose subjects the caller has read
+        (``subjects[i]`` is the subject of ``wires[i]``) and whose bytes it has checked
+        (``codec.check``): a TCP client's PUBLISH, forwarded without being decoded."""
+        if self.closed:
+            raise TransportClosed("the daemon session is closed")
+        return self._service.publish_wires(self, subjects, wires)
+
     def publish_message(self, msg: Message) -> Awaitable[None] | None:
         """:meth:`publish` for a Message (the in-process path: no Payload object)."""
         if self.closed:
@@ -261,6 +290,17 @@ class ClientSession:
         send path). The owner must stop calling it once it closes the session; a closed
         service still refuses with TransportClosed."""
         return functools.partial(self._service.publish, self)
+
+    def wire_publisher(self) -> Callable[[bytes], Awaitable[None] | None]:
+        """:meth:`publish` for wire bytes as one direct call into the service (the
+        in-process link's path for messages a router forwards undecoded); as
+        :meth:`message_publisher`, the owner stops calling it once it closes the session."""
+        return functools.partial(self._service.publish, self, None)
+
+    def run_publisher(self) -> Callable[[str, list[bytes]], Awaitable[None] | None]:
+        """The service's ``publish_run`` for this session: wire messages of one subject
+        (a router passing a batch through), as one direct call."""
+        return functools.partial(self._service.publish_run, self)
 
     def publish_messages(self, msgs: list[Message]) -> Awaitable[None] | None:
         """:meth:`publish_many` for Messages."""

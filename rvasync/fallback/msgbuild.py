@@ -21,7 +21,7 @@ from typing import Any
 from rvasync.errors import InvalidArgument
 from rvasync.fieldtypes import FieldType
 
-__all__ = ["add", "init"]
+__all__ = ["add", "delivery_copy", "init"]
 
 
 def init(
@@ -75,3 +75,23 @@ def add(
     Names starting with ``_`` are reserved.
     """
     self._add_checked(name, value, type, field_id)
+
+
+def delivery_copy(self: Any, listener: Any, closure: Any) -> Any:
+    """A new Message for one delivery, sharing this one's field storage copy-on-write.
+
+    Both sides are marked shared; whichever changes its fields first copies
+    them. Nested values (sub-messages, array lists) are not copied.
+    """
+    clone = object.__new__(self.__class__)
+    clone.subject = self.subject
+    clone.reply_subject = self.reply_subject
+    clone.listener = listener
+    clone.closure = closure
+    clone.cm = self.cm
+    clone.origin = self.origin
+    clone._fields = self._fields
+    clone._ids = self._ids
+    clone._shared = True
+    self._shared = True
+    return clone

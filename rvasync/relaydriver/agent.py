@@ -7,6 +7,12 @@ ledger file and the timer. Every inbound message on a client's pattern goes
 to the core as bytes (``Message.to_bytes``: subject, reply subject and
 certified label included), so what a client gets back later is the very
 message the network carried.
+
+Reply name substitution: a client's message that the core sends on with a
+surrogate inbox gets it as its reply subject here, and one listener on the
+subtree of the agent's address (``<address>.>``) takes the replies to every
+surrogate; each goes to the core with its subject set back to the client's
+own inbox.
 """
 
 from __future__ import annotations
@@ -41,6 +47,7 @@ __all__ = ["RelayAgent"]
 
 _FRAME = "frame"
 _DATA = "data"
+_REPLY = "reply"
 
 PROBE_WINDOW = 0.5
 """How long a starting agent listens for another live agent of its name."""
@@ -108,6 +115,11 @@ class RelayAgent:
         """How many inbound messages the agent holds for ``client``."""
         return 0 if self._core is None else self._core.stored(client)
 
+    @property
+    def surrogates(self) -> int:
+        """Live surrogate inboxes the agent holds for its clients' replies."""
+        return 0 if self._core is None else self._core.surrogates
+
     async def start(self) -> RelayAgent:
         if self._closed:
             raise TransportClosed(f"relay agent {self._name!r} is closed")
@@ -132,6 +144,9 @@ class RelayAgent:
             self._internal.append(transport.listen(address, queue=self._queue, closure=_FRAME))
             self._internal.append(
                 transport.listen(locate_subject(self._name), queue=self._queue, closure=_FRAME)
+            )
+            self._internal.append(
+                transport.listen_inbox_tree(address, queue=self._queue, closure=_REPLY)
             )
             self._task = asyncio.get_running_loop().create_task(
                 self._pump(), name=f"relay:{self._name}"
@@ -230,6 +245,15 @@ class RelayAgent:
             data = msg.get(FRAME_FIELD)
             if isinstance(data, bytes):
                 core.receive(data, msg.reply_subject, now)
+        elif msg.closure is _REPLY:
+            surrogate = msg.subject or ""
+            inbox = core.reply_for(surrogate)
+            if inbox is None:
+                core.reply_message(surrogate, b"", now)  # late: reported, nowhere to go
+                return
+            reply = msg.delivery_copy(None, None)
+            reply.subject = inbox
+            core.reply_message(surrogate, reply.to_bytes(), now)
         else:
             # A message matching several patterns arrives once per listener; the
             # copies share field storage. Keep one.
@@ -260,6 +284,8 @@ class RelayAgent:
                 except Exception:
                     stderr_logger().warning("relay agent: dropped an undecodable client message")
                     continue
+                if out.reply is not None:
+                    msg.reply_subject = out.reply  # a surrogate inbox of this agent
                 with contextlib.suppress(TransportClosed):
                     transport.send_internal(msg)
             elif isinstance(out, AppendRecord):

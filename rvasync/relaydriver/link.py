@@ -7,6 +7,11 @@ those subjects for it and pushes back what arrived, which this driver puts
 in the listener's queue exactly as a transport listener would have (same
 queue, same closure). Frames to and from the agent travel on the employed
 transport (locate by multicast, then point-to-point inboxes).
+
+Replies to a message sent with an inbox as reply subject come back through
+the agent too (reply name substitution): the agent stored them while this
+client was away and restored the inbox as their subject; this driver
+delivers them to whatever listens on that inbox of the employed transport.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from rvasync._logging import stderr_logger
 from rvasync.errors import InvalidArgument, QueueDestroyed, RvError, TransportClosed
 from rvasync.message import Message
 from rvasync.protocol.cm.advisories import Advisory
-from rvasync.protocol.relay import Inbound, RelayClient, RelayTiming, SendFrame
+from rvasync.protocol.relay import REPLY_ROLE, Inbound, RelayClient, RelayTiming, SendFrame
 from rvasync.queues import Queue
 from rvasync.relaydriver.frames import FRAME_FIELD, frame_message
 from rvasync.subjects import subject_matches
@@ -120,7 +125,7 @@ class RelayLink:
         if self._closed:
             raise TransportClosed(f"the relay link of {self._core.client!r} is closed")
         droppable = msg.get("kind") == _CONFIRM_REQUEST and "rvcm" in msg
-        self._core.emit(msg.to_bytes(), self._now(), droppable=droppable)
+        self._core.emit(msg.to_bytes(), self._now(), droppable=droppable, reply=msg.reply_subject)
         self._process()
         return None
 
@@ -242,6 +247,9 @@ class RelayLink:
         except RvError:
             stderr_logger().warning("relay link: dropped an undecodable inbound message")
             return
+        if out.role == REPLY_ROLE:
+            self._reply(msg)
+            return
         # Every listener opened with this role shares one queue and closure;
         # the first one that matches the subject takes it (the certified core
         # dispatches to CM listeners itself, so one copy is enough). If none
@@ -263,6 +271,22 @@ class RelayLink:
                 except QueueDestroyed:
                     pass  # the CM transport is closing
                 return
+
+    def _reply(self, msg: Message) -> None:
+        """A reply the agent relayed: to the listeners of its inbox on the employed transport.
+
+        The agent already put the original inbox back as the subject, so the
+        program's inbox listener (or ``send_request``) sees the reply as
+        addressed. If nothing listens there any more it can never be
+        received: RELAY.REPLY_LOST says so.
+        """
+        inbox = msg.subject or ""
+        taken = 0
+        with contextlib.suppress(TransportClosed):
+            taken = self._transport.present(msg)
+        if not taken:
+            self._core.reply_unclaimed(inbox)
+            self._process()
 
     # --- time ------------------------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import math
 import os
 import time
 from collections.abc import Awaitable, Callable
@@ -53,6 +54,21 @@ from rvasync.ropsdriver.wire import (
 from rvasync.transport.base import BaseTransport
 from rvasync.transport.listener import Listener
 
+# Enum members as module globals (the _X_ prefixes name their enum), read per
+# message: on Python 3.11 reading a member through its class costs about 0.2 us
+# (EnumType defines __getattr__, which puts every look-up on the class on a slow
+# path); a global costs about 15 ns.
+_V_ACKNOWLEDGED = VerifyStatus.ACKNOWLEDGED
+
+
+_S_ACKNOWLEDGED, _S_ERROR, _S_NOT_EXECUTED, _S_RESULT = (
+    Settled.ACKNOWLEDGED,
+    Settled.ERROR,
+    Settled.NOT_EXECUTED,
+    Settled.RESULT,
+)
+
+
 __all__ = ["Handler", "PendingInvocation", "RemoteOps", "VerifyResult"]
 
 Handler = Callable[[Message], "Message | Awaitable[Message | None] | None"]
@@ -61,6 +77,10 @@ UNKNOWN_OPERATION = "unknown_operation"
 MALFORMED_ARGUMENTS = "malformed_arguments"
 HANDLER_FAILED = "handler_failed"
 BAD_RESULT = "bad_result"
+
+# How many endpoints of this process are sending their outputs right now (one
+# cell shared by all): a PDU delivered meanwhile waits a loop turn (_on_delivery).
+_sending = [0]
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +153,7 @@ class RemoteOps:
         self._state_path: str | None = state
         self._retention = retention or Retention()
         self._core = EndpointCore(self.name, os.urandom(8).hex(), self._retention)
+        self._alarm = self._core.alarm
         self._handlers: dict[str, Handler] = {}
         self._waiters: dict[str, list[asyncio.Future[Completion]]] = {}
         self._queries: dict[tuple[str, str], list[asyncio.Future[QueryAnswer]]] = {}
@@ -144,6 +165,7 @@ class RemoteOps:
         self._open = False
         self._closed = False
         self._flush_soon = False
+        self._deferred = 0
         self._names_seen: set[object] = set()
         self._last_policy: tuple[tuple[object, ...], RetryPolicy] | None = None
         self.malformed = 0
@@ -168,9 +190,10 @@ class RemoteOps:
             self._statefile.start(lambda: (self._core.version, self._core.snapshot()))
             await self._statefile.wait_durable(self._core.version)
         # Last, with no await after it: handlers registered right after open see every PDU.
-        self._listener = self._transport.listen(
-            endpoint_subject(self.name), callback=self._on_message
-        )
+        # Each PDU is taken as the transport delivers it (no queue and dispatcher task in
+        # between: one event-loop turn less per invocation performed).
+        self._listener = self._transport.listen(endpoint_subject(self.name))
+        self._listener.intercept(self._on_delivery)
         self._open = True
         self._rearm()
         return self
@@ -345,7 +368,8 @@ class RemoteOps:
         else:
             policy = RetryPolicy(timeout, retries, backoff, max_wait, verify_attempts)
             self._last_policy = (key, policy)
-        self._check_usable()
+        if not self._open or self._closed:
+            self._check_usable()  # raises
         invoke_id, out = self._core.invoker.invoke(
             peer, operation, msg.to_bytes(), handshake, policy, time.time()
         )
@@ -404,7 +428,7 @@ class RemoteOps:
             if answer.outcome.ok:
                 return VerifyResult(invoke_id, "result", Message.from_bytes(answer.outcome.body))
             return VerifyResult(invoke_id, "error", error=_error(invoke_id, answer.outcome))
-        if answer.status is VerifyStatus.ACKNOWLEDGED:
+        if answer.status is _V_ACKNOWLEDGED:
             return VerifyResult(invoke_id, "acknowledged")
         return VerifyResult(invoke_id, "not_executed")
 
@@ -428,6 +452,36 @@ class RemoteOps:
         fut: asyncio.Future[Completion] = asyncio.get_running_loop().create_future()
         self._waiters.setdefault(invoke_id, []).append(fut)
         return fut
+
+    def _on_delivery(self, msg: Message) -> None:
+        """A PDU as the transport delivers it: taken at once, or after the current send.
+
+        Deliveries can happen inside a send (a transport hands a message to its
+        own listeners directly): a PDU that arrives while an endpoint of this
+        process carries out its outputs waits for the next loop turn, as do the
+        ones after it (order kept), so no step runs inside another.
+        """
+        if _sending[0] or self._deferred:
+            self._deferred += 1
+            asyncio.get_running_loop().call_soon(self._on_deferred, msg)
+            return
+        try:
+            self._on_message(msg)
+        except Exception as exc:  # never into the transport's delivery path
+            stderr_logger().error(
+                "remote-operation PDU handling failed", endpoint=self.name, error=repr(exc)
+            )
+
+    def _on_deferred(self, msg: Message) -> None:
+        self._deferred -= 1
+        if self._closed:
+            return
+        try:
+            self._on_message(msg)
+        except Exception as exc:
+            stderr_logger().error(
+                "remote-operation PDU handling failed", endpoint=self.name, error=repr(exc)
+            )
 
     def _on_message(self, msg: Message) -> None:
         try:
@@ -466,17 +520,22 @@ class RemoteOps:
     def _release(self, out: Outputs) -> None:
         if self._closed:
             return
-        for send in out.sends:
-            if send.via is None:
-                msg = pdu_message(send.dest, send.pdu)
-            else:
-                msg = pdu_message_at(send.via, send.pdu)
+        if out.sends:
+            _sending[0] += 1
             try:
-                self._transport.send_internal(msg)
-            except RvError as exc:  # a closed transport or a daemon link down: retries cover it
-                stderr_logger().warning(
-                    "remote-operation PDU not sent", endpoint=self.name, error=repr(exc)
-                )
+                for send in out.sends:
+                    if send.via is None:
+                        msg = pdu_message(send.dest, send.pdu)
+                    else:
+                        msg = pdu_message_at(send.via, send.pdu)
+                    try:
+                        self._transport.send_internal(msg)
+                    except RvError as exc:  # closed transport, daemon link down: retries cover it
+                        stderr_logger().warning(
+                            "remote-operation PDU not sent", endpoint=self.name, error=repr(exc)
+                        )
+            finally:
+                _sending[0] -= 1
         for ex in out.executes:
             self._execute(ex)
         for done in out.completions:
@@ -547,7 +606,13 @@ class RemoteOps:
         except Exception as exc:
             self._complete(ex, _failure(exc))
             return
-        if result.__class__ is not Message and inspect.isawaitable(result):
+        if result.__class__ is Message:
+            try:
+                outcome = Outcome(True, result.to_bytes())
+            except RvError as exc:
+                outcome = Outcome.error(BAD_RESULT, detail=str(exc))
+            self._complete(ex, outcome)
+        elif inspect.isawaitable(result):
             self._spawn(self._finish(ex, result))
         else:
             self._complete(ex, _result(result))
@@ -569,6 +634,11 @@ class RemoteOps:
     def _rearm(self) -> None:
         if self._closed or not self._open:
             return
+        alarm = self._alarm
+        timer_at = self._timer_at
+        if alarm.earliest >= (math.inf if timer_at is None else timer_at):
+            return  # nothing indexed since the last look comes before the armed timer
+        alarm.looked()
         deadline = self._core.next_deadline()
         if deadline is None:
             return
@@ -583,6 +653,7 @@ class RemoteOps:
     def _on_timer(self) -> None:
         self._timer = None
         self._timer_at = None
+        self._alarm.note(-math.inf)  # the next _rearm looks through the whole index again
         now = time.time()
         deadline = self._core.next_deadline()
         if deadline is not None and deadline <= now:
@@ -607,7 +678,7 @@ def _result(result: object) -> Outcome:
             BAD_RESULT, detail=f"the handler returned {type(result).__name__}, not a Message"
         )
     try:
-        return Outcome.result(result.to_bytes())
+        return Outcome(True, result.to_bytes())
     except RvError as exc:
         return Outcome.error(BAD_RESULT, detail=str(exc))
 
@@ -621,21 +692,21 @@ def _error(invoke_id: str, outcome: Outcome) -> OperationError:
 def _settled(done: Completion) -> Message:
     """The result of a settled invocation, or the exception that says how it ended."""
     how = done.how
-    if how is Settled.RESULT:
+    if how is _S_RESULT:
         assert done.outcome is not None
         return Message.from_bytes(done.outcome.body)
     last = None if done.last_error is None else _error(done.invoke_id, done.last_error)
-    if how is Settled.ERROR:
+    if how is _S_ERROR:
         assert done.outcome is not None
         raise _error(done.invoke_id, done.outcome)
-    if how is Settled.NOT_EXECUTED:
+    if how is _S_NOT_EXECUTED:
         raise DeliveryFailed(
             done.invoke_id,
             False,
             "no answer within the retries; the performer never performed it",
             last,
         )
-    if how is Settled.ACKNOWLEDGED:
+    if how is _S_ACKNOWLEDGED:
         raise DeliveryFailed(
             done.invoke_id, True, "performed, but its acknowledged result was lost here", last
         )

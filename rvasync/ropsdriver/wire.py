@@ -43,7 +43,7 @@ def endpoint_subject(name: str) -> str:
 
 def pdu_message(dest: str, pdu: Pdu) -> Message:
     """``pdu`` addressed to endpoint ``dest``."""
-    return pdu_message_at(SUBJECT_PREFIX + dest, pdu)
+    return Message(SUBJECT_PREFIX + dest, {_FIELD: encode_pdu(pdu)})
 
 
 def pdu_message_at(subject: str, pdu: Pdu) -> Message:

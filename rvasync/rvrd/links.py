@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import msgpack
 
@@ -84,8 +84,9 @@ class NeighborLink(asyncio.Protocol):
     # ------------------------------------------------------------------ asyncio
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self._transport = transport
+        # A cast, not an isinstance check: uvloop's TCPTransport (the router's loop when
+        # installed) does not derive from asyncio.Transport.
+        self._transport = cast(asyncio.Transport, transport)
         self.send([HELLO, frames.VERSION, self.me])
         self._timer = self._loop.call_later(self._timeout, self._no_hello)
 

@@ -178,8 +178,20 @@ class Router:
     # ------------------------------------------------------------------ core I/O
 
     def _run(self, outputs: list[Any]) -> None:
+        #: Consecutive deliveries into one network under one subject (a batch passing
+        #: through): published together, in order, before any other output.
+        run: list[Deliver] = []
         for out in outputs:
             cls = out.__class__
+            if cls is Deliver:
+                if run and (out.network != run[0].network or out.subject != run[0].subject):
+                    self._deliver(run)
+                    run = []
+                run.append(out)
+                continue
+            if run:
+                self._deliver(run)
+                run = []
             if cls is SendFrame:
                 link = self._links.get(out.neighbor)
                 if link is None or not link.send(out.frame):
@@ -187,10 +199,6 @@ class Router:
                     if kind == "DATA" or kind == "BATCH":
                         count = 1 if kind == "DATA" else len(out.frame[6])
                         self._lost(count, f"link to {out.neighbor} cannot take it", out.frame[5])
-            elif cls is Deliver:
-                attachment = self.attachments[out.network]
-                if not attachment.deliver(out.subject, out.payload, out.tag):
-                    self._lost(1, f"cannot publish into {out.network}", out.subject)
             elif cls is SendLan:
                 self.attachments[out.network].publish_record(link_frames.encode(out.frame))
             elif cls is ListenSet:
@@ -203,6 +211,22 @@ class Router:
                     "routing domain changed", router=self.name, reachable=sorted(out.reachable)
                 )
                 self._changed.set()
+
+        if run:
+            self._deliver(run)
+
+    def _deliver(self, run: list[Deliver]) -> None:
+        """Publish consecutive deliveries of one subject into one network."""
+        first = run[0]
+        attachment = self.attachments[first.network]
+        if len(run) == 1:
+            lost = 0 if attachment.deliver(first.subject, first.payload, first.tag) else 1
+        else:
+            lost = attachment.deliver_run(
+                first.subject, [out.payload for out in run], [out.tag for out in run]
+            )
+        if lost:
+            self._lost(lost, f"cannot publish into {first.network}", first.subject)
 
     def _on_message(self, network: str, subject: str, payload: bytes, tag: Tag | None) -> None:
         if self._closed:

@@ -28,7 +28,12 @@ from rvasync.correlation import CorrelationId
 from rvasync.errors import InvalidArgument, RequestTimeout, TransportClosed
 from rvasync.message import Message
 from rvasync.queues import Queue
-from rvasync.subjects import check_listen_subject, check_send_subject, validate_subject
+from rvasync.subjects import (
+    check_listen_subject,
+    check_send_subject,
+    is_inbox,
+    validate_subject,
+)
 from rvasync.transport.dispatch import Dispatcher
 from rvasync.transport.listener import Callback, Listener
 from rvasync.transport.retained import RETAINED_TIMEOUT, RetainedHandOver, collect_retained
@@ -322,6 +327,26 @@ class BaseTransport(abc.ABC):
         listener = Listener(self, prefix + ".>", callback=callback)
         self.attach_queue(listener.queue, dispatched=True, shared=False)
         self._router.add(listener)  # no daemon interest: the daemon routes inboxes by session
+        return listener
+
+    def listen_inbox_tree(self, inbox: str, *, queue: Queue, closure: Any = None) -> Listener:
+        """Listen to every subject below ``inbox``, an inbox this transport made (driver API).
+
+        A relay agent hands out many short-lived surrogate reply subjects
+        ``<inbox>.<n>``; one listener takes replies to all of them, also
+        those arriving after the agent forgot one (which it then reports).
+        :meth:`listen` refuses wildcard inboxes to programs. No daemon
+        interest is registered: the daemon routes inboxes by transport.
+        """
+        self._check_open()
+        validate_subject(inbox)
+        if not is_inbox(inbox):
+            raise InvalidArgument(f"{inbox!r} is not an inbox")
+        if not isinstance(queue, Queue):
+            raise InvalidArgument(f"queue must be an rvasync Queue, got {type(queue).__name__}")
+        listener = Listener(self, inbox + ".>", queue=queue, closure=closure)
+        self.attach_queue(listener.queue, dispatched=False, shared=True)
+        self._router.add(listener)
         return listener
 
     async def request_retained(

@@ -70,6 +70,12 @@ class DaemonLink(Protocol):
     def publish_many(self, msgs: list[Message]) -> Awaitable[None] | None:
         """Send several validated messages in order (packed together)."""
 
+    def publish_wire(self, data: bytes) -> Awaitable[None] | None:
+        """Send one message given in its wire form (a router forwarding it undecoded)."""
+
+    def publish_wire_run(self, subject: str, datas: list[bytes]) -> Awaitable[None] | None:
+        """Send wire messages that all carry ``subject``, in order."""
+
 
 def _not_open(*_args: object) -> None:
     raise TransportClosed("the transport is not open: await transport.open() or use async with")
@@ -92,6 +98,8 @@ class InProcessLink:
     remove_interest: Callable[[str], None]
     publish: Callable[[Message], Awaitable[None] | None]
     publish_many: Callable[[list[Message]], Awaitable[None] | None]
+    publish_wire: Callable[[bytes], Awaitable[None] | None]
+    publish_wire_run: Callable[[str, list[bytes]], Awaitable[None] | None]
     #: Hands a decoded message to the transport's listeners (the SessionOwner sink).
     deliver_message: Callable[[Message], object]
     #: Optional SessionOwner fast paths, set on open only when the transport has them.
@@ -121,6 +129,7 @@ class InProcessLink:
         self.remove_interest = _not_open
         self.publish = _not_open
         self.publish_many = _not_open
+        self.publish_wire = self.publish_wire_run = _not_open
         self.deliver_message = _nowhere
         self._present = _nowhere
 
@@ -157,11 +166,14 @@ class InProcessLink:
         self.remove_interest = session.remove_interest
         self.publish = session.message_publisher()
         self.publish_many = session.publish_messages
+        self.publish_wire = session.wire_publisher()
+        self.publish_wire_run = session.run_publisher()
 
     async def close(self) -> None:
         session = self._session
         if session is not None:
             self.publish = self.publish_many = _not_open
+            self.publish_wire = self.publish_wire_run = _not_open
             session.close()
 
     # -- SessionOwner ---------------------------------------------------------

@@ -185,6 +185,8 @@ class Transport(BaseTransport):
         self._opening = False
         self._publish: Callable[[Message], Awaitable[None] | None] = _not_open
         self._publish_many: Callable[[list[Message]], Awaitable[None] | None] = _not_open
+        self._publish_wire: Callable[[bytes], Awaitable[None] | None] = _not_open
+        self._publish_wire_run: Callable[[str, list[bytes]], Awaitable[None] | None] = _not_open
         # LinkHooks: inbound messages go straight to the router.
         self.link_deliver = self._router.deliver
         self._match = self._router.match  # the owned-delivery fast path's lookup
@@ -232,6 +234,8 @@ class Transport(BaseTransport):
         self._inbox_prefix = link.inbox_prefix
         self._publish = link.publish
         self._publish_many = link.publish_many
+        self._publish_wire = link.publish_wire
+        self._publish_wire_run = link.publish_wire_run
         if self._direct_port is not None and self._direct_eligible():
             await self._open_direct(link)
         return self
@@ -320,6 +324,7 @@ class Transport(BaseTransport):
             return
         self._close_listeners()
         self._publish = self._publish_many = _not_open
+        self._publish_wire = self._publish_wire_run = _not_open
         replies, self._replies = self._replies, {}
         for reply in replies.values():
             if not reply.done():
@@ -390,6 +395,34 @@ class Transport(BaseTransport):
         wait = self._publish_checked(reply)
         if wait is not None:
             await wait
+
+    def send_encoded(self, data: bytes) -> Awaitable[None] | None:
+        """Send a message given in its wire form, as :meth:`send_internal` sends (driver API).
+
+        A routing daemon forwards messages it received encoded, with their
+        address and routing tag edited in place (rvasync.wireedit), without
+        decoding them into Messages and encoding them again. Like
+        :meth:`send_internal`: no subject rules (the driver is trusted with
+        reserved subjects as far as the daemon allows it), TransportClosed
+        once closed, an awaitable when the send backlog is full. The bytes
+        go through the daemon even when the transport has a direct channel.
+        MessageTooLarge over 64 MiB; a message whose subject cannot be read
+        raises InvalidArgument.
+        """
+        if self._closed:
+            raise TransportClosed("the transport is closed")
+        return self._publish_wire(data)
+
+    def send_encoded_run(self, subject: str, datas: list[bytes]) -> Awaitable[None] | None:
+        """:meth:`send_encoded` for wire messages that all carry ``subject`` (driver API).
+
+        A router passing a batch of one subject through hands it over in one
+        call: the daemon looks the route up once and packs them together.
+        ``subject`` must be the subject written in every one of them.
+        """
+        if self._closed:
+            raise TransportClosed("the transport is closed")
+        return self._publish_wire_run(subject, datas)
 
     async def send_many(self, msgs: list[Message]) -> None:
         """Send several messages in one call, in order; they are packed together.

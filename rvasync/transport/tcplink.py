@@ -35,9 +35,10 @@ from collections.abc import Awaitable
 from typing import Any, NoReturn, cast
 
 from rvasync._logging import stderr_logger
-from rvasync._wire import LOOPBACK_DATAGRAM, MAX_MESSAGE_SIZE, NETWORK_DATAGRAM
+from rvasync._wire import LOOPBACK_DATAGRAM, MAX_MESSAGE_SIZE, NETWORK_DATAGRAM, peek_subject
 from rvasync.advisories import AdvisoryClass, build_advisory, fast_producer, msg_too_large
 from rvasync.busypoll import poller_for
+from rvasync.codec import decode as _decode
 from rvasync.codec import encode as _encode
 from rvasync.errors import (
     DaemonUnavailable,
@@ -255,6 +256,38 @@ class TcpLink:
         self._batch_bytes += sum(map(len, wires))
         return self._after_queue()
 
+    def publish_wire(self, data: bytes) -> Awaitable[None] | None:
+        """Queue a message given in its wire form (a router forwarding it undecoded)."""
+        if self._state != "connected":
+            self._refuse_send()
+        subject = peek_subject(data)
+        if subject is None:
+            try:
+                subject = Message.from_bytes(data).subject
+            except MalformedMessage:
+                subject = None
+        if subject is None:
+            raise InvalidArgument("cannot publish a message whose subject cannot be read")
+        perms = self._permissions
+        if perms is not None and not perms.may_publish(subject):
+            user = self.security.user if self.security is not None else None
+            raise NotPermitted(f"daemon {self.where}: user {user!r} may not publish to {subject!r}")
+        if len(data) > MAX_MESSAGE_SIZE:
+            self._too_large()
+            raise MessageTooLarge(
+                f"message is {len(data)} bytes, over the {MAX_MESSAGE_SIZE}-byte (64 MiB) limit"
+            )
+        self._batch.append(data)
+        self._batch_bytes += len(data)
+        return self._after_queue()
+
+    def publish_wire_run(self, subject: str, datas: list[bytes]) -> Awaitable[None] | None:
+        """Queue wire messages of one subject (each checked as :meth:`publish_wire` does)."""
+        wait = None
+        for data in datas:
+            wait = self.publish_wire(data)
+        return wait
+
     async def ping(self, timeout: float = 5.0) -> float:
         """Round trip to the daemon in seconds; everything sent before it has been processed."""
         conn = self._conn
@@ -285,9 +318,7 @@ class TcpLink:
         subject = msg.subject
         if perms is not None and subject is not None and not perms.may_publish(subject):
             user = self.security.user if self.security is not None else None
-            raise NotPermitted(
-                f"daemon {self.where}: user {user!r} may not publish to {subject!r}"
-            )
+            raise NotPermitted(f"daemon {self.where}: user {user!r} may not publish to {subject!r}")
 
     def _refuse_send(self) -> NoReturn:
         if self._state == "closed":
@@ -387,9 +418,7 @@ class TcpLink:
             }
         try:
             async with asyncio.timeout(CONNECT_TIMEOUT):
-                _, conn = await loop.create_connection(
-                    lambda: _Connection(self), host, port, **tls
-                )
+                _, conn = await loop.create_connection(lambda: _Connection(self), host, port, **tls)
         except ssl.SSLCertVerificationError as exc:
             raise NotPermitted(
                 f"daemon {self.where}: its certificate does not verify: {exc.verify_message}"
@@ -520,10 +549,10 @@ class TcpLink:
         # its inboxes (replies a request waits for) have a way of their own.
         deliver = getattr(hooks, "link_deliver_owned", None) or hooks.link_deliver
         deliver_inbox = getattr(hooks, "link_deliver_inbox", None)
-        from_bytes = Message.from_bytes
+        decode = _decode  # Message.from_bytes without its Python frame (once per message)
         for wire in wires:
             try:
-                msg = from_bytes(wire)
+                msg: Message = decode(wire)
             except MalformedMessage as exc:
                 stderr_logger().warning(
                     "dropped a malformed message from the daemon",

@@ -51,6 +51,10 @@ from rvasync.vcdriver.checks import (
     check_wait_timeout,
 )
 
+# CircuitState members as globals: on Python 3.11 an enum member read through its
+# class costs about 0.2 us (see rvasync.protocol.vc.circuit).
+_CONNECTED, _DISCONNECTED = CircuitState.CONNECTED, CircuitState.DISCONNECTED
+
 __all__ = ["DEFAULT_HEARTBEAT", "DEFAULT_SILENCE", "VcTransport"]
 
 DEFAULT_HEARTBEAT = CircuitParams().heartbeat
@@ -167,12 +171,12 @@ class VcTransport(BaseTransport):
     @property
     def connected(self) -> bool:
         """True while the circuit is complete and working."""
-        return self._circuit.state is CircuitState.CONNECTED
+        return self._circuit.state is _CONNECTED
 
     @property
     def disconnected(self) -> bool:
         """True once the circuit has ended (for good: terminals never reconnect)."""
-        return self._circuit.state is CircuitState.DISCONNECTED
+        return self._circuit.state is _DISCONNECTED
 
     @property
     def foreign(self) -> int:
@@ -251,7 +255,7 @@ class VcTransport(BaseTransport):
 
     def _check_open(self) -> None:
         if self._closed:
-            if self._circuit.state is CircuitState.DISCONNECTED:
+            if self._circuit.state is _DISCONNECTED:
                 raise TransportClosed(
                     f"the virtual circuit is disconnected ({self._circuit.reason})"
                 )
@@ -271,14 +275,14 @@ class VcTransport(BaseTransport):
         circuit = self._circuit
         if circuit.pending:
             self._apply(circuit.flush(self._loop.time()))
-        if circuit.state is CircuitState.CONNECTED and circuit.unacked:
+        if circuit.state is _CONNECTED and circuit.unacked:
             self._all_acked.clear()
             try:
                 async with asyncio.timeout(circuit.params.silence):
                     await self._all_acked.wait()
             except TimeoutError:
                 pass  # the core breaks the circuit itself at the same limit
-        if circuit.state is not CircuitState.DISCONNECTED:
+        if circuit.state is not _DISCONNECTED:
             self._apply(circuit.close(self._loop.time()))  # listeners end once drained
         else:
             self._close_listeners()  # ended before: the program is done with it now
@@ -298,7 +302,7 @@ class VcTransport(BaseTransport):
         self._apply(self._circuit.receive(frame, self._loop.time()))
 
     def _on_timer(self, now: float) -> None:
-        if self._employed.closed and self._circuit.state is not CircuitState.DISCONNECTED:
+        if self._employed.closed and self._circuit.state is not _DISCONNECTED:
             self._apply(self._circuit.fail("the transport under this terminal closed", now))
             return
         self._apply(self._circuit.timer(now))
@@ -310,7 +314,7 @@ class VcTransport(BaseTransport):
             try:
                 wait = self._employed.send_internal(frame_to_message(frame, address)) or wait
             except Exception as exc:
-                if self._circuit.state is not CircuitState.DISCONNECTED:
+                if self._circuit.state is not _DISCONNECTED:
                     now = self._loop.time()
                     self._apply(self._circuit.fail(f"sending failed: {exc}", now))
                 break

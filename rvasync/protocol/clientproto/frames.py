@@ -338,7 +338,7 @@ def encode_messages(
     if not isinstance(messages, list):
         messages = list(messages)
     if sum(map(len, messages)) <= target:  # the common case: one small batch
-        return _packed_frame(frame_type, messages) if messages else []
+        return [_pack_messages(frame_type, messages)] if messages else []
     out: list[bytes] = []
     batch: list[bytes] = []
     size = 0

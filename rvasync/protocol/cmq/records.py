@@ -61,6 +61,11 @@ class RecordKind(enum.StrEnum):
     BYE = "BYE"
 
 
+#: A received kind text to its member: a dict look-up instead of calling the enum
+#: (``RecordKind(text)`` costs about 0.9 us on Python 3.11, once per record).
+_KIND_BY_TEXT: dict[object, RecordKind] = {kind.value: kind for kind in RecordKind}
+
+
 @dataclass(frozen=True, slots=True)
 class QueueRecord:
     """One record; fields a kind does not use keep their defaults.
@@ -121,9 +126,11 @@ class QueueRecord:
         """Rebuild a record; :class:`~rvasync.errors.MalformedMessage` names what is wrong."""
         try:
             version = fields["v"]
-            kind = RecordKind(str(fields["k"]))
+            kind = _KIND_BY_TEXT[fields["k"]]
             queue, member, to, body = fields["q"], fields["m"], fields["to"], fields["b"]
         except (KeyError, ValueError, TypeError) as exc:
+            # KeyError: a missing field or an unknown kind (the text is in the message);
+            # TypeError: an unhashable kind value.
             raise MalformedMessage(f"distributed queue record lacks or garbles {exc}") from None
         if version != RECORD_VERSION or isinstance(version, bool):
             raise MalformedMessage(f"distributed queue record version {version!r} is not supported")

@@ -76,6 +76,12 @@ class _State(enum.Enum):
     WITHDRAWN = "withdrawn"
 
 
+# _State members as module globals, read per message: on Python 3.11 reading a
+# member through its class costs about 0.2 us (EnumType defines __getattr__, which
+# puts every look-up on the class on a slow path); a global costs about 15 ns.
+_S_JOINED, _S_NEW, _S_WITHDRAWN = (_State.JOINED, _State.NEW, _State.WITHDRAWN)
+
+
 class FtMemberCore:
     """The fault tolerance state machine of one member of one group.
 
@@ -133,7 +139,7 @@ class FtMemberCore:
         )
         self.member_id = validate_member_id(uuid.uuid4().hex if member_id is None else member_id)
         self._tiebreak = tiebreak(self.member_id)
-        self._state = _State.NEW
+        self._state = _S_NEW
         self._active = False
         self._now = -math.inf
         self._seq = 0
@@ -161,7 +167,7 @@ class FtMemberCore:
 
     @property
     def joined(self) -> bool:
-        return self._state is _State.JOINED
+        return self._state is _S_JOINED
 
     @property
     def disabled(self) -> bool:
@@ -178,7 +184,7 @@ class FtMemberCore:
         rows = [
             (p.key, FtMemberInfo(p.member, p.weight, p.active, False)) for p in self._peers.values()
         ]
-        if self._state is _State.JOINED:
+        if self._state is _S_JOINED:
             rows.append(
                 (self._key(), FtMemberInfo(self.member_id, self._weight, self._active, True))
             )
@@ -187,7 +193,7 @@ class FtMemberCore:
 
     def next_deadline(self) -> float | None:
         """When :meth:`handle_timer` must next run, or None (not joined, or withdrawn)."""
-        if self._state is not _State.JOINED:
+        if self._state is not _S_JOINED:
             return None
         candidates = [self._next_send]
         candidates.extend(self._expiry(p) for p in self._peers.values())
@@ -211,14 +217,14 @@ class FtMemberCore:
         interval has passed: the time the others have to identify themselves
         ("Active and Inactive", "New Member Situations").
         """
-        if self._state is not _State.NEW:
+        if self._state is not _S_NEW:
             raise NotPermitted(
                 f"member {self.member_id!r} of group {self.group!r} cannot join twice; "
                 "a new membership needs a new member core"
             )
         now = self._clock(now)
         out = FtOutputs()
-        self._state = _State.JOINED
+        self._state = _S_JOINED
         self._start_hold(now)
         self._send(RecordKind.HELLO, now, out)
         return out
@@ -230,14 +236,14 @@ class FtMemberCore:
         serving as it leaves. Withdrawing twice, or before joining, does nothing.
         """
         out = FtOutputs()
-        if self._state is not _State.JOINED:
+        if self._state is not _S_JOINED:
             return out
         now = self._clock(now)
         if self._active:
             self._active = False
             out.actions.append(FtAction.DEACTIVATE)
         self._send(RecordKind.BYE, now, out)
-        self._state = _State.WITHDRAWN
+        self._state = _S_WITHDRAWN
         self._peers.clear()
         self._tombstones.clear()
         return out
@@ -245,7 +251,7 @@ class FtMemberCore:
     def receive(self, record: FtRecord, now: float) -> FtOutputs:
         """Take a record a peer multicast to the group (records of others groups are ignored)."""
         out = FtOutputs()
-        if self._state is not _State.JOINED:
+        if self._state is not _S_JOINED:
             return out
         now = self._clock(now)
         self._advance(now, out)
@@ -263,7 +269,7 @@ class FtMemberCore:
         it back.
         """
         out = FtOutputs()
-        if self._state is not _State.JOINED:
+        if self._state is not _S_JOINED:
             return out
         now = self._clock(now)
         self._advance(now, out)
@@ -281,9 +287,9 @@ class FtMemberCore:
         """
         weight = validate_weight(weight)
         out = FtOutputs()
-        if self._state is _State.WITHDRAWN:
+        if self._state is _S_WITHDRAWN:
             return out
-        if self._state is _State.NEW:
+        if self._state is _S_NEW:
             self._weight = weight
             return out
         now = self._clock(now)
@@ -304,7 +310,7 @@ class FtMemberCore:
         give the others time to take its place.
         """
         out = FtOutputs()
-        if self._state is not _State.JOINED or self._weight == 0:
+        if self._state is not _S_JOINED or self._weight == 0:
             return out
         now = self._clock(now)
         self._advance(now, out)
@@ -321,7 +327,7 @@ class FtMemberCore:
     def handle_timer(self, now: float) -> FtOutputs:
         """Do whatever fell due by ``now``: heartbeats, status, expiries, hints, activation."""
         out = FtOutputs()
-        if self._state is not _State.JOINED:
+        if self._state is not _S_JOINED:
             return out
         now = self._clock(now)
         self._advance(now, out)

@@ -28,9 +28,12 @@ from rvasync.protocol.relay.outputs import (
     RelayOutput,
     SendFrame,
 )
+from rvasync.protocol.relay.replies import LOST_ROLE, REPLY_ROLE
 from rvasync.protocol.relay.timing import RelayTiming
 
 __all__ = [
+    "LOST_ROLE",
+    "REPLY_ROLE",
     "AgentLedger",
     "AppendRecord",
     "ClientReview",

@@ -10,13 +10,21 @@ protocol: confirmations, registrations and acceptances are the clients'
 own messages and simply pass through (stored while the client is away), so
 a relay can never confirm for a listener.
 
+It also does reply name substitution (:mod:`.replies`): a client's message
+whose reply subject is an inbox leaves with a surrogate inbox of the agent
+instead, and replies arriving there are stored for the client with the
+original inbox put back as their subject.
+
 Inputs: :meth:`receive` (a frame from a client or another agent),
 :meth:`network_message` (a message arrived on one of the patterns the agent
-listens to), :meth:`handle_timer`, and :meth:`durable` (ledger writes done).
+listens to), :meth:`reply_message` (a message arrived below the agent's
+address, on a surrogate), :meth:`handle_timer`, and :meth:`durable` (ledger
+writes done).
 """
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 
 from rvasync.errors import InvalidArgument, MalformedMessage
@@ -44,6 +52,14 @@ from rvasync.protocol.relay.outputs import (
     RelayOutput,
     SendFrame,
     relay_conflict,
+    relay_reply_lost,
+)
+from rvasync.protocol.relay.replies import (
+    LOST_ROLE,
+    REPLY_ROLE,
+    Surrogate,
+    SurrogateTable,
+    encode_lost,
 )
 from rvasync.protocol.relay.stream import InStream, OutStream
 from rvasync.protocol.relay.timing import RelayTiming
@@ -72,6 +88,8 @@ class ClientReview:
     connected: bool
     stored: int
     listens: frozenset[tuple[str, str]]
+    surrogates: int = 0
+    """Live surrogate inboxes the agent holds for the client's replies."""
 
 
 class RelayAgentCore:
@@ -118,6 +136,10 @@ class RelayAgentCore:
         self.conflict: str | None = None
         """Instance id of another live agent with this name, once one was heard."""
         self.malformed = 0
+        self.replies_lost = 0
+        """Replies this process could not relay (late ones, and those its restart cut off)."""
+        self._replies = SurrogateTable(address, instance)
+        self._held: deque[tuple[int, Emit]] = deque()
         for client_name, state in ledger.clients.items():
             client = self._client(client_name, state)
             for seq in sorted(state.items):
@@ -125,6 +147,22 @@ class RelayAgentCore:
             client.store.advance(state.next_seq)
             for pattern, _role in state.listens:
                 self._watch(pattern, 1)
+        restored = [
+            Surrogate(subject, name, inbox, expires)
+            for name, state in ledger.clients.items()
+            for subject, (inbox, expires) in state.replies.items()
+        ]
+        for entry in sorted(restored, key=lambda e: e.expires):
+            if self._replies.owns(entry.subject):
+                self._replies.restore(entry)
+            else:
+                # The surrogate named an inbox of an earlier agent process: replies
+                # to it can no longer reach this one. Tell the client instead.
+                self._cut_off(
+                    self._clients[entry.client],
+                    entry,
+                    "the relay agent restarted: replies sent after that cannot be relayed",
+                )
 
     # --- observation -------------------------------------------------------------------
 
@@ -134,9 +172,20 @@ class RelayAgentCore:
 
     def review(self) -> list[ClientReview]:
         return [
-            ClientReview(c.name, c.session is not None, len(c.store), frozenset(c.ledger.listens))
+            ClientReview(
+                c.name,
+                c.session is not None,
+                len(c.store),
+                frozenset(c.ledger.listens),
+                self._replies.for_client(c.name),
+            )
             for c in self._clients.values()
         ]
+
+    @property
+    def surrogates(self) -> int:
+        """Live surrogate inboxes (reply name substitution), all clients together."""
+        return len(self._replies)
 
     def stored(self, client: str) -> int:
         c = self._clients.get(client)
@@ -171,6 +220,9 @@ class RelayAgentCore:
             raise InvalidArgument(f"lsn must be an int >= 0, got {lsn!r}")
         if lsn > self._durable:
             self._durable = min(lsn, self._lsn)
+        held = self._held
+        while held and held[0][0] <= self._durable:
+            self._outputs.append(held.popleft()[1])
         for client in self._sessions.values():
             self._pump(client, now)
 
@@ -194,6 +246,38 @@ class RelayAgentCore:
             if roles and client.session is not None:
                 self._pump(client, now)
         return count
+
+    def reply_for(self, subject: str) -> str | None:
+        """The client's own inbox that surrogate ``subject`` stands for (None: not a live one).
+
+        The driver puts it in place of the reply's subject before
+        :meth:`reply_message`, so the client gets the reply as it was addressed.
+        """
+        entry = self._replies.lookup(subject)
+        return None if entry is None else entry.inbox
+
+    def reply_message(self, subject: str, data: bytes, now: float) -> bool:
+        """A reply arrived on surrogate ``subject``: store it for its client (False if late).
+
+        ``data`` is the reply with its subject already set back to the
+        client's inbox (:meth:`reply_for`). A reply to a surrogate that has
+        expired (or never existed) cannot be placed: the agent presents
+        RELAY.REPLY_LOST counting it.
+        """
+        entry = self._replies.lookup(subject)
+        if entry is None:
+            self.replies_lost += 1
+            self._outputs.append(
+                relay_reply_lost(
+                    self.name,
+                    "the reply came after its surrogate inbox expired",
+                    self.replies_lost,
+                    subject=subject,
+                )
+            )
+            return False
+        self._store(self._clients[entry.client], REPLY_ROLE, data, now)
+        return True
 
     def receive(self, data: bytes, source: str | None, now: float) -> None:
         """A frame arrived at the agent's address (or on its locate subject).
@@ -288,7 +372,18 @@ class RelayAgentCore:
     def _on_item(self, client: _Client, item: tuple[object, ...], now: float) -> None:
         kind = item[0]
         if kind == "m" and len(item) == 2 and isinstance(item[1], bytes):
-            self._outputs.append(Emit(client.name, item[1]))
+            emit = Emit(client.name, item[1])
+            if self._held:
+                self._held.append((0, emit))  # behind a request waiting for its record
+            else:
+                self._outputs.append(emit)
+        elif (
+            kind == "q"
+            and len(item) == 3
+            and isinstance(item[1], str)
+            and isinstance(item[2], bytes)
+        ):
+            self._request(client, item[1], item[2], now)
         elif kind in ("l", "u") and len(item) == 3:
             pattern, role = item[1], item[2]
             if isinstance(pattern, str) and isinstance(role, str):
@@ -309,10 +404,15 @@ class RelayAgentCore:
             retry = client.store.retry_at(timing.retry)
             if retry is not None:
                 times.append(retry)
+        expiry = self._replies.next_expiry()
+        if expiry is not None:
+            times.append(expiry)
         return min(times) if times else None
 
     def handle_timer(self, now: float) -> None:
         timing = self._timing
+        for entry in self._replies.expire(now):
+            self._record(("x", entry.client, entry.subject))
         for client in list(self._sessions.values()):
             if now >= client.last_heard + timing.session_timeout:
                 self._end_session(client)  # gone quiet: store for it from now on
@@ -334,6 +434,37 @@ class RelayAgentCore:
         self._lsn += 1
         self._outputs.append(AppendRecord(self._lsn, record))
         return self._lsn
+
+    def _store(self, client: _Client, role: str, data: bytes, now: float) -> None:
+        """Keep an inbound item for ``client`` and push it if it is connected."""
+        lsn = self._record(("s", client.name, client.store.next_seq, role, data))
+        client.store.append((role, data), lsn)
+        if client.session is not None:
+            self._pump(client, now)
+
+    def _request(self, client: _Client, inbox: str, data: bytes, now: float) -> None:
+        """Send ``data`` on with a surrogate inbox of the agent as its reply subject.
+
+        With a file ledger the message leaves only once the surrogate's record
+        is written: a reply must never reach a surrogate that a crash could
+        make the agent forget (later messages wait behind it, keeping order).
+        """
+        entry = self._replies.use(client.name, inbox, now + self._timing.reply_lifetime)
+        lsn = self._record(("r", client.name, entry.subject, inbox, float(entry.expires)))
+        emit = Emit(client.name, data, entry.subject)
+        if self._file and (self._held or lsn > self._durable):
+            self._held.append((lsn, emit))
+        else:
+            self._outputs.append(emit)
+
+    def _cut_off(self, client: _Client, entry: Surrogate, reason: str) -> None:
+        """Replies to ``entry`` can no longer reach the agent: end it and tell both sides."""
+        self._record(("x", client.name, entry.subject))
+        self.replies_lost += 1
+        self._outputs.append(
+            relay_reply_lost(self.name, reason, self.replies_lost, subject=entry.subject)
+        )
+        self._store(client, LOST_ROLE, encode_lost(entry.inbox, reason), self._now)
 
     def _listen(self, client: _Client, pattern: str, role: str) -> None:
         if (pattern, role) not in client.ledger.listens:

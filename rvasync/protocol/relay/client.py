@@ -14,6 +14,14 @@ While disconnected, outbound events are kept here (in order) and go out on
 the next connection; periodic confirmation requests (``droppable``) are not
 kept, because the certified core repeats them once connected. Inputs take
 ``now``; after each the driver calls :meth:`drain`.
+
+Reply name substitution: a message emitted with an inbox as its reply
+subject is marked so (``reply=``) and the agent substitutes a surrogate
+inbox of its own; replies come back as :class:`Inbound` items with role
+:data:`~rvasync.protocol.relay.replies.REPLY_ROLE` (subject already set
+back to the inbox), for the driver to deliver on its transport. A reply
+the agent could not relay arrives as a notice and becomes a
+RELAY.REPLY_LOST advisory.
 """
 
 from __future__ import annotations
@@ -42,9 +50,12 @@ from rvasync.protocol.relay.outputs import (
     relay_connected,
     relay_disconnected,
     relay_no_response,
+    relay_reply_lost,
 )
+from rvasync.protocol.relay.replies import LOST_ROLE, decode_lost
 from rvasync.protocol.relay.stream import InStream, OutStream
 from rvasync.protocol.relay.timing import RelayTiming
+from rvasync.subjects import is_inbox
 
 __all__ = ["ClientState", "RelayClient"]
 
@@ -111,6 +122,8 @@ class RelayClient:
         """Droppable outbound events discarded while disconnected."""
         self.malformed = 0
         """Frames dropped because they did not decode."""
+        self.replies_lost = 0
+        """Replies to this client's inboxes that were lost (each one advised)."""
 
     # --- observation -------------------------------------------------------------------
 
@@ -169,10 +182,15 @@ class RelayClient:
         """A disconnect or close completed (nothing more will be sent)."""
         return self.state in (ClientState.DISCONNECTED, ClientState.CLOSED)
 
-    def emit(self, data: bytes, now: float, *, droppable: bool = False) -> bool:
+    def emit(
+        self, data: bytes, now: float, *, droppable: bool = False, reply: str | None = None
+    ) -> bool:
         """An outbound message for the network; False if it was dropped (``droppable``).
 
-        Kept until the agent acknowledges it, across disconnections.
+        Kept until the agent acknowledges it, across disconnections. ``reply``
+        is the message's reply subject: an inbox is replaced by a surrogate
+        inbox of the agent, which relays the replies (stored while this
+        client is away); any other reply subject needs no substitution.
         """
         self._check_open()
         if not isinstance(data, bytes):
@@ -180,9 +198,20 @@ class RelayClient:
         if droppable and self.state != ClientState.CONNECTED:
             self.dropped += 1
             return False
-        self._outbox.append(("m", data))
+        if reply is not None and is_inbox(reply):
+            self._outbox.append(("q", reply, data))
+        else:
+            self._outbox.append(("m", data))
         self._pump(now)
         return True
+
+    def reply_unclaimed(self, inbox: str) -> None:
+        """The driver had a relayed reply for ``inbox`` but nothing listens there any more."""
+        self._reply_lost(inbox, "nothing listens on the inbox any more")
+
+    def _reply_lost(self, inbox: str, reason: str) -> None:
+        self.replies_lost += 1
+        self._outputs.append(relay_reply_lost(self.agent, reason, self.replies_lost, inbox=inbox))
 
     def listen(self, pattern: str, role: str, now: float) -> None:
         """The agent must listen on ``pattern`` for this client, tagging matches ``role``."""
@@ -254,7 +283,10 @@ class RelayClient:
             append = self._outputs.append
             for item in self._inbox.accept(frame.first, frame.items):
                 if len(item) == 2 and item[0].__class__ is str and item[1].__class__ is bytes:
-                    append(Inbound(item[0], item[1]))
+                    if item[0] == LOST_ROLE:
+                        self._lost_notice(item[1])
+                    else:
+                        append(Inbound(item[0], item[1]))
                 else:
                     self.malformed += 1
             self._send(Ack(self._session, self._inbox.received))
@@ -267,6 +299,14 @@ class RelayClient:
             else:
                 self._locates = 0
                 self._locate(now)
+
+    def _lost_notice(self, data: bytes) -> None:
+        try:
+            inbox, reason = decode_lost(data)
+        except MalformedMessage:
+            self.malformed += 1
+            return
+        self._reply_lost(inbox, reason)
 
     # --- time ----------------------------------------------------------------------------------
 

@@ -2,9 +2,11 @@
 
 Every frame is a small msgpack array whose first element names its kind.
 The relay never looks inside the messages it carries: an item of a
-:class:`Push` is either a client's outbound event (a message to emit, or a
-change of the subjects the agent listens to on the client's behalf) or an
-inbound message the agent stored for the client, always as opaque bytes.
+:class:`Push` is either a client's outbound event (a message to emit,
+``("m", bytes)``, or one whose reply subject is the inbox named beside it,
+``("q", inbox, bytes)``, for reply name substitution; or a change of the
+subjects the agent listens to on the client's behalf) or an inbound
+message the agent stored for the client, ``(role, bytes)``.
 
 Kinds (``C`` client, ``A`` agent):
 

@@ -10,7 +10,11 @@ transport's). Its records, each a tuple:
   for ``client``;
 * ``("a", client, seq)``: ``client`` received every stored item up to ``seq``;
 * ``("n", client, next_seq)``: numbering for ``client`` continues at
-  ``next_seq`` (written by compaction, when every item is gone).
+  ``next_seq`` (written by compaction, when every item is gone);
+* ``("r", client, surrogate, inbox, expires)``: replies to ``surrogate`` go
+  to ``client``'s ``inbox`` until ``expires`` (reply name substitution,
+  :mod:`.replies`); written again when a use renews it;
+* ``("x", client, surrogate)``: that surrogate ended.
 
 File: the 8-byte magic, then records framed as ``length (4 bytes, big
 endian) | CRC-32 (4) | msgpack of the record``, the first of which is
@@ -55,6 +59,8 @@ class ClientLedger:
     items: OrderedDict[int, tuple[str, bytes]] = field(default_factory=OrderedDict)
     """Stored items by number, oldest first (an OrderedDict: dropping the oldest is O(1))."""
     next_seq: int = 1
+    replies: dict[str, tuple[str, float]] = field(default_factory=dict)
+    """Live surrogate inboxes: surrogate -> (the client's own inbox, expiry time)."""
 
 
 @dataclass
@@ -89,6 +95,10 @@ class AgentLedger:
             state.next_seq = max(state.next_seq, upto + 1)
         elif kind == "n":
             state.next_seq = max(state.next_seq, record[2])
+        elif kind == "r":
+            state.replies[record[2]] = (record[3], record[4])
+        elif kind == "x":
+            state.replies.pop(record[2], None)
         else:
             raise InvalidArgument(f"unknown relay ledger record {kind!r}")
 
@@ -102,6 +112,8 @@ class AgentLedger:
             for seq in sorted(state.items):
                 role, data = state.items[seq]
                 out.append(("s", client, seq, role, data))
+            for surrogate, (inbox, expires) in state.replies.items():
+                out.append(("r", client, surrogate, inbox, expires))
         return out
 
 
@@ -111,6 +123,8 @@ _SHAPES: dict[str, tuple[type, ...]] = {
     "s": (str, int, str, bytes),
     "a": (str, int),
     "n": (str, int),
+    "r": (str, str, str, float),
+    "x": (str, str),
 }
 
 

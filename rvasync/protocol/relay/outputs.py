@@ -7,7 +7,8 @@ order:
   inbox address for point-to-point frames, or the locate subject);
 * :class:`Inbound` (client): hand an inbound message's bytes, with the role
   of the listening it matched, to the certified transport;
-* :class:`Emit` (agent): send a client's outbound message to the network;
+* :class:`Emit` (agent): send a client's outbound message to the network
+  (with ``reply`` as its reply subject when the agent substituted one);
 * :class:`Interest` (agent): start or stop listening on a subject pattern;
 * :class:`AppendRecord` (agent): append a record to the agent's ledger and
   report it written with ``durable(lsn)``;
@@ -33,6 +34,7 @@ __all__ = [
     "relay_connected",
     "relay_disconnected",
     "relay_no_response",
+    "relay_reply_lost",
 ]
 
 
@@ -54,6 +56,8 @@ class Inbound:
 class Emit:
     client: str
     data: bytes
+    reply: str | None = None
+    """A surrogate inbox to put in place of the message's reply subject (None: keep it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,12 +75,19 @@ class AppendRecord:
 RelayOutput = SendFrame | Inbound | Emit | Interest | AppendRecord | Advisory
 
 
-def _advisory(adv_class: str, condition: str, agent: str, **fields: str) -> Advisory:
+def _advisory(
+    adv_class: str, condition: str, agent: str, *, lost: int | None = None, **fields: str
+) -> Advisory:
+    typed: list[tuple[str, Any, str | int]] = [
+        (name, "string", value) for name, value in fields.items()
+    ]
+    if lost is not None:
+        typed.append(("lost", "u64", lost))
     return Advisory(
         subject=advisory_subject(adv_class, RVCM, condition, agent),
         adv_class=adv_class,  # type: ignore[arg-type]  # one of INFO, WARN, ERROR here
         condition=condition,
-        fields=tuple((name, "string", value) for name, value in fields.items()),
+        fields=tuple(typed),
     )
 
 
@@ -98,3 +109,15 @@ def relay_no_response(agent: str) -> Advisory:
 def relay_conflict(agent: str, other: str) -> Advisory:
     """Agent: another live relay agent answers to the same name."""
     return _advisory("ERROR", "RELAY.CONFLICT", agent, name=agent, instance=other)
+
+
+def relay_reply_lost(agent: str, reason: str, lost: int, **where: str) -> Advisory:
+    """A reply a relay could not hand to its requester (reply name substitution).
+
+    ``where`` names it: ``inbox`` (the requester's own inbox, on the client)
+    or ``subject`` (the surrogate it arrived on, on the agent). ``lost``
+    counts such replies so far in this process.
+    """
+    return _advisory(
+        "WARN", "RELAY.REPLY_LOST", agent, lost=lost, name=agent, reason=reason, **where
+    )

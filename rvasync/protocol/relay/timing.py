@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from rvasync.errors import InvalidArgument
@@ -24,6 +25,10 @@ class RelayTiming:
       this long treats it as disconnected and stores for it.
     * ``bye_timeout``: a disconnect completes (and is advised) after this long
       even if the agent never answers.
+    * ``reply_lifetime``: how long an agent relays replies to a surrogate inbox
+      it substituted for a client's inbox (reply name substitution), counted
+      from the last message that used it. Set it longer than the longest
+      time a requester may stay away while a reply is due.
     """
 
     locate_interval: float = 0.5
@@ -33,6 +38,7 @@ class RelayTiming:
     agent_timeout: float = 7.0
     session_timeout: float = 10.0
     bye_timeout: float = 3.0
+    reply_lifetime: float = 3600.0
 
     def __post_init__(self) -> None:
         for name in (
@@ -42,6 +48,7 @@ class RelayTiming:
             "agent_timeout",
             "session_timeout",
             "bye_timeout",
+            "reply_lifetime",
         ):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
@@ -53,6 +60,10 @@ class RelayTiming:
         ):
             raise InvalidArgument(
                 f"RelayTiming.locate_attempts must be an int >= 1, got {self.locate_attempts!r}"
+            )
+        if not math.isfinite(self.reply_lifetime):
+            raise InvalidArgument(
+                f"RelayTiming.reply_lifetime must be finite seconds, got {self.reply_lifetime!r}"
             )
         if not self.keepalive < self.agent_timeout:
             raise InvalidArgument("RelayTiming.keepalive must be below agent_timeout")

@@ -14,6 +14,7 @@ from rvasync.protocol.rops.invoker import InvokerCore
 from rvasync.protocol.rops.outputs import (
     BUSY,
     INTERRUPTED,
+    Alarm,
     Completion,
     Execute,
     Outcome,
@@ -31,6 +32,7 @@ from rvasync.protocol.rops.performer import PerformerCore
 __all__ = [
     "BUSY",
     "INTERRUPTED",
+    "Alarm",
     "Completion",
     "EndpointCore",
     "Execute",

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from rvasync.protocol.rops.invoker import InvokerCore
-from rvasync.protocol.rops.outputs import Outputs
+from rvasync.protocol.rops.outputs import Alarm, Outputs
 from rvasync.protocol.rops.params import Retention
 from rvasync.protocol.rops.pdu import Kind, Pdu
 from rvasync.protocol.rops.performer import PerformerCore
@@ -30,8 +30,10 @@ class EndpointCore:
     def __init__(self, name: str, incarnation: str, retention: Retention | None = None) -> None:
         retention = retention or Retention()
         self.name = name
-        self.performer = PerformerCore(name, retention)
-        self.invoker = InvokerCore(name, incarnation, retention)
+        self.alarm = Alarm()
+        """Shared by both roles: see :class:`~rvasync.protocol.rops.outputs.Alarm`."""
+        self.performer = PerformerCore(name, retention, self.alarm)
+        self.invoker = InvokerCore(name, incarnation, retention, self.alarm)
 
     @property
     def version(self) -> int:

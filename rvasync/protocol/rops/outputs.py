@@ -18,11 +18,13 @@ still verify it.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+import math
+from dataclasses import dataclass
 
 from rvasync.protocol.rops.pdu import Pdu, VerifyStatus
 
 __all__ = [
+    "Alarm",
     "Completion",
     "Execute",
     "Outcome",
@@ -157,15 +159,28 @@ class QueryAnswer:
     outcome: Outcome | None = None
 
 
-@dataclass(slots=True)
 class Outputs:
-    """Everything one input produced; see the module docstring for the order."""
+    """Everything one input produced; see the module docstring for the order.
 
-    sends: list[Send] = field(default_factory=list)
-    executes: list[Execute] = field(default_factory=list)
-    completions: list[Completion] = field(default_factory=list)
-    reports: list[Report] = field(default_factory=list)
-    answers: list[QueryAnswer] = field(default_factory=list)
+    A plain class with a hand-written constructor: one is made for every
+    input, and a dataclass's ``default_factory`` fields cost a call each.
+    """
+
+    __slots__ = ("answers", "completions", "executes", "reports", "sends")
+
+    def __init__(self) -> None:
+        self.sends: list[Send] = []
+        self.executes: list[Execute] = []
+        self.completions: list[Completion] = []
+        self.reports: list[Report] = []
+        self.answers: list[QueryAnswer] = []
+
+    def __repr__(self) -> str:
+        return (
+            f"Outputs(sends={self.sends!r}, executes={self.executes!r}, "
+            f"completions={self.completions!r}, reports={self.reports!r}, "
+            f"answers={self.answers!r})"
+        )
 
     def extend(self, other: Outputs) -> None:
         self.sends.extend(other.sends)
@@ -176,3 +191,29 @@ class Outputs:
 
     def __bool__(self) -> bool:
         return bool(self.sends or self.executes or self.completions or self.reports or self.answers)
+
+
+class Alarm:
+    """The earliest moment the roles of one endpoint indexed since the driver last looked.
+
+    Each role writes here whenever it indexes a new due time (a retry, an
+    acknowledgment wait, an expiry). A driver with a timer armed for ``at``
+    compares: when ``earliest`` is not before ``at``, nothing new comes first
+    and the timer stands, without asking :meth:`EndpointCore.next_deadline`
+    (which runs through both roles' indexes). After it asked, it calls
+    :meth:`looked`. Due times that went away are never a problem: a timer
+    that fires early finds nothing due and is armed again.
+    """
+
+    __slots__ = ("earliest",)
+
+    def __init__(self) -> None:
+        self.earliest = -math.inf
+        """-inf until the driver first looks: everything is new to it."""
+
+    def note(self, due: float) -> None:
+        if due < self.earliest:
+            self.earliest = due
+
+    def looked(self) -> None:
+        self.earliest = math.inf

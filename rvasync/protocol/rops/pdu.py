@@ -116,7 +116,12 @@ def encode_pdu(pdu: Pdu) -> bytes:
     ]
     if pdu.acks:
         items.append(list(pdu.acks))
-    return msgpack.packb(items, use_bin_type=True)
+    return _pack(items)
+
+
+# One packer for every PDU (msgpack.packb builds a Packer, and its buffer, per call).
+# pack() resets it after each use, so it holds nothing between calls.
+_pack = msgpack.Packer(use_bin_type=True, autoreset=True).pack
 
 
 _KINDS: dict[int, Kind] = {int(k): k for k in Kind}

@@ -68,6 +68,7 @@ BATCH = "BATCH"
 ACK = "ACK"
 #: Largest number of messages in one BATCH frame.
 MAX_BATCH = 256
+_INBOX_ROUTE_DOT = INBOX_ROUTE + "."
 
 
 def routable(subject: str) -> bool:
@@ -202,6 +203,9 @@ class RouterCore:
         self._left: dict[str, int] = {}
         self._exports: dict[tuple[str, str], bool] = {}
         self._reachable: frozenset[str] = frozenset()
+        #: No import weights in the domain and no dot in a network name: replies to one
+        #: network's inboxes share one routing decision (see _decide).
+        self._plain_inboxes = True
         self.topology = Topology(name, {})
 
     # ------------------------------------------------------------------ queries
@@ -518,8 +522,8 @@ class RouterCore:
         neighbor: str,
     ) -> list[Any]:
         """A BATCH frame from ``neighbor``: as many DATA frames, decided once."""
-        seen = self._seen
-        if any((importer, seq + i) in seen for i in range(len(payloads))):
+        keys = [(importer, s) for s in range(seq, seq + len(payloads))]
+        if not self._seen.keys().isdisjoint(keys):
             # Some already seen (records still flooding): take them one by one.
             out: list[Any] = []
             came_from = router_node(neighbor)
@@ -554,8 +558,12 @@ class RouterCore:
     ) -> list[Any]:
         """:meth:`_forward` for consecutive sequence numbers ``seq``.. of one subject."""
         n = len(payloads)
-        for i in range(n):
-            self._remember((importer, seq + i))
+        seen = self._seen
+        for s in range(seq, seq + n):
+            seen[(importer, s)] = None
+        excess = len(seen) - self._dedup_window
+        for _ in range(excess):
+            seen.popitem(last=False)  # the oldest first, as _remember does one by one
         if hops >= self.max_hops:
             self.stats.lost += n
             return [Loss(n, "hop limit reached", subject)]
@@ -685,6 +693,13 @@ class RouterCore:
         """(networks to deliver into, neighbors to send to, lost?, LAN peers of ``origin``
         that take it from there themselves to serve a network) for a message of ``origin``."""
         key = (origin, subject)
+        if self._plain_inboxes and subject.startswith(_INBOX_ROUTE_DOT):
+            # A reply: without import weights in the domain (nor dots in network names),
+            # its route depends only on the network whose inbox it answers, not on the
+            # inbox itself, which is new for every request.
+            home, dot, _ = subject[len(_INBOX_ROUTE_DOT) :].partition(".")
+            if dot:
+                key = (origin, _INBOX_ROUTE_DOT + home)
         found = self._decisions.get(key)
         if found is not None:
             return found
@@ -817,6 +832,10 @@ class RouterCore:
     def _recompute(self) -> list[Any]:
         self.topology = topo = Topology(self.name, dict(self._records))
         self._decisions.clear()
+        self._plain_inboxes = not any(
+            record.weights or any("." in net for net in record.networks)
+            for record in self._records.values()
+        )
         out: list[Any] = []
         if topo.reachable != self._reachable:
             self._reachable = frozenset(topo.reachable)

@@ -42,6 +42,21 @@ class FrameKind(enum.IntEnum):
     ABORT = 6  #: the sender's terminal found the circuit broken (``text`` says why)
 
 
+# Module aliases of the members, read on every message: on Python 3.11 reading
+# ``FrameKind.CONNECT`` costs about 0.2 us (EnumType defines __getattr__, which puts every
+# attribute look-up on the class on a slow path); a module global costs about 15 ns.
+_CONNECT, _ACCEPT, _DATA, _ACK, _CLOSE, _ABORT = (
+    FrameKind.CONNECT,
+    FrameKind.ACCEPT,
+    FrameKind.DATA,
+    FrameKind.ACK,
+    FrameKind.CLOSE,
+    FrameKind.ABORT,
+)
+#: A header's kind code to its member (``FrameKind(code)`` costs about 0.9 us on 3.11).
+_KIND_BY_CODE: dict[int, FrameKind] = {kind.value: kind for kind in FrameKind}
+
+
 @dataclass(slots=True, frozen=True)
 class Frame:
     """One protocol frame. ``payload`` (DATA only) is the sequence of user payloads the
@@ -78,7 +93,7 @@ def frame_to_message(frame: Frame, subject: str) -> Message:
     if frame.text:
         fields["text"] = frame.text
     msg = Message(subject, fields)
-    if frame.kind is FrameKind.DATA:
+    if frame.kind is _DATA:
         payloads = frame.payload
         if not payloads:
             raise MalformedMessage("a circuit DATA frame carries at least one message")
@@ -104,15 +119,14 @@ def frame_from_message(msg: Message) -> Frame:
     if not isinstance(header, bytes) or len(header) != _HEADER.size:
         raise MalformedMessage("not a circuit frame (no valid 'vc' header)")
     raw_kind, to_token, from_token, seq, ack = _HEADER.unpack(header)
-    try:
-        kind = FrameKind(raw_kind)
-    except ValueError:
-        raise MalformedMessage(f"not a circuit frame (kind {raw_kind})") from None
-    if kind is FrameKind.CONNECT:
+    kind = _KIND_BY_CODE.get(raw_kind)  # an int from the header: always hashable
+    if kind is None:
+        raise MalformedMessage(f"not a circuit frame (kind {raw_kind})")
+    if kind is _CONNECT:
         to_token = b""
     payload: list[Message] | None = None
     inbox = ""
-    if kind is FrameKind.DATA:
+    if kind is _DATA:
         payload = msg.get("msgs")
         if payload.__class__ is not list or not payload or seq < 1:
             raise MalformedMessage("circuit DATA frame without messages or sequence")
@@ -121,7 +135,7 @@ def frame_from_message(msg: Message) -> Frame:
                 raise MalformedMessage("circuit DATA frame with an entry that is not a message")
     else:
         inbox = _text(msg, "inbox")
-        if kind is FrameKind.CONNECT and not inbox:
+        if kind is _CONNECT and not inbox:
             raise MalformedMessage("circuit CONNECT frame without the connector's inbox")
-    text = _text(msg, "text") if kind is FrameKind.ABORT else ""
+    text = _text(msg, "text") if kind is _ABORT else ""
     return Frame(kind, to_token, from_token, seq, ack, inbox, payload, text)

@@ -1,0 +1,165 @@
+"""Edits of an encoded message made without decoding it: a new address, one more field.
+
+A routing daemon passes messages through. It receives a message's wire
+bytes from a neighbor router and publishes them into its own network with
+a new address (the subject and reply subject as that network names them)
+and one field more (its routing tag). Decoding the whole message into a
+:class:`~rvasync.message.Message`, changing it and encoding it again costs
+far more than what changes; the functions here read and rewrite only the
+head of the wire form (docs/messages.md): the header, the subject, the
+reply subject and the header of the field array. The field array is the
+last element of the message, so a field is appended by writing it at the
+end and counting it in the array's header.
+
+The result is byte for byte what encoding the changed message would give
+(the codecs write the shortest msgpack forms, and so does this module).
+:func:`read_head` returns None for anything it does not read (not bytes,
+not the expected layout, a certified-delivery label): the caller then
+takes the general path (decode, change, encode), which also reports a
+malformed message. The body of the fields is not checked here: it is
+passed on as it came.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import msgpack
+
+from rvasync._wire import FIXSTR, FIXSTR_MAX, HEADER, MESSAGE_ARRAY, STR8, STR16, SUBJECT_TAG_OFFSET
+
+__all__ = ["Head", "StringField", "read_head", "rewrite"]
+
+NIL = 0xC0
+STR32 = 0xDB
+FIXARRAY = 0x90
+FIXARRAY_MAX = 0x9F
+ARRAY16 = 0xDC
+ARRAY32 = 0xDD
+#: Elements per field in the field array: name, id, type, value.
+FIELD_ELEMENTS = 4
+#: FieldType.STRING's wire code (rvasync.fieldtypes; a number here: no import cycle).
+STRING_TYPE = 8
+
+_pack = msgpack.Packer(use_bin_type=True, autoreset=True).pack
+_START = HEADER + bytes([MESSAGE_ARRAY])
+_MIN_LEN = SUBJECT_TAG_OFFSET + 4  # subject, reply, cm and fields: one byte each at least
+
+
+class Head(NamedTuple):
+    """Where the parts of an encoded message are (offsets into its bytes)."""
+
+    subject: str | None
+    reply: str | None
+    #: The certified-delivery label element (nil: :func:`read_head` reads no other).
+    cm_at: int
+    #: The field array's header, and its first element.
+    fields_at: int
+    fields_body: int
+    #: Elements in the field array (four per field).
+    elements: int
+
+
+def _str_at(data: bytes, at: int) -> tuple[str | None, int]:
+    """The msgpack str or nil at ``at`` and the offset after it; ValueError otherwise."""
+    tag = data[at]
+    if FIXSTR <= tag <= FIXSTR_MAX:
+        start, length = at + 1, tag - FIXSTR
+    elif tag == NIL:
+        return None, at + 1
+    elif tag == STR8:
+        start, length = at + 2, data[at + 1]
+    elif tag == STR16:
+        start, length = at + 3, int.from_bytes(data[at + 1 : at + 3], "big")
+    elif tag == STR32:
+        start, length = at + 5, int.from_bytes(data[at + 1 : at + 5], "big")
+    else:
+        raise ValueError("not a str")
+    end = start + length
+    if end > len(data):
+        raise ValueError("truncated")
+    return data[start:end].decode(), end
+
+
+def read_head(data: object) -> Head | None:
+    """The head of wire message ``data``, or None when it is not read here (see module)."""
+    if not isinstance(data, bytes) or len(data) < _MIN_LEN or not data.startswith(_START):
+        return None
+    try:
+        tag = data[SUBJECT_TAG_OFFSET]
+        if FIXSTR <= tag <= FIXSTR_MAX:  # the usual subject, read inline
+            at = SUBJECT_TAG_OFFSET + 1 + tag - FIXSTR
+            subject: str | None = data[SUBJECT_TAG_OFFSET + 1 : at].decode()
+        else:
+            subject, at = _str_at(data, SUBJECT_TAG_OFFSET)
+        if data[at] == NIL:
+            reply: str | None = None
+            cm_at = at + 1
+        else:
+            reply, cm_at = _str_at(data, at)
+        if data[cm_at] != NIL:
+            return None
+        at = cm_at + 1
+        tag = data[at]
+        if FIXARRAY <= tag <= FIXARRAY_MAX:
+            count, body = tag - FIXARRAY, at + 1
+        elif tag == ARRAY16:
+            count, body = int.from_bytes(data[at + 1 : at + 3], "big"), at + 3
+        elif tag == ARRAY32:
+            count, body = int.from_bytes(data[at + 1 : at + 5], "big"), at + 5
+        else:
+            return None
+    except (IndexError, ValueError):
+        return None
+    if body > len(data) or count % FIELD_ELEMENTS:
+        return None
+    return Head(subject, reply, cm_at, at, body, count)
+
+
+def _array_header(count: int) -> bytes:
+    if count <= FIXARRAY_MAX - FIXARRAY:
+        return bytes((FIXARRAY + count,))
+    if count <= 0xFFFF:
+        return bytes((ARRAY16,)) + count.to_bytes(2, "big")
+    return bytes((ARRAY32,)) + count.to_bytes(4, "big")
+
+
+class StringField:
+    """Encodes a STRING field named ``name`` (no id) for :func:`rewrite`, one value at a time.
+
+    The name, id and type are encoded once; :meth:`encode` adds the value.
+    UnicodeEncodeError for a name or value that is not valid Unicode.
+    """
+
+    __slots__ = ("_head",)
+
+    def __init__(self, name: str) -> None:
+        self._head: bytes = _pack(name) + b"\x00" + bytes((STRING_TYPE,))
+
+    def encode(self, value: str) -> bytes:
+        """The field holding ``value``, in wire form."""
+        return self._head + _pack(value)
+
+
+def rewrite(
+    data: bytes, head: Head, subject: str, reply: str | None, field: bytes | None = None
+) -> bytes:
+    """``data`` (read by :func:`read_head` into ``head``) with the address ``subject`` /
+    ``reply`` and, if given, the encoded ``field`` (:meth:`StringField.encode`) appended."""
+    if subject == head.subject and reply == head.reply:
+        if field is None:
+            return data
+        start = data[: head.cm_at]
+    else:
+        start = _START + _pack(subject) + _pack(reply)
+    if field is None:
+        return start + data[head.cm_at :]
+    return b"".join(
+        (
+            start,
+            data[head.cm_at : head.fields_at],
+            _array_header(head.elements + FIELD_ELEMENTS),
+            data[head.fields_body :],
+            field,
+        )
+    )
