@@ -9,7 +9,10 @@ Failover: with a trickle of tasks flowing, kill -9 the
 scheduler and time its successor's SCHEDULER.ACTIVE and the first task a
 worker starts after it.
 
-Usage: python tests/cmq_bench.py [TASKS [CAPACITY]]
+Usage: python tests/cmq_bench.py [TASKS [CAPACITY [quiet]]]
+
+``quiet``: the workers report nothing per task (as in the benchmark harness's
+queue-tasks row), and the failover part is skipped.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -25,7 +29,26 @@ from typing import Any
 import rvasync as rv
 from rvasync.testing import LOOPBACK, free_port
 
+sys.path.insert(0, str(Path(__file__).parent))
+from cmqpeer import net_counters  # the script's own directory
+
 PEER = str(Path(__file__).with_name("cmqpeer.py"))
+
+
+async def _net(
+    procs: dict[str, asyncio.subprocess.Process], events: dict[str, list[dict[str, Any]]]
+) -> dict[str, dict[str, int]]:
+    """Every process's network counters now (the members report them on SIGUSR1)."""
+    seen = {name: sum(e["event"] == "net" for e in events[name]) for name in procs}
+    for proc in procs.values():
+        proc.send_signal(signal.SIGUSR1)
+    async with asyncio.timeout(30):
+        while any(sum(e["event"] == "net" for e in events[n]) == seen[n] for n in procs):
+            await asyncio.sleep(0.01)
+    counts = {"sender": net_counters()}
+    for name in procs:
+        counts[name] = [e for e in events[name] if e["event"] == "net"][-1]
+    return counts
 
 
 def _cpu(procs: dict[str, asyncio.subprocess.Process]) -> dict[str, float]:
@@ -39,7 +62,7 @@ def _cpu(procs: dict[str, asyncio.subprocess.Process]) -> dict[str, float]:
     return used
 
 
-async def main(tasks: int, capacity: str) -> None:
+async def main(tasks: int, capacity: str, quiet: bool) -> None:
     service = str(free_port())
     procs: dict[str, asyncio.subprocess.Process] = {}
     events: dict[str, list[dict[str, Any]]] = {}
@@ -68,7 +91,7 @@ async def main(tasks: int, capacity: str) -> None:
     await start("sched", "--scheduler-weight", "9", "--worker-tasks", "0")
     await start("backup", "--scheduler-weight", "5", "--worker-tasks", "0")
     for i in range(4):
-        await start(f"w{i}", "--worker-tasks", capacity)
+        await start(f"w{i}", "--worker-tasks", capacity, *(["--quiet"] if quiet else []))
     async with asyncio.timeout(60):
         while not role("sched") or not all(
             any(e["event"] == "ready" for e in ev) for ev in events.values()
@@ -91,6 +114,7 @@ async def main(tasks: int, capacity: str) -> None:
             async with asyncio.timeout(60):
                 while unconfirmed():
                     await asyncio.sleep(0.01)
+            net_before = await _net(procs, events)
             cpu_before = _cpu(procs)
             began = time.monotonic()
             for n in range(tasks):
@@ -100,10 +124,25 @@ async def main(tasks: int, capacity: str) -> None:
                     await asyncio.sleep(0.005)
             took = time.monotonic() - began
             cpu_after = _cpu(procs)
+            net_after = await _net(procs, events)
             per_task = {k: round((cpu_after[k] - cpu_before[k]) / tasks * 1e6) for k in cpu_after}
             print(f"CPU per task: {sum(per_task.values())} us, by process (us): {per_task}")
+            for key, label in (
+                ("datagrams_sent", "datagrams sent"),
+                ("retransmitted", "datagrams retransmitted"),
+                ("naks_sent", "NAKs sent"),
+                ("datagrams_received", "datagrams received"),
+                ("bytes_sent", "bytes sent"),
+            ):
+                each = {
+                    k: round((net_after[k][key] - net_before[k][key]) / tasks, 3) for k in net_after
+                }
+                print(f"{label} per task: {round(sum(each.values()), 3)}, by process: {each}")
             print(f"throughput: {tasks} tasks in {took:.2f} s = {tasks / took:.0f} tasks/s "
                   f"(4 workers, capacity {capacity} each)")  # fmt: skip
+
+            if quiet:
+                return
 
             async def trickle() -> None:
                 n = tasks
@@ -141,13 +180,23 @@ async def main(tasks: int, capacity: str) -> None:
             trickling.cancel()
     finally:
         for proc in procs.values():
-            if proc.returncode is None:
+            if proc.returncode is None and proc.stdin is not None:
+                proc.stdin.close()  # a member leaves when its stdin closes
+        for proc in procs.values():
+            try:
+                async with asyncio.timeout(10):
+                    await proc.wait()
+            except TimeoutError:
                 proc.kill()
-            await proc.wait()
+                await proc.wait()
 
 
 if __name__ == "__main__":
     arguments = sys.argv[1:]
     asyncio.run(
-        main(int(arguments[0]) if arguments else 2000, arguments[1] if arguments[1:] else "8")
+        main(
+            int(arguments[0]) if arguments else 2000,
+            arguments[1] if arguments[1:] else "8",
+            arguments[2:3] == ["quiet"],
+        )
     )

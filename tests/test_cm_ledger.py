@@ -27,6 +27,7 @@ from rvasync.protocol.cm.ledger import (
     Disallowed,
     ListenerConfirmed,
     MessageRemoved,
+    MessagesRemoved,
     Registration,
     RegistrationRemoved,
     Source,
@@ -271,3 +272,28 @@ def test_a_ledger_of_another_correspondent_is_refused():
         decode_ledger(data, path="/tmp/joe.led", expected_name="JOE_PER")
     with pytest.raises(rv.InvalidSubject):
         new_ledger("bad..name")
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    items=st.lists(
+        st.one_of(
+            records,
+            st.builds(
+                MessagesRemoved,
+                subject=subjects,
+                first=st.integers(1, 50),
+                last=st.integers(1, 60),
+            ),
+        ),
+        max_size=40,
+    )
+)
+def test_stored_bytes_is_the_sum_of_the_stored_payloads(items):
+    """The running payload total a ledger review reports matches the stored messages,
+    after any replay, in a copy, and after compaction."""
+    state = replayed(items)
+    compacted = decode_ledger(compact_ledger(state), expected_name="OWNER").state
+    for each in (state, state.copy(), compacted):
+        for entry in each.subjects.values():
+            assert entry.stored_bytes == sum(len(m.payload) for m in entry.messages.values())

@@ -248,11 +248,18 @@ class RegistrationState:
 
 @dataclass(slots=True)
 class SenderSubject:
-    """One outbound subject: sequence bound, stored messages (by sequence), listeners."""
+    """One outbound subject: sequence bound, stored messages (by sequence), listeners.
+
+    ``stored_bytes`` is the sum of the stored payloads' sizes, kept as messages
+    come and go, so a ledger review does not add up every stored message (a
+    program that polls ``review_ledger`` while thousands wait would otherwise
+    spend its time there).
+    """
 
     last_sent: int = 0
     messages: dict[int, StoredMessage] = field(default_factory=dict)
     registrations: dict[str, RegistrationState] = field(default_factory=dict)
+    stored_bytes: int = 0
 
 
 @dataclass(slots=True)
@@ -336,6 +343,7 @@ class LedgerState:
                 subject: SenderSubject(
                     last_sent=entry.last_sent,
                     messages=dict(entry.messages),
+                    stored_bytes=entry.stored_bytes,
                     registrations={
                         name: RegistrationState(r.address, r.begin, r.confirmed, r.anticipated)
                         for name, r in entry.registrations.items()
@@ -361,14 +369,21 @@ def _subject_mark(state: LedgerState, r: SubjectMark) -> None:
 
 def _stored_message(state: LedgerState, r: StoredMessage) -> None:
     entry = state.subject(r.subject)
-    entry.messages[r.sequence] = r
+    messages = entry.messages
+    old = messages.get(r.sequence)
+    if old is not None:
+        entry.stored_bytes -= len(old.payload)
+    messages[r.sequence] = r
+    entry.stored_bytes += len(r.payload)
     entry.last_sent = r.sequence
 
 
 def _message_removed(state: LedgerState, r: MessageRemoved) -> None:
     entry = state.subjects.get(r.subject)
     if entry is not None:
-        entry.messages.pop(r.sequence, None)
+        old = entry.messages.pop(r.sequence, None)
+        if old is not None:
+            entry.stored_bytes -= len(old.payload)
 
 
 def _messages_removed(state: LedgerState, r: MessagesRemoved) -> None:
@@ -376,12 +391,16 @@ def _messages_removed(state: LedgerState, r: MessagesRemoved) -> None:
     if entry is None:
         return
     messages = entry.messages
+    removed = 0
     if r.last - r.first < len(messages):
         for seq in range(r.first, r.last + 1):
-            messages.pop(seq, None)
+            old = messages.pop(seq, None)
+            if old is not None:
+                removed += len(old.payload)
     else:
         for seq in [s for s in messages if r.first <= s <= r.last]:
-            del messages[seq]
+            removed += len(messages.pop(seq).payload)
+    entry.stored_bytes -= removed
 
 
 def _registration(state: LedgerState, r: Registration) -> None:

@@ -86,6 +86,18 @@ class SubjectReview:
     listeners: tuple[ListenerReview, ...]
 
 
+def _unconfirmed(messages: dict[int, StoredMessage], above: int) -> int:
+    """How many stored messages have a sequence above ``above``.
+
+    Messages are stored in sequence order (see ``SenderHalf._owes``), so when
+    the oldest is above, all are: the usual answer costs no scan, which a
+    program polling ``review_ledger`` while thousands of messages wait needs.
+    """
+    if not messages or next(iter(messages)) > above:
+        return len(messages)
+    return sum(1 for seq in messages if seq > above)
+
+
 class SenderHalf:
     """Outbound certified delivery for one correspondent (driven by ``CmCorrespondent``)."""
 
@@ -294,9 +306,7 @@ class SenderHalf:
                 ListenerReview(
                     name=name,
                     last_confirmed=reg.confirmed,
-                    unconfirmed=sum(
-                        1 for seq in entry.messages if seq > reg.confirmed and seq >= reg.begin
-                    ),
+                    unconfirmed=_unconfirmed(entry.messages, max(reg.confirmed, reg.begin - 1)),
                     anticipated=reg.anticipated,
                 )
                 for name, reg in sorted(entry.registrations.items())
@@ -306,7 +316,7 @@ class SenderHalf:
                     subject=subject,
                     last_sent=self.last_sent(subject),
                     total_messages=len(entry.messages),
-                    total_size=sum(len(m.payload) for m in entry.messages.values()),
+                    total_size=entry.stored_bytes,
                     listeners=listeners,
                 )
             )
