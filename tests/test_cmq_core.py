@@ -210,10 +210,15 @@ def test_records_round_trip_and_malformed_ones_are_named() -> None:
     assert QueueRecord.from_fields(rec.to_fields()) == rec
     fields = rec.to_fields()
     for broken in (
-        {**fields, "v": 2},
+        {**fields, "v": 1},  # version 1 spelled tasks out one by one
+        {**fields, "v": 3},
         {**fields, "k": "NOPE"},
         {**fields, "b": "[1,2"},
-        {**fields, "b": '[1,2,3,[["S","X","1",true]],[]]'},
+        {**fields, "b": '[1,2,3,[["S","X",true,["1"]]],[]]'},  # a sequence as text
+        {**fields, "b": '[1,2,3,[["S","X",true,[true]]],[]]'},  # a sequence as a bool
+        {**fields, "b": '[1,2,3,[["S","X",true,[]]],[]]'},  # an empty group
+        {**fields, "b": '[1,2,3,[["S","X",1,[1]]],[]]'},  # certified as a number
+        {**fields, "b": '[1,2,3,[["S","X","1",true]],[]]'},  # version 1's row
         {k: v for k, v in fields.items() if k != "m"},
     ):
         with pytest.raises(MalformedMessage):

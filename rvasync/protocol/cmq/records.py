@@ -31,7 +31,10 @@ from rvasync.errors import MalformedMessage
 
 __all__ = ["GROUP", "RECORD_VERSION", "SCHEDULER", "QueueRecord", "RecordKind", "TaskId"]
 
-RECORD_VERSION = 1
+RECORD_VERSION = 2
+"""2: task lists travel grouped by (sender, subject, certified), one run of sequence
+numbers per group (version 1 spelled out every task in full). Members of one queue
+run one version; a record of another version is refused by name."""
 
 GROUP = ""
 """Destination of a record for every member."""
@@ -98,13 +101,7 @@ class QueueRecord:
     def to_fields(self) -> dict[str, str | int | bytes]:
         """A flat mapping of simple values, ready to become message fields."""
         body = json.dumps(
-            [
-                self.seq,
-                self.weight,
-                self.capacity,
-                [[t.sender, t.subject, t.seq, c] for t, c in self.tasks],
-                [[t.sender, t.subject, t.seq, c] for t, c in self.done],
-            ],
+            [self.seq, self.weight, self.capacity, _grouped(self.tasks), _grouped(self.done)],
             separators=(",", ":"),
         )
         fields: dict[str, str | int | bytes] = {
@@ -199,19 +196,43 @@ def _bad(why: str) -> QueueRecord:
     raise MalformedMessage(f"distributed queue record: {why}")
 
 
-def _tasks(rows: object) -> tuple[tuple[TaskId, bool], ...]:
-    if not isinstance(rows, list):
+def _grouped(tasks: tuple[tuple[TaskId, bool], ...]) -> list[list[object]]:
+    """``tasks`` as ``[sender, subject, certified, [seq, ...]]`` groups, in order.
+
+    A group runs while consecutive tasks share sender, subject and
+    certification, as a merged record's tasks from one certified sender do:
+    the names travel once per group instead of once per task, which made up
+    most of a merged ASSIGN, COMPLETE or ACK after its payloads.
+    """
+    groups: list[list[object]] = []
+    key: tuple[str, str, bool] | None = None
+    seqs: list[int] = []
+    for (sender, subject, seq), certified in tasks:
+        if key is None or key[0] != sender or key[1] != subject or key[2] != certified:
+            key = (sender, subject, certified)
+            seqs = []
+            groups.append([sender, subject, certified, seqs])
+        seqs.append(seq)
+    return groups
+
+
+def _tasks(groups: object) -> tuple[tuple[TaskId, bool], ...]:
+    """The (task id, certified) pairs of a grouped task list (see :func:`_grouped`)."""
+    if not isinstance(groups, list):
         raise TypeError("task list must be a list")
     out = []
-    for row in rows:
-        sender, subject, seq, certified = row
+    for group in groups:
+        sender, subject, certified, seqs = group
         if not (
             isinstance(sender, str)
             and isinstance(subject, str)
-            and isinstance(seq, int)
-            and not isinstance(seq, bool)
             and isinstance(certified, bool)
+            and isinstance(seqs, list)
+            and seqs
         ):
-            raise TypeError(f"bad task entry {row!r}")
-        out.append((TaskId(sender, subject, seq), certified))
+            raise TypeError(f"bad task group {group!r}")
+        for seq in seqs:
+            if seq.__class__ is not int:
+                raise TypeError(f"bad sequence number {seq!r} in task group for {subject!r}")
+            out.append((TaskId(sender, subject, seq), certified))
     return tuple(out)
