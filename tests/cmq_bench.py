@@ -138,6 +138,11 @@ async def main(tasks: int, capacity: str, quiet: bool) -> None:
                     k: round((net_after[k][key] - net_before[k][key]) / tasks, 3) for k in net_after
                 }
                 print(f"{label} per task: {round(sum(each.values()), 3)}, by process: {each}")
+            changes = {
+                name: [e["scheduler"] for e in events[name] if e["event"] == "role"]
+                for name in procs
+            }
+            print(f"scheduler role changes (ACTIVE True / INACTIVE False), by process: {changes}")
             print(f"throughput: {tasks} tasks in {took:.2f} s = {tasks / took:.0f} tasks/s "
                   f"(4 workers, capacity {capacity} each)")  # fmt: skip
 

@@ -236,3 +236,22 @@ def test_uncertified_tasks_get_unique_ids_and_are_not_confirmed() -> None:
     assert done.confirms == []
     out2 = core.task_arrived(None, "X", b"2", 2.3)
     assert out2.deliveries[0].id != task.id
+
+
+def test_an_uncertified_task_at_a_member_that_is_not_scheduler_is_reported_lost() -> None:
+    """The driver feeds arrived tasks in slices, so the role can end between a task's
+    arrival and its turn: a certified task is left to its sender's retransmission, an
+    uncertified one cannot come back and its loss is an OVERFLOW advisory, never silence."""
+    from rvasync.protocol.cmq.member import NOT_SCHEDULER_REASON
+
+    core = QueueMemberCore("Q", member_id="m1", scheduler_heartbeat=1.0, scheduler_activation=3.0)
+    core.join(0.0)
+    assert not core.is_scheduler
+    certified = core.task_arrived(TaskId("S", "JOBS.RUN", 1), "JOBS.RUN", b"x", 0.1)
+    assert not certified and core.stats.dropped_uncertified == 0
+    out = core.task_arrived(None, "JOBS.RUN", b"x", 0.2)
+    (advisory,) = out.advisories
+    assert advisory.subject == "_RV.WARN.RVCM.QUEUE.SCHEDULER.OVERFLOW.Q"
+    assert dict(advisory.fields)["reason"] == NOT_SCHEDULER_REASON
+    assert dict(advisory.fields)["subject"] == "JOBS.RUN"
+    assert core.stats.dropped_uncertified == 1

@@ -83,6 +83,7 @@ PLAIN_PREFIX = "plain:"
 
 OVERFLOW_REASON = "Task backlog limit reached."
 DEACTIVATED_REASON = "Scheduler deactivated before assigning this uncertified task."
+NOT_SCHEDULER_REASON = "Uncertified task reached a member that is no longer the scheduler."
 
 
 class QueueMemberCore:
@@ -277,15 +278,24 @@ class QueueMemberCore:
 
         ``tid`` is the certified identity (sender, subject, sequence), or None
         for a message without a certified agreement (it gets a fresh id). A
-        member that is not the scheduler ignores it: the driver should not
-        have been listening, and a certified sender retransmits to the next
-        scheduler anyway.
+        member that is not the scheduler (any more) ignores a certified task,
+        which its sender retransmits to the next scheduler, and reports an
+        uncertified one lost (SCHEDULER.OVERFLOW, ``stats.dropped_uncertified``).
         """
         out = QueueOutputs()
         book = self._book
-        if book is None or not self._active_input():
+        if not self._active_input():
             return out
         now = self._clock(now)
+        if book is None:
+            if tid is None:
+                # Nothing can send it again: its loss is reported, never silent. (The
+                # driver feeds arrivals in slices, so the role can end between a task's
+                # arrival and its turn.)
+                self.stats.dropped_uncertified += 1
+                lost = Task(TaskId(PLAIN_PREFIX + self.member_id, subject, 0), False, payload)
+                out.advisories.append(self._overflow(lost, NOT_SCHEDULER_REASON))
+            return out
         if tid is None:
             book.plain_counter += 1
             plain = TaskId(PLAIN_PREFIX + self.member_id, subject, book.plain_counter)
@@ -568,6 +578,14 @@ class QueueMemberCore:
             self.stats.adopted += 1
             book.place(a, holder)
             self._mark_accepted(book, a, now)
+            return
+        if book.backlog:
+            # Tasks wait already, so no worker was free when the backlog was last
+            # drained, and every input that frees a worker drains it (the timer
+            # too, every heartbeat): the new task queues behind them without a
+            # search that would find nobody (a burst used to search twice per task).
+            book.place(a, None)
+            book.backlog.append(tid)
             return
         self._assign(book, a, now, out)
 
