@@ -184,6 +184,8 @@ class CmQueueTransport:
         self._arm_handle: asyncio.Handle | None = None
         self._arrivals: deque[tuple[TaskId | None, str, bytes]] = deque()
         self._arrivals_handle: asyncio.Handle | None = None
+        self._completions: dict[TaskId, None] = {}
+        self._completions_handle: asyncio.Handle | None = None
         self._closed = False
         self.malformed = 0
         """Queue records dropped as malformed."""
@@ -363,6 +365,7 @@ class CmQueueTransport:
             # Tasks still waiting for their slice reach the core first: its withdrawal
             # then reports the uncertified ones nobody took, as it does for its backlog.
             self._take_arrivals(len(self._arrivals))
+            self._take_completions()  # done tasks are reported done, not reassigned
             self._input(self._core.withdraw)
         self._closed = True
         self._disarm()
@@ -419,6 +422,9 @@ class CmQueueTransport:
             self._timer.arm(self._core.next_deadline())
 
     def _disarm(self) -> None:
+        if self._completions_handle is not None:
+            self._completions_handle.cancel()
+            self._completions_handle = None
         if self._arrivals_handle is not None:
             self._arrivals_handle.cancel()
             self._arrivals_handle = None
@@ -466,10 +472,24 @@ class CmQueueTransport:
             self._arrivals_handle.cancel()
             self._arrivals_handle = None
         arrivals = self._arrivals
+        taken = [arrivals.popleft() for _ in range(min(len(arrivals), limit))]
         task_arrived = self._core.task_arrived
-        for _ in range(min(len(arrivals), limit)):
-            tid, subject, payload = arrivals.popleft()
-            self._input(lambda now, t=tid, s=subject, p=payload: task_arrived(t, s, p, now))
+
+        def step(now: float) -> QueueOutputs:
+            # One input for the slice: the outputs of each arrival, in order, merged
+            # (an arrival changes no role and sends no fault tolerance record).
+            out = QueueOutputs()
+            for tid, subject, payload in taken:
+                each = task_arrived(tid, subject, payload, now)
+                if each:
+                    out.records += each.records
+                    out.confirms += each.confirms
+                    out.deliveries += each.deliveries
+                    out.advisories += each.advisories
+            return out
+
+        if taken:
+            self._input(step)
         if arrivals and not self._closed:
             self._arrivals_handle = self._loop.call_soon(self._take_arrivals)
 
@@ -651,9 +671,35 @@ class CmQueueTransport:
             self._complete(task.id)
 
     def _complete(self, tid: TaskId) -> None:
-        if not self._core.holds(tid):
+        if not self._core.holds(tid) or tid in self._completions:
             return  # already completed (a second confirmation of the same message)
-        self._input(lambda now: self._core.complete(tid, now))
+        # The turn's completions reach the core together, as one input (their COMPLETE
+        # records leave merged at the end of the turn anyway).
+        self._completions[tid] = None
+        if self._completions_handle is None and not self._closed:
+            self._completions_handle = self._loop.call_soon(self._take_completions)
+
+    def _take_completions(self) -> None:
+        if self._completions_handle is not None:
+            self._completions_handle.cancel()
+            self._completions_handle = None
+        taken, self._completions = self._completions, {}
+        core = self._core
+
+        def step(now: float) -> QueueOutputs:
+            out = QueueOutputs()
+            for tid in taken:
+                if not core.holds(tid):
+                    continue  # the worker lost it meanwhile (reassigned, withdrawn)
+                each = core.complete(tid, now)
+                out.records += each.records
+                out.confirms += each.confirms
+                out.deliveries += each.deliveries
+                out.advisories += each.advisories
+            return out
+
+        if taken:
+            self._input(step)
 
     def _confirm_later(self, listener_id: int, sender: str, subject: str, sequence: int) -> None:
         self._complete(TaskId(sender, subject, sequence))
