@@ -428,7 +428,10 @@ class CmQueueTransport:
         if self._arrivals_handle is not None:
             self._arrivals_handle.cancel()
             self._arrivals_handle = None
-        self._arrivals.clear()  # their senders still hold them: the next scheduler gets them
+        # Certified ones stay with their senders, who give them to the next scheduler.
+        # close() fed them all to the core first; with the transport closed under us
+        # nothing can be presented any more, as for the tasks the core itself held.
+        self._arrivals.clear()
         self._timer.cancel()
         if self._arm_handle is not None:
             self._arm_handle.cancel()
