@@ -25,7 +25,29 @@ from typing import Any
 
 import msgpack
 
-__all__ = ["Kind", "Pdu", "PduError", "VerifyStatus", "decode_pdu", "encode_pdu"]
+__all__ = [
+    "K_ACK",
+    "K_ERROR",
+    "K_INVOKE",
+    "K_RESULT",
+    "K_RVERIFY",
+    "K_RVERIFY_REPLY",
+    "K_VERIFY",
+    "K_VERIFY_REPLY",
+    "V_ACKNOWLEDGED",
+    "V_BUSY",
+    "V_EXECUTING",
+    "V_KNOWN",
+    "V_NOT_EXECUTED",
+    "V_PENDING",
+    "V_UNKNOWN",
+    "Kind",
+    "Pdu",
+    "PduError",
+    "VerifyStatus",
+    "decode_pdu",
+    "encode_pdu",
+]
 
 _WIRE_VERSION = 1
 
@@ -64,6 +86,14 @@ class VerifyStatus(enum.IntEnum):
     KNOWN = 5
     PENDING = 6
     UNKNOWN = 7
+
+
+# The members again as module globals (K_ for Kind, V_ for VerifyStatus), for the
+# modules that read them per PDU: on Python 3.11 reading a member through its class
+# costs about 0.2 us (EnumType defines __getattr__, which puts every look-up on the
+# class on a slow path); a global costs about 15 ns. Importers take them by name.
+K_INVOKE, K_RESULT, K_ERROR, K_ACK, K_VERIFY, K_VERIFY_REPLY, K_RVERIFY, K_RVERIFY_REPLY = Kind
+V_NOT_EXECUTED, V_EXECUTING, V_ACKNOWLEDGED, V_BUSY, V_KNOWN, V_PENDING, V_UNKNOWN = VerifyStatus
 
 
 class PduError(ValueError):

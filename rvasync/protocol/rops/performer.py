@@ -47,34 +47,27 @@ from rvasync.protocol.rops.outputs import (
     Send,
 )
 from rvasync.protocol.rops.params import Retention
-from rvasync.protocol.rops.pdu import Kind, Pdu, VerifyStatus
-
-# Enum members as module globals (the _X_ prefixes name their enum), read per
-# message: on Python 3.11 reading a member through its class costs about 0.2 us
-# (EnumType defines __getattr__, which puts every look-up on the class on a slow
-# path); a global costs about 15 ns.
-_V_ACKNOWLEDGED, _V_BUSY, _V_EXECUTING, _V_KNOWN, _V_NOT_EXECUTED, _V_PENDING = (
-    VerifyStatus.ACKNOWLEDGED,
-    VerifyStatus.BUSY,
-    VerifyStatus.EXECUTING,
-    VerifyStatus.KNOWN,
-    VerifyStatus.NOT_EXECUTED,
-    VerifyStatus.PENDING,
+from rvasync.protocol.rops.pdu import (
+    K_ACK,
+    K_ERROR,
+    K_INVOKE,
+    K_RESULT,
+    K_RVERIFY,
+    K_RVERIFY_REPLY,
+    K_VERIFY,
+    K_VERIFY_REPLY,
+    V_ACKNOWLEDGED,
+    V_BUSY,
+    V_EXECUTING,
+    V_KNOWN,
+    V_NOT_EXECUTED,
+    V_PENDING,
+    Pdu,
+    VerifyStatus,
 )
 
-
-_K_ACK, _K_ERROR, _K_INVOKE, _K_RESULT, _K_RVERIFY, _K_RVERIFY_REPLY, _K_VERIFY, _K_VERIFY_REPLY = (
-    Kind.ACK,
-    Kind.ERROR,
-    Kind.INVOKE,
-    Kind.RESULT,
-    Kind.RVERIFY,
-    Kind.RVERIFY_REPLY,
-    Kind.VERIFY,
-    Kind.VERIFY_REPLY,
-)
-
-
+# Enum members as module globals (the _X_ prefixes name their enum; Kind and
+# VerifyStatus come from pdu.py as K_ and V_), read per message: see pdu.py.
 _R_RESULT_UNCONFIRMED = ReportKind.RESULT_UNCONFIRMED
 
 
@@ -195,14 +188,14 @@ class PerformerCore:
         kind = pdu.kind
         for acked in pdu.acks:
             self._on_ack(acked, pdu.src, now)
-        if kind is _K_INVOKE:
+        if kind is K_INVOKE:
             self._on_invoke(pdu, now, out, reply)
-        elif kind is _K_ACK:
+        elif kind is K_ACK:
             self._on_ack(pdu.invoke_id, pdu.src, now)
-        elif kind is _K_VERIFY:
+        elif kind is K_VERIFY:
             self._on_verify(pdu, now, out)
             self._touch(pdu.invoke_id)
-        elif kind is _K_RVERIFY_REPLY:
+        elif kind is K_RVERIFY_REPLY:
             self._on_rverify_reply(pdu, now, out)
             self._touch(pdu.invoke_id)
         # INVOKE: a new record has no due time while its handler runs, a copy changes none.
@@ -344,14 +337,14 @@ class PerformerCore:
             return
         if len(self._records) >= self.retention.max_records:
             self.stats.refused_busy += 1
-            out.sends.append(Send(pdu.src, self._status(pdu.invoke_id, _V_BUSY)))
+            out.sends.append(Send(pdu.src, self._status(pdu.invoke_id, V_BUSY)))
             return
         self.version += 1
         self.stats.fenced += 1
         self._records[pdu.invoke_id] = _Record(
             pdu.src, pdu.operation, 2, _P_FENCED, now + self.retention.window
         )
-        out.sends.append(Send(pdu.src, self._status(pdu.invoke_id, _V_NOT_EXECUTED)))
+        out.sends.append(Send(pdu.src, self._status(pdu.invoke_id, V_NOT_EXECUTED)))
 
     def _answer_known(
         self, invoke_id: str, rec: _Record, out: Outputs, reply: str | None = None
@@ -359,11 +352,11 @@ class PerformerCore:
         """Answer a copy (or a verify) of a known invocation, at ``reply`` when it has one."""
         state = rec.state
         if state is _P_EXECUTING:
-            answer = self._status(invoke_id, _V_EXECUTING)
+            answer = self._status(invoke_id, V_EXECUTING)
         elif state is _P_FENCED:
-            answer = self._status(invoke_id, _V_NOT_EXECUTED)
+            answer = self._status(invoke_id, V_NOT_EXECUTED)
         elif state is _P_ACKED:
-            answer = self._status(invoke_id, _V_ACKNOWLEDGED)
+            answer = self._status(invoke_id, V_ACKNOWLEDGED)
         else:  # DONE, UNCONFIRMED, INTERRUPTED: the outcome, again
             assert rec.outcome is not None
             self.stats.results_resent += 1
@@ -392,9 +385,9 @@ class PerformerCore:
         if rec is None or rec.state is not _P_DONE or rec.ack_deadline is None:
             return
         status = pdu.status
-        if status is _V_KNOWN:
+        if status is V_KNOWN:
             self._acknowledged(rec, now)
-        elif status is _V_PENDING:
+        elif status is V_PENDING:
             # The invoker still waits: our results were lost, its question got through. Again.
             assert rec.outcome is not None
             self.stats.results_resent += 1
@@ -415,7 +408,7 @@ class PerformerCore:
             rec.rverify_sends += 1
             rec.ack_deadline = now + self.retention.ack_timeout
             out.sends.append(
-                Send(rec.invoker, Pdu(_K_RVERIFY, self.name, invoke_id, rec.operation, 3))
+                Send(rec.invoker, Pdu(K_RVERIFY, self.name, invoke_id, rec.operation, 3))
             )
         else:
             self._unconfirmed(invoke_id, rec, now, out, "the invoker never acknowledged the result")
@@ -436,12 +429,12 @@ class PerformerCore:
 
     def _answer(self, invoke_id: str, rec: _Record, outcome: Outcome) -> Pdu:
         if outcome.ok:
-            return Pdu(_K_RESULT, self.name, invoke_id, rec.operation, rec.handshake, outcome.body)
+            return Pdu(K_RESULT, self.name, invoke_id, rec.operation, rec.handshake, outcome.body)
         return self._error_pdu(invoke_id, rec.operation, rec.handshake, outcome)
 
     def _error_pdu(self, invoke_id: str, operation: str, handshake: int, outcome: Outcome) -> Pdu:
         return Pdu(
-            _K_ERROR,
+            K_ERROR,
             self.name,
             invoke_id,
             operation,
@@ -452,4 +445,4 @@ class PerformerCore:
         )
 
     def _status(self, invoke_id: str, status: VerifyStatus) -> Pdu:
-        return Pdu(_K_VERIFY_REPLY, self.name, invoke_id, status=status)
+        return Pdu(K_VERIFY_REPLY, self.name, invoke_id, status=status)
