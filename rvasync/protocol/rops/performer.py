@@ -186,10 +186,31 @@ class PerformerCore:
         """
         out = Outputs()
         kind = pdu.kind
-        for acked in pdu.acks:
-            self._on_ack(acked, pdu.src, now)
+        if pdu.acks:
+            for acked in pdu.acks:
+                self._on_ack(acked, pdu.src, now)
         if kind is K_INVOKE:
-            self._on_invoke(pdu, now, out, reply)
+            invoke_id = pdu.invoke_id
+            records = self._records
+            if invoke_id not in records and len(records) < self.retention.max_records:
+                # A new invocation with room for its record, made before its handler
+                # runs (copies and refusals: _on_invoke).
+                self.version += 1
+                records[invoke_id] = _Record(
+                    pdu.src,
+                    pdu.operation,
+                    pdu.handshake,
+                    _P_EXECUTING,
+                    now + self.retention.window,
+                    None,
+                    None,
+                    0,
+                    0,
+                    reply,  # positional: a dataclass's keyword arguments cost more
+                )
+                out.executes.append(Execute(invoke_id, pdu.src, pdu.operation, pdu.body))
+            else:
+                self._on_invoke(pdu, now, out, reply)
         elif kind is K_ACK:
             self._on_ack(pdu.invoke_id, pdu.src, now)
         elif kind is K_VERIFY:
@@ -217,12 +238,22 @@ class PerformerCore:
         self.stats.executed += 1
         rec.state = _P_DONE
         rec.outcome = outcome
-        rec.expires = now + self.retention.window
+        due = rec.expires = now + self.retention.window
         if rec.handshake == 3:
-            rec.ack_deadline = now + self.retention.ack_timeout
+            due = rec.ack_deadline = now + self.retention.ack_timeout
             rec.result_sends = 1
-        self._touch(invoke_id)
-        out.sends.append(Send(rec.invoker, self._answer(invoke_id, rec, outcome), rec.reply))
+        # self._touch(invoke_id), written out (this runs for every invocation performed)
+        if self._pushed.get(invoke_id) != due:
+            self._pushed[invoke_id] = due
+            heapq.heappush(self._heap, (due, invoke_id))
+            alarm = self.alarm
+            if due < alarm.earliest:
+                alarm.earliest = due
+        if outcome.ok:  # self._answer(...), written out
+            answer = Pdu(K_RESULT, self.name, invoke_id, rec.operation, rec.handshake, outcome.body)
+        else:
+            answer = self._error_pdu(invoke_id, rec.operation, rec.handshake, outcome)
+        out.sends.append(Send(rec.invoker, answer, rec.reply))
         rec.reply = None  # later copies of the answer go to the invoker's endpoint
         return out
 
@@ -305,27 +336,16 @@ class PerformerCore:
     # --- the handlers of each PDU ---
 
     def _on_invoke(self, pdu: Pdu, now: float, out: Outputs, reply: str | None) -> None:
+        """A copy of a known invocation, or a new one finding no room (receive records the rest)."""
         rec = self._records.get(pdu.invoke_id)
         if rec is None:
-            if len(self._records) >= self.retention.max_records:
-                self.stats.refused_busy += 1
-                busy = Outcome.error(
-                    BUSY, transient=True, detail="the performer holds as many records as it may"
-                )
-                out.sends.append(
-                    Send(pdu.src, self._error_pdu(pdu.invoke_id, pdu.operation, 2, busy), reply)
-                )
-                return
-            self.version += 1
-            self._records[pdu.invoke_id] = _Record(
-                pdu.src,
-                pdu.operation,
-                pdu.handshake,
-                _P_EXECUTING,
-                now + self.retention.window,
-                reply=reply,
+            self.stats.refused_busy += 1
+            busy = Outcome.error(
+                BUSY, transient=True, detail="the performer holds as many records as it may"
             )
-            out.executes.append(Execute(pdu.invoke_id, pdu.src, pdu.operation, pdu.body))
+            out.sends.append(
+                Send(pdu.src, self._error_pdu(pdu.invoke_id, pdu.operation, 2, busy), reply)
+            )
             return
         self.stats.duplicates += 1
         self._answer_known(pdu.invoke_id, rec, out, reply)
