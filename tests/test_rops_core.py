@@ -41,6 +41,16 @@ def test_pdu_round_trip() -> None:
     assert decode_pdu(encode_pdu(reply)) == reply
 
 
+def test_start_hands_over_the_invoke_that_invoke_sends() -> None:
+    a, _ = _pair()
+    first, out = a.invoker.invoke("B", "op", b"x", 3, POLICY, 0.0)
+    second, pdu = a.invoker.start("B", "op", b"y", 3, POLICY, 0.0)
+    [send] = out.sends
+    assert send.dest == "B" and send.pdu == Pdu(Kind.INVOKE, "A", first, "op", 3, b"x")
+    assert pdu == Pdu(Kind.INVOKE, "A", second, "op", 3, b"y") and second != first
+    assert a.invoker.phase_of(second) is not None and a.next_deadline() == POLICY.timeout
+
+
 @given(st.binary(max_size=200))
 def test_garbage_is_refused_with_pdu_error(data: bytes) -> None:
     try:

@@ -16,7 +16,7 @@ import pytest
 import rvasync as rv
 from rvasync.protocol.rops import Kind, Pdu
 from rvasync.ropsdriver.statefile import MAGIC
-from rvasync.ropsdriver.wire import pdu_message
+from rvasync.ropsdriver.wire import pdu_from, pdu_message
 
 FAST = {"timeout": 0.2, "retries": 3, "backoff": 1.5, "max_wait": 1.0, "verify_attempts": 2}
 
@@ -375,3 +375,35 @@ async def test_an_answer_never_goes_to_a_reply_subject_that_is_not_an_inbox() ->
         await watched.close()
         await endpoint.close()
         await perf.close()
+
+
+async def test_an_answer_that_comes_another_way_while_the_request_waits_settles_the_call() -> None:
+    # invoke() waits for its request's answer without a future of its own: a RESULT
+    # that reaches the endpoint's subject meanwhile (as an answer to a copy would) is
+    # kept for it, and the call returns it once the request gives up.
+    t = rv.process_transport()
+    inv = await rv.RemoteOps(t, "CLIENT").open()
+    performer = t.listen("_RVOPS.ORDERS")
+    try:
+        call = asyncio.ensure_future(
+            inv.invoke(
+                "ORDERS",
+                "place",
+                rv.Message(fields={"n": 1}),
+                handshake=2,
+                timeout=0.3,
+                retries=0,
+                verify_attempts=1,
+            )
+        )
+        request = await performer.get(10)
+        invoke = pdu_from(request)
+        assert invoke.kind is Kind.INVOKE and request.reply_subject is not None
+        result = rv.Message(fields={"order": 10}).to_bytes()
+        answer = Pdu(Kind.RESULT, "ORDERS", invoke.invoke_id, "place", 2, result)
+        t.send_internal(pdu_message("CLIENT", answer))  # the endpoint's subject, not the inbox
+        assert (await asyncio.wait_for(call, 10))["order"] == 10
+        assert inv.stats["invoker_results"] == 1
+    finally:
+        await performer.close()
+        await inv.close()

@@ -40,9 +40,10 @@ from rvasync.protocol.rops import (
     QueryAnswer,
     Retention,
     RetryPolicy,
+    Send,
     Settled,
-    VerifyStatus,
 )
+from rvasync.protocol.rops.pdu import V_ACKNOWLEDGED, Pdu
 from rvasync.ropsdriver.statefile import StateFile
 from rvasync.ropsdriver.wire import (
     check_endpoint_name,
@@ -55,11 +56,7 @@ from rvasync.transport.base import BaseTransport
 from rvasync.transport.listener import Listener
 
 # Enum members as module globals (the _X_ prefixes name their enum), read per
-# message: on Python 3.11 reading a member through its class costs about 0.2 us
-# (EnumType defines __getattr__, which puts every look-up on the class on a slow
-# path); a global costs about 15 ns.
-_V_ACKNOWLEDGED = VerifyStatus.ACKNOWLEDGED
-
+# call: see rvasync.protocol.rops.pdu, whose V_ACKNOWLEDGED is imported above.
 
 _S_ACKNOWLEDGED, _S_ERROR, _S_NOT_EXECUTED, _S_RESULT = (
     Settled.ACKNOWLEDGED,
@@ -156,6 +153,9 @@ class RemoteOps:
         self._alarm = self._core.alarm
         self._handlers: dict[str, Handler] = {}
         self._waiters: dict[str, list[asyncio.Future[Completion]]] = {}
+        # Invocations of invoke() waiting for their request's answer, without a
+        # future (see invoke): None, or their Completion once it came another way.
+        self._direct: dict[str, Completion | None] = {}
         self._queries: dict[tuple[str, str], list[asyncio.Future[QueryAnswer]]] = {}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._statefile: StateFile | None = None
@@ -166,8 +166,10 @@ class RemoteOps:
         self._closed = False
         self._flush_soon = False
         self._deferred = 0
-        self._names_seen: set[object] = set()
+        self._peers_seen: set[object] = set()
+        self._operations_seen: set[object] = set()
         self._last_policy: tuple[tuple[object, ...], RetryPolicy] | None = None
+        self._last_args: tuple[object, ...] = ()
         self.malformed = 0
         """PDUs dropped because they could not be parsed."""
 
@@ -269,32 +271,41 @@ class RemoteOps:
         non-delivery report) or :class:`~rvasync.errors.DeliveryFailed`
         (retries and verify exhausted; ``executed`` says what is known).
         """
-        invoke_id, out, policy = self._begin(
+        invoke_id, pdu, policy = self._begin(
             peer, operation, msg, handshake, timeout, retries, backoff, max_wait, verify_attempts
         )
-        fut = self._waiter(invoke_id)
-        self._rearm()  # the retry timer runs while the first copy is out
-        if self._statefile is not None:
-            await self._statefile.wait_durable(self._core.version)
-        (send,) = out.sends
-        if not self._closed:
-            # The first copy goes as a request: the performer answers on its inbox,
-            # and the answer comes back by the transport's reply path (straight to
-            # this call, polled for rather than slept on). Retries (the core's timer)
-            # and answers sent again travel between the endpoints' subjects.
-            try:
-                reply = await self._transport.request_internal(
-                    pdu_message(send.dest, send.pdu), policy.timeout
-                )
-            except RequestTimeout:
-                pass  # the core's timer has sent (or sends) the next copy
-            except RvError as exc:  # transport closed or its daemon link down: retries cover it
-                stderr_logger().warning(
-                    "remote-operation PDU not sent", endpoint=self.name, error=repr(exc)
-                )
-            else:
-                self._on_message(reply)
-        return _settled(await fut)
+        # No future unless the request's answer does not settle the invocation: until
+        # then a completion that comes another way (an answer to a retry) waits here.
+        direct = self._direct
+        direct[invoke_id] = None
+        try:
+            self._rearm()  # the retry timer runs while the first copy is out
+            if self._statefile is not None:
+                await self._statefile.wait_durable(self._core.version)
+            if not self._closed:
+                # The first copy goes as a request: the performer answers on its inbox,
+                # and the answer comes back by the transport's reply path (straight to
+                # this call, polled for rather than slept on). Retries (the core's timer)
+                # and answers sent again travel between the endpoints' subjects.
+                try:
+                    reply = await self._transport.request_internal(
+                        pdu_message(peer, pdu), policy.timeout
+                    )
+                except RequestTimeout:
+                    pass  # the core's timer has sent (or sends) the next copy
+                except RvError as exc:  # transport closed or its daemon link down: retries cover it
+                    stderr_logger().warning(
+                        "remote-operation PDU not sent", endpoint=self.name, error=repr(exc)
+                    )
+                else:
+                    self._on_message(reply)
+        finally:
+            done = direct.pop(invoke_id, None)
+        if done is not None:
+            return _settled(done)
+        if self._closed:
+            raise RvError(f"RemoteOps {self.name!r} closed")
+        return _settled(await self._waiter(invoke_id))
 
     async def start_invoke(
         self,
@@ -314,9 +325,11 @@ class RemoteOps:
         The id is on disk (with a state file) before the invocation leaves, so
         a program that records it can ask for the outcome after a crash.
         """
-        invoke_id, out, _ = self._begin(
+        invoke_id, pdu, _ = self._begin(
             peer, operation, msg, handshake, timeout, retries, backoff, max_wait, verify_attempts
         )
+        out = Outputs()
+        out.sends.append(Send(peer, pdu))
         await self._carry(out)
         return invoke_id
 
@@ -331,49 +344,61 @@ class RemoteOps:
         backoff: float,
         max_wait: float,
         verify_attempts: int,
-    ) -> tuple[str, Outputs, RetryPolicy]:
-        """Check the arguments and start an invocation in the core."""
-        # Names checked once (a bounded memo): a caller in a loop repeats them.
-        seen = self._names_seen
-        if peer.__class__ is not str or peer not in seen:
+    ) -> tuple[str, Pdu, RetryPolicy]:
+        """Check the arguments and start an invocation in the core: its id, INVOKE and policy."""
+        # Names checked once (bounded memos): a caller in a loop repeats them.
+        if peer.__class__ is not str or peer not in self._peers_seen:
             check_endpoint_name(peer, "peer")
-            if len(seen) < 1024:
-                seen.add(peer)
-        if operation.__class__ is not str or (operation, None) not in seen:
+            if len(self._peers_seen) < 1024:
+                self._peers_seen.add(peer)
+        if operation.__class__ is not str or operation not in self._operations_seen:
             _check_operation(operation)
-            if len(seen) < 1024:
-                seen.add((operation, None))
+            if len(self._operations_seen) < 1024:
+                self._operations_seen.add(operation)
         if not isinstance(msg, Message):
             raise InvalidArgument(f"msg must be an rvasync Message, got {type(msg).__name__}")
         if handshake not in (2, 3) or isinstance(handshake, bool):
             raise InvalidArgument(f"handshake must be 2 or 3, got {handshake!r}")
-        # The policy of the previous call, when every argument is the same (value and
-        # type): a caller in a loop passes the same ones, and checking them again
-        # would cost each call several function calls.
-        key = (
-            timeout,
-            retries,
-            backoff,
-            max_wait,
-            verify_attempts,
-            timeout.__class__,
-            retries.__class__,
-            backoff.__class__,
-            max_wait.__class__,
-            verify_attempts.__class__,
-        )
+        # The policy of the previous call when every argument is the same object (a
+        # caller in a loop passes the same ones: the same values of the same types),
+        # else when every argument is the same value of the same type; checking them
+        # again would cost each call several function calls.
+        last_args = self._last_args
         last = self._last_policy
-        if last is not None and last[0] == key:
+        if (
+            last is not None
+            and timeout is last_args[0]
+            and retries is last_args[1]
+            and backoff is last_args[2]
+            and max_wait is last_args[3]
+            and verify_attempts is last_args[4]
+        ):
             policy = last[1]
         else:
-            policy = RetryPolicy(timeout, retries, backoff, max_wait, verify_attempts)
-            self._last_policy = (key, policy)
+            key = (
+                timeout,
+                retries,
+                backoff,
+                max_wait,
+                verify_attempts,
+                timeout.__class__,
+                retries.__class__,
+                backoff.__class__,
+                max_wait.__class__,
+                verify_attempts.__class__,
+            )
+            if last is not None and last[0] == key:
+                policy = last[1]
+            else:
+                policy = RetryPolicy(timeout, retries, backoff, max_wait, verify_attempts)
+                self._last_policy = (key, policy)
+            self._last_args = (timeout, retries, backoff, max_wait, verify_attempts)
         if not self._open or self._closed:
             self._check_usable()  # raises
-        invoke_id, out = self._core.invoker.invoke(
+        invoke_id, pdu = self._core.invoker.start(
             peer, operation, msg.to_bytes(), handshake, policy, time.time()
         )
-        return invoke_id, out, policy
+        return invoke_id, pdu, policy
 
     async def outcome(self, invoke_id: str) -> Message:
         """The result of invocation ``invoke_id`` of this endpoint, once settled.
@@ -428,7 +453,7 @@ class RemoteOps:
             if answer.outcome.ok:
                 return VerifyResult(invoke_id, "result", Message.from_bytes(answer.outcome.body))
             return VerifyResult(invoke_id, "error", error=_error(invoke_id, answer.outcome))
-        if answer.status is _V_ACKNOWLEDGED:
+        if answer.status is V_ACKNOWLEDGED:
             return VerifyResult(invoke_id, "acknowledged")
         return VerifyResult(invoke_id, "not_executed")
 
@@ -509,7 +534,11 @@ class RemoteOps:
             self._release(out)
         else:
             self._spawn(self._carry(out))
-        self._rearm()
+        # self._rearm(), whose first test is written out: most steps index nothing
+        # that comes before the armed timer.
+        timer_at = self._timer_at
+        if self._alarm.earliest < (math.inf if timer_at is None else timer_at):
+            self._rearm()
 
     async def _carry(self, out: Outputs) -> None:
         if self._statefile is not None:
@@ -536,21 +565,30 @@ class RemoteOps:
                         )
             finally:
                 _sending[0] -= 1
-        for ex in out.executes:
-            self._execute(ex)
-        for done in out.completions:
-            for fut in self._waiters.pop(done.invoke_id, ()):
-                if not fut.done():
-                    fut.set_result(done)
-        if out.completions and not self._flush_soon and self._core.invoker.acks_pending:
-            # After the callers waiting for these answers run: a caller that invokes
-            # again at once carries the acknowledgments on its invocation instead.
-            self._flush_soon = True
-            asyncio.get_running_loop().call_soon(self._flush_acks)
-        for answer in out.answers:
-            for qfut in self._queries.pop((answer.peer, answer.invoke_id), []):
-                if not qfut.done():
-                    qfut.set_result(answer)
+        if out.executes:
+            for ex in out.executes:
+                self._execute(ex)
+        if out.completions:
+            for done in out.completions:
+                waiters = self._waiters.pop(done.invoke_id, None)
+                if waiters is not None:
+                    for fut in waiters:
+                        if not fut.done():
+                            fut.set_result(done)
+                if done.invoke_id in self._direct:
+                    self._direct[done.invoke_id] = done  # for the invoke() that waits on it
+            if not self._flush_soon and self._core.invoker.acks_pending:
+                # After the callers waiting for these answers run: a caller that invokes
+                # again at once carries the acknowledgments on its invocation instead.
+                self._flush_soon = True
+                asyncio.get_running_loop().call_soon(self._flush_acks)
+        if out.answers:
+            for answer in out.answers:
+                for qfut in self._queries.pop((answer.peer, answer.invoke_id), []):
+                    if not qfut.done():
+                        qfut.set_result(answer)
+        if not out.reports:
+            return
         for report in out.reports:
             self._transport.present(
                 make_advisory(
@@ -611,7 +649,8 @@ class RemoteOps:
                 outcome = Outcome(True, result.to_bytes())
             except RvError as exc:
                 outcome = Outcome.error(BAD_RESULT, detail=str(exc))
-            self._complete(ex, outcome)
+            if not self._closed:  # self._complete(ex, outcome), written out
+                self._step(self._core.performer.complete(ex.invoke_id, outcome, time.time()))
         elif inspect.isawaitable(result):
             self._spawn(self._finish(ex, result))
         else:

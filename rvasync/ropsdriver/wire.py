@@ -54,6 +54,8 @@ def pdu_message_at(subject: str, pdu: Pdu) -> Message:
 def pdu_from(msg: Message) -> Pdu:
     """The PDU a message carries; raises PduError when it carries none."""
     data = msg.get(_FIELD)
-    if not isinstance(data, bytes | bytearray):
-        raise PduError("no rops field of opaque bytes")
-    return decode_pdu(bytes(data))
+    if data.__class__ is not bytes:  # what the codec gives: no check, no copy
+        if not isinstance(data, bytes | bytearray):
+            raise PduError("no rops field of opaque bytes")
+        data = bytes(data)
+    return decode_pdu(data)

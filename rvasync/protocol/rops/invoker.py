@@ -48,35 +48,28 @@ from rvasync.protocol.rops.outputs import (
     Settled,
 )
 from rvasync.protocol.rops.params import Retention, RetryPolicy
-from rvasync.protocol.rops.pdu import Kind, Pdu, VerifyStatus
-
-# Enum members as module globals (the _X_ prefixes name their enum), read per
-# message: on Python 3.11 reading a member through its class costs about 0.2 us
-# (EnumType defines __getattr__, which puts every look-up on the class on a slow
-# path); a global costs about 15 ns.
-_V_ACKNOWLEDGED, _V_BUSY, _V_EXECUTING, _V_KNOWN, _V_NOT_EXECUTED, _V_PENDING, _V_UNKNOWN = (
-    VerifyStatus.ACKNOWLEDGED,
-    VerifyStatus.BUSY,
-    VerifyStatus.EXECUTING,
-    VerifyStatus.KNOWN,
-    VerifyStatus.NOT_EXECUTED,
-    VerifyStatus.PENDING,
-    VerifyStatus.UNKNOWN,
+from rvasync.protocol.rops.pdu import (
+    K_ACK,
+    K_ERROR,
+    K_INVOKE,
+    K_RESULT,
+    K_RVERIFY,
+    K_RVERIFY_REPLY,
+    K_VERIFY,
+    K_VERIFY_REPLY,
+    V_ACKNOWLEDGED,
+    V_BUSY,
+    V_EXECUTING,
+    V_KNOWN,
+    V_NOT_EXECUTED,
+    V_PENDING,
+    V_UNKNOWN,
+    Pdu,
+    VerifyStatus,
 )
 
-
-_K_ACK, _K_ERROR, _K_INVOKE, _K_RESULT, _K_RVERIFY, _K_RVERIFY_REPLY, _K_VERIFY, _K_VERIFY_REPLY = (
-    Kind.ACK,
-    Kind.ERROR,
-    Kind.INVOKE,
-    Kind.RESULT,
-    Kind.RVERIFY,
-    Kind.RVERIFY_REPLY,
-    Kind.VERIFY,
-    Kind.VERIFY_REPLY,
-)
-
-
+# Enum members as module globals (the _X_ prefixes name their enum; Kind and
+# VerifyStatus come from pdu.py as K_ and V_), read per message: see pdu.py.
 _R_RESULT_LATE = ReportKind.RESULT_LATE
 
 
@@ -208,28 +201,54 @@ class InvokerCore:
         now: float,
     ) -> tuple[str, Outputs]:
         """Start an invocation; returns its id and the INVOKE to send."""
+        invoke_id, pdu = self.start(peer, operation, body, handshake, policy, now)
+        out = Outputs()
+        out.sends.append(Send(peer, pdu))
+        return invoke_id, out
+
+    def start(
+        self,
+        peer: str,
+        operation: str,
+        body: bytes,
+        handshake: int,
+        policy: RetryPolicy,
+        now: float,
+    ) -> tuple[str, Pdu]:
+        """:meth:`invoke` for a driver's per-call path: the INVOKE itself, to ``peer``.
+
+        An invocation's start only ever sends its INVOKE, so no :class:`Outputs`
+        (five lists) and :class:`Send` are made to hold it.
+        """
         self._seq += 1
         invoke_id = f"{self.incarnation}.{self._seq}"
         deadline = now + policy.timeout  # policy.wait(1), written out
         self._invocations[invoke_id] = _Invocation(
             peer, operation, handshake, body, policy, _I_INVOKING, deadline
         )
-        self._index(invoke_id, deadline)
+        # self._index(invoke_id, deadline), written out (a new id is never indexed yet)
+        self._pushed[invoke_id] = deadline
+        heapq.heappush(self._heap, (deadline, invoke_id))
+        alarm = self.alarm
+        if deadline < alarm.earliest:
+            alarm.earliest = deadline
         self.version += 1
         self.stats.invoked += 1
-        out = Outputs()
-        acks = self._acks.pop(peer, None)
+        acks = self._acks.pop(peer, None) if self._acks else None
         pdu = Pdu(
-            _K_INVOKE,
+            K_INVOKE,
             self.name,
             invoke_id,
             operation,
             handshake,
             body,
-            acks=() if acks is None else tuple(acks),
+            "",
+            False,
+            "",
+            None,
+            () if acks is None else tuple(acks),
         )
-        out.sends.append(Send(peer, pdu))
-        return invoke_id, out
+        return invoke_id, pdu
 
     @property
     def acks_pending(self) -> bool:
@@ -247,7 +266,7 @@ class InvokerCore:
         """
         out = Outputs()
         for peer, ids in self._acks.items():
-            out.sends.append(Send(peer, Pdu(_K_ACK, self.name, ids[0], "", 3, acks=tuple(ids[1:]))))
+            out.sends.append(Send(peer, Pdu(K_ACK, self.name, ids[0], "", 3, acks=tuple(ids[1:]))))
         self._acks.clear()
         return out
 
@@ -262,23 +281,28 @@ class InvokerCore:
         if key not in self._queries:
             q = self._queries[key] = _Query(peer, policy, now + policy.wait(1))
             self.alarm.note(q.deadline)
-        out.sends.append(Send(peer, Pdu(_K_VERIFY, self.name, invoke_id)))
+        out.sends.append(Send(peer, Pdu(K_VERIFY, self.name, invoke_id)))
         return out
 
     # --- inputs ---
 
     def receive(self, pdu: Pdu, now: float) -> Outputs:
         """A PDU addressed to the invoker role (RESULT, ERROR, VERIFY_REPLY, RVERIFY)."""
-        out = Outputs()
         kind = pdu.kind
-        if kind is _K_RVERIFY:
+        if kind is K_RESULT and not self._queries:
+            invoke_id = pdu.invoke_id
+            inv = self._invocations.get(invoke_id)
+            if inv is not None and inv.phase is not _I_SETTLED and inv.peer == pdu.src:
+                return self._result(invoke_id, inv, pdu.body, now)
+        out = Outputs()
+        if kind is K_RVERIFY:
             out.sends.append(Send(pdu.src, self._rverify_answer(pdu)))
             return out
-        if kind is _K_RESULT:
+        if kind is K_RESULT:
             outcome: Outcome | None = Outcome(True, pdu.body)
-        elif kind is _K_ERROR:
+        elif kind is K_ERROR:
             outcome = Outcome.error(pdu.code, transient=pdu.transient, detail=pdu.detail)
-        elif kind is _K_VERIFY_REPLY:
+        elif kind is K_VERIFY_REPLY:
             outcome = None
         else:
             return out
@@ -312,7 +336,7 @@ class InvokerCore:
             if q.attempts < q.policy.retries + q.policy.verify_attempts:
                 q.attempts += 1
                 q.deadline = now + q.policy.wait(q.attempts)
-                out.sends.append(Send(q.peer, Pdu(_K_VERIFY, self.name, key[1])))
+                out.sends.append(Send(q.peer, Pdu(K_VERIFY, self.name, key[1])))
             else:
                 del self._queries[key]
                 out.answers.append(QueryAnswer(key[1], key[0], None))
@@ -447,17 +471,44 @@ class InvokerCore:
     ) -> None:
         if inv.phase is _I_SETTLED:
             return
-        if status is _V_NOT_EXECUTED:
+        if status is V_NOT_EXECUTED:
             if inv.phase is _I_VERIFYING:
                 self.stats.not_executed += 1
                 self._settle(invoke_id, inv, _S_NOT_EXECUTED, None, now, out)
             # While still invoking, a fence is someone else's verify: the next copy will tell.
-        elif status is _V_ACKNOWLEDGED:
+        elif status is V_ACKNOWLEDGED:
             self._settle(invoke_id, inv, _S_ACKNOWLEDGED, None, now, out)
-        elif status is _V_EXECUTING:
+        elif status is V_EXECUTING:
             # Alive and working on it: wait a full round before asking again.
             self.version += 1
             inv.deadline = max(inv.deadline, now + inv.policy.wait(max(inv.attempts, 1)))
+
+    def _result(self, invoke_id: str, inv: _Invocation, body: bytes, now: float) -> Outputs:
+        """The answer of most calls: the RESULT of an invocation not settled yet.
+
+        What :meth:`receive`, :meth:`_on_outcome` and :meth:`_settle` do for
+        it, written out in one call (this runs for every call that succeeds).
+        """
+        outcome = Outcome(True, body)
+        self.stats.results += 1
+        self.version += 1
+        inv.phase = _I_SETTLED
+        inv.how = _S_RESULT
+        inv.outcome = outcome
+        inv.body = b""
+        due = inv.deadline = now + self.retention.window
+        out = Outputs()
+        out.completions.append(Completion(invoke_id, _S_RESULT, outcome, inv.last_error))
+        if inv.handshake == 3:
+            self._acks.setdefault(inv.peer, []).append(invoke_id)
+        # self._index(invoke_id, due), written out
+        if self._pushed.get(invoke_id) != due:
+            self._pushed[invoke_id] = due
+            heapq.heappush(self._heap, (due, invoke_id))
+            alarm = self.alarm
+            if due < alarm.earliest:
+                alarm.earliest = due
+        return out
 
     def _settle(
         self,
@@ -481,13 +532,13 @@ class InvokerCore:
         inv.verifies += 1
         self.stats.verified += 1
         inv.deadline = now + inv.policy.wait(inv.policy.retries + 1 + inv.verifies)
-        out.sends.append(Send(inv.peer, Pdu(_K_VERIFY, self.name, invoke_id, inv.operation)))
+        out.sends.append(Send(inv.peer, Pdu(K_VERIFY, self.name, invoke_id, inv.operation)))
 
     def _answer_query(self, pdu: Pdu, outcome: Outcome | None, out: Outputs) -> None:
         q = self._queries.pop((pdu.src, pdu.invoke_id), None)
         if q is None:
             return
-        if outcome is None and pdu.status in (_V_EXECUTING, _V_BUSY):
+        if outcome is None and pdu.status in (V_EXECUTING, V_BUSY):
             self._queries[(pdu.src, pdu.invoke_id)] = q  # not an ending: keep asking
             return
         if outcome is not None and not outcome.ok and outcome.transient:
@@ -496,22 +547,22 @@ class InvokerCore:
         out.answers.append(QueryAnswer(pdu.invoke_id, pdu.src, pdu.status, outcome))
         if outcome is not None and pdu.handshake == 3 and pdu.invoke_id not in self._invocations:
             # The application now holds the outcome: acknowledge it on the 3-way service.
-            out.sends.append(Send(pdu.src, Pdu(_K_ACK, self.name, pdu.invoke_id, pdu.operation, 3)))
+            out.sends.append(Send(pdu.src, Pdu(K_ACK, self.name, pdu.invoke_id, pdu.operation, 3)))
 
     def _rverify_answer(self, pdu: Pdu) -> Pdu:
         inv = self._invocations.get(pdu.invoke_id)
         if inv is None or inv.peer != pdu.src:
-            status = _V_UNKNOWN
+            status = V_UNKNOWN
         elif inv.phase is not _I_SETTLED:
-            status = _V_PENDING
+            status = V_PENDING
         elif inv.how in (_S_RESULT, _S_ERROR):
-            status = _V_KNOWN
+            status = V_KNOWN
         else:
-            status = _V_UNKNOWN
-        return Pdu(_K_RVERIFY_REPLY, self.name, pdu.invoke_id, pdu.operation, 3, status=status)
+            status = V_UNKNOWN
+        return Pdu(K_RVERIFY_REPLY, self.name, pdu.invoke_id, pdu.operation, 3, status=status)
 
     def _invoke_pdu(self, invoke_id: str, inv: _Invocation) -> Pdu:
-        return Pdu(_K_INVOKE, self.name, invoke_id, inv.operation, inv.handshake, inv.body)
+        return Pdu(K_INVOKE, self.name, invoke_id, inv.operation, inv.handshake, inv.body)
 
     def _ack_pdu(self, invoke_id: str, inv: _Invocation) -> Pdu:
-        return Pdu(_K_ACK, self.name, invoke_id, inv.operation, 3)
+        return Pdu(K_ACK, self.name, invoke_id, inv.operation, 3)

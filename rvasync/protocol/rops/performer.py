@@ -47,34 +47,27 @@ from rvasync.protocol.rops.outputs import (
     Send,
 )
 from rvasync.protocol.rops.params import Retention
-from rvasync.protocol.rops.pdu import Kind, Pdu, VerifyStatus
-
-# Enum members as module globals (the _X_ prefixes name their enum), read per
-# message: on Python 3.11 reading a member through its class costs about 0.2 us
-# (EnumType defines __getattr__, which puts every look-up on the class on a slow
-# path); a global costs about 15 ns.
-_V_ACKNOWLEDGED, _V_BUSY, _V_EXECUTING, _V_KNOWN, _V_NOT_EXECUTED, _V_PENDING = (
-    VerifyStatus.ACKNOWLEDGED,
-    VerifyStatus.BUSY,
-    VerifyStatus.EXECUTING,
-    VerifyStatus.KNOWN,
-    VerifyStatus.NOT_EXECUTED,
-    VerifyStatus.PENDING,
+from rvasync.protocol.rops.pdu import (
+    K_ACK,
+    K_ERROR,
+    K_INVOKE,
+    K_RESULT,
+    K_RVERIFY,
+    K_RVERIFY_REPLY,
+    K_VERIFY,
+    K_VERIFY_REPLY,
+    V_ACKNOWLEDGED,
+    V_BUSY,
+    V_EXECUTING,
+    V_KNOWN,
+    V_NOT_EXECUTED,
+    V_PENDING,
+    Pdu,
+    VerifyStatus,
 )
 
-
-_K_ACK, _K_ERROR, _K_INVOKE, _K_RESULT, _K_RVERIFY, _K_RVERIFY_REPLY, _K_VERIFY, _K_VERIFY_REPLY = (
-    Kind.ACK,
-    Kind.ERROR,
-    Kind.INVOKE,
-    Kind.RESULT,
-    Kind.RVERIFY,
-    Kind.RVERIFY_REPLY,
-    Kind.VERIFY,
-    Kind.VERIFY_REPLY,
-)
-
-
+# Enum members as module globals (the _X_ prefixes name their enum; Kind and
+# VerifyStatus come from pdu.py as K_ and V_), read per message: see pdu.py.
 _R_RESULT_UNCONFIRMED = ReportKind.RESULT_UNCONFIRMED
 
 
@@ -193,16 +186,37 @@ class PerformerCore:
         """
         out = Outputs()
         kind = pdu.kind
-        for acked in pdu.acks:
-            self._on_ack(acked, pdu.src, now)
-        if kind is _K_INVOKE:
-            self._on_invoke(pdu, now, out, reply)
-        elif kind is _K_ACK:
+        if pdu.acks:
+            for acked in pdu.acks:
+                self._on_ack(acked, pdu.src, now)
+        if kind is K_INVOKE:
+            invoke_id = pdu.invoke_id
+            records = self._records
+            if invoke_id not in records and len(records) < self.retention.max_records:
+                # A new invocation with room for its record, made before its handler
+                # runs (copies and refusals: _on_invoke).
+                self.version += 1
+                records[invoke_id] = _Record(
+                    pdu.src,
+                    pdu.operation,
+                    pdu.handshake,
+                    _P_EXECUTING,
+                    now + self.retention.window,
+                    None,
+                    None,
+                    0,
+                    0,
+                    reply,  # positional: a dataclass's keyword arguments cost more
+                )
+                out.executes.append(Execute(invoke_id, pdu.src, pdu.operation, pdu.body))
+            else:
+                self._on_invoke(pdu, now, out, reply)
+        elif kind is K_ACK:
             self._on_ack(pdu.invoke_id, pdu.src, now)
-        elif kind is _K_VERIFY:
+        elif kind is K_VERIFY:
             self._on_verify(pdu, now, out)
             self._touch(pdu.invoke_id)
-        elif kind is _K_RVERIFY_REPLY:
+        elif kind is K_RVERIFY_REPLY:
             self._on_rverify_reply(pdu, now, out)
             self._touch(pdu.invoke_id)
         # INVOKE: a new record has no due time while its handler runs, a copy changes none.
@@ -224,12 +238,22 @@ class PerformerCore:
         self.stats.executed += 1
         rec.state = _P_DONE
         rec.outcome = outcome
-        rec.expires = now + self.retention.window
+        due = rec.expires = now + self.retention.window
         if rec.handshake == 3:
-            rec.ack_deadline = now + self.retention.ack_timeout
+            due = rec.ack_deadline = now + self.retention.ack_timeout
             rec.result_sends = 1
-        self._touch(invoke_id)
-        out.sends.append(Send(rec.invoker, self._answer(invoke_id, rec, outcome), rec.reply))
+        # self._touch(invoke_id), written out (this runs for every invocation performed)
+        if self._pushed.get(invoke_id) != due:
+            self._pushed[invoke_id] = due
+            heapq.heappush(self._heap, (due, invoke_id))
+            alarm = self.alarm
+            if due < alarm.earliest:
+                alarm.earliest = due
+        if outcome.ok:  # self._answer(...), written out
+            answer = Pdu(K_RESULT, self.name, invoke_id, rec.operation, rec.handshake, outcome.body)
+        else:
+            answer = self._error_pdu(invoke_id, rec.operation, rec.handshake, outcome)
+        out.sends.append(Send(rec.invoker, answer, rec.reply))
         rec.reply = None  # later copies of the answer go to the invoker's endpoint
         return out
 
@@ -312,27 +336,16 @@ class PerformerCore:
     # --- the handlers of each PDU ---
 
     def _on_invoke(self, pdu: Pdu, now: float, out: Outputs, reply: str | None) -> None:
+        """A copy of a known invocation, or a new one finding no room (receive records the rest)."""
         rec = self._records.get(pdu.invoke_id)
         if rec is None:
-            if len(self._records) >= self.retention.max_records:
-                self.stats.refused_busy += 1
-                busy = Outcome.error(
-                    BUSY, transient=True, detail="the performer holds as many records as it may"
-                )
-                out.sends.append(
-                    Send(pdu.src, self._error_pdu(pdu.invoke_id, pdu.operation, 2, busy), reply)
-                )
-                return
-            self.version += 1
-            self._records[pdu.invoke_id] = _Record(
-                pdu.src,
-                pdu.operation,
-                pdu.handshake,
-                _P_EXECUTING,
-                now + self.retention.window,
-                reply=reply,
+            self.stats.refused_busy += 1
+            busy = Outcome.error(
+                BUSY, transient=True, detail="the performer holds as many records as it may"
             )
-            out.executes.append(Execute(pdu.invoke_id, pdu.src, pdu.operation, pdu.body))
+            out.sends.append(
+                Send(pdu.src, self._error_pdu(pdu.invoke_id, pdu.operation, 2, busy), reply)
+            )
             return
         self.stats.duplicates += 1
         self._answer_known(pdu.invoke_id, rec, out, reply)
@@ -344,14 +357,14 @@ class PerformerCore:
             return
         if len(self._records) >= self.retention.max_records:
             self.stats.refused_busy += 1
-            out.sends.append(Send(pdu.src, self._status(pdu.invoke_id, _V_BUSY)))
+            out.sends.append(Send(pdu.src, self._status(pdu.invoke_id, V_BUSY)))
             return
         self.version += 1
         self.stats.fenced += 1
         self._records[pdu.invoke_id] = _Record(
             pdu.src, pdu.operation, 2, _P_FENCED, now + self.retention.window
         )
-        out.sends.append(Send(pdu.src, self._status(pdu.invoke_id, _V_NOT_EXECUTED)))
+        out.sends.append(Send(pdu.src, self._status(pdu.invoke_id, V_NOT_EXECUTED)))
 
     def _answer_known(
         self, invoke_id: str, rec: _Record, out: Outputs, reply: str | None = None
@@ -359,11 +372,11 @@ class PerformerCore:
         """Answer a copy (or a verify) of a known invocation, at ``reply`` when it has one."""
         state = rec.state
         if state is _P_EXECUTING:
-            answer = self._status(invoke_id, _V_EXECUTING)
+            answer = self._status(invoke_id, V_EXECUTING)
         elif state is _P_FENCED:
-            answer = self._status(invoke_id, _V_NOT_EXECUTED)
+            answer = self._status(invoke_id, V_NOT_EXECUTED)
         elif state is _P_ACKED:
-            answer = self._status(invoke_id, _V_ACKNOWLEDGED)
+            answer = self._status(invoke_id, V_ACKNOWLEDGED)
         else:  # DONE, UNCONFIRMED, INTERRUPTED: the outcome, again
             assert rec.outcome is not None
             self.stats.results_resent += 1
@@ -392,9 +405,9 @@ class PerformerCore:
         if rec is None or rec.state is not _P_DONE or rec.ack_deadline is None:
             return
         status = pdu.status
-        if status is _V_KNOWN:
+        if status is V_KNOWN:
             self._acknowledged(rec, now)
-        elif status is _V_PENDING:
+        elif status is V_PENDING:
             # The invoker still waits: our results were lost, its question got through. Again.
             assert rec.outcome is not None
             self.stats.results_resent += 1
@@ -415,7 +428,7 @@ class PerformerCore:
             rec.rverify_sends += 1
             rec.ack_deadline = now + self.retention.ack_timeout
             out.sends.append(
-                Send(rec.invoker, Pdu(_K_RVERIFY, self.name, invoke_id, rec.operation, 3))
+                Send(rec.invoker, Pdu(K_RVERIFY, self.name, invoke_id, rec.operation, 3))
             )
         else:
             self._unconfirmed(invoke_id, rec, now, out, "the invoker never acknowledged the result")
@@ -436,12 +449,12 @@ class PerformerCore:
 
     def _answer(self, invoke_id: str, rec: _Record, outcome: Outcome) -> Pdu:
         if outcome.ok:
-            return Pdu(_K_RESULT, self.name, invoke_id, rec.operation, rec.handshake, outcome.body)
+            return Pdu(K_RESULT, self.name, invoke_id, rec.operation, rec.handshake, outcome.body)
         return self._error_pdu(invoke_id, rec.operation, rec.handshake, outcome)
 
     def _error_pdu(self, invoke_id: str, operation: str, handshake: int, outcome: Outcome) -> Pdu:
         return Pdu(
-            _K_ERROR,
+            K_ERROR,
             self.name,
             invoke_id,
             operation,
@@ -452,4 +465,4 @@ class PerformerCore:
         )
 
     def _status(self, invoke_id: str, status: VerifyStatus) -> Pdu:
-        return Pdu(_K_VERIFY_REPLY, self.name, invoke_id, status=status)
+        return Pdu(K_VERIFY_REPLY, self.name, invoke_id, status=status)
