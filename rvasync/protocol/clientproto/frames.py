@@ -106,6 +106,12 @@ class FrameType(enum.IntEnum):
     BYE = 11
 
 
+# Members read once: reading them from the class goes through EnumType.__getattr__,
+# too slow for the per-message path (encode_messages).
+_PUBLISH = FrameType.PUBLISH
+_DELIVER = FrameType.DELIVER
+
+
 class ErrorCode(enum.StrEnum):
     """Why the daemon refused a client or dropped it (the ``code`` of an ERROR frame)."""
 
@@ -333,7 +339,7 @@ def encode_messages(
     lists it as it is), so a 64 MiB message costs no extra copy on its way to
     the socket.
     """
-    if frame_type is not FrameType.PUBLISH and frame_type is not FrameType.DELIVER:
+    if frame_type is not _PUBLISH and frame_type is not _DELIVER:
         raise ValueError(f"encode_messages makes PUBLISH or DELIVER frames, not {frame_type!r}")
     if not isinstance(messages, list):
         messages = list(messages)
