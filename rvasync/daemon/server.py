@@ -14,7 +14,8 @@ per-client backlog that is written once per loop turn, many messages to a
 frame. Messages published by a client are written to the clients that take
 them before that client's read returns (one write per receiving client per
 read, on the latency path of a request and of its reply); deliveries from
-elsewhere (the network, timers) are written at the end of the loop turn. When the client stops reading, the socket's buffer fills, writing
+elsewhere (the network, timers) are written at the end of the loop turn.
+When the client stops reading, the socket's buffer fills, writing
 pauses, and the backlog grows up to ``max_consumer_buffer`` bytes; past that
 (or when a message has waited ``consumer_time_limit`` seconds) the *oldest*
 messages are dropped and the client is told with

@@ -395,7 +395,8 @@ class ServiceEndpoint:
         if len(subjects) != len(wires):
             raise ValueError("publish_wires needs one subject per message")
         router: bool | None = None
-        for subject, data in zip(subjects, wires):
+        # Lengths checked above; zip's strict= keyword costs a keyword parse per call.
+        for subject, data in zip(subjects, wires):  # noqa: B905
             if len(data) > MAX_MESSAGE:
                 self._too_large(session, len(data))
                 raise MessageTooLarge(
@@ -414,7 +415,7 @@ class ServiceEndpoint:
         # reach the same session, and must not overtake), and at the end.
         batches: dict[Any, list[bytes]] = {}
         local = False  # given to a local session (whose write is still to come)
-        for subject, data in zip(subjects, wires):
+        for subject, data in zip(subjects, wires):  # noqa: B905 (as above)
             if subject[:1] == "_":
                 if batches:
                     self.router.deliver_wires(batches)
