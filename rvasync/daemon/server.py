@@ -935,6 +935,8 @@ class ClientConnection(asyncio.Protocol):
         # than any backlog, and bounded by one write chunk).
         self._write_pending()
         queue = self._queue
+        if not queue and not self._dropped:
+            return  # the usual case: no backlog, nothing to report
         if self._paused:
             if queue and self._age_timer is None:
                 self._arm_age_timer()

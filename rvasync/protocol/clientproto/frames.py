@@ -516,13 +516,22 @@ class FrameDecoder:
         buffer = self._buffer
         # The usual read ends on a frame boundary with nothing left from the last one:
         # then frames are read from ``data`` itself, and the buffer is not touched.
+        frames: list[Frame]
         if buffer:
             buffer += data
             source: bytes | bytearray | memoryview = buffer
+            frames, offset = [], 0
         else:
             source = data
+            # The usual read of all: whole PUBLISH/DELIVER frames and nothing else, in
+            # one call. Whatever follows them (another frame, a cut one) is read below.
+            frames, offset = _take_message_frames(
+                data, 0, self.max_frame, MAX_MESSAGE_SIZE, Publish, Deliver
+            )
+            if offset == len(data):
+                return frames
         try:
-            frames, offset = self._frames(source)
+            frames, offset = self._frames(source, frames, offset)
         except ProtocolError as exc:
             self._broken = exc
             self._buffer = bytearray()
@@ -534,11 +543,12 @@ class FrameDecoder:
             buffer += source[offset:]
         return frames
 
-    def _frames(self, source: bytes | bytearray | memoryview) -> tuple[list[Frame], int]:
-        """The complete frames at the head of ``source`` and the offset after them."""
-        frames: list[Frame] = []
+    def _frames(
+        self, source: bytes | bytearray | memoryview, frames: list[Frame], offset: int
+    ) -> tuple[list[Frame], int]:
+        """``frames`` and the complete frames of ``source`` from ``offset`` on (appended to
+        it), and the offset after them."""
         total = len(source)
-        offset = 0
         max_frame = self.max_frame
         try:
             while total - offset >= _HEADER_SIZE:
