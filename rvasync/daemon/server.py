@@ -407,26 +407,27 @@ class ClientConnection(asyncio.Protocol):
             self.shut(ErrorCode.SHUTDOWN, "the daemon is stopping")
 
     def data_received(self, data: bytes) -> None:
-        if self._transport is None or self._transport.is_closing():
+        transport = self._transport
+        if transport is None or transport.is_closing():
             return
         self._touch()
         server = self.server
         if server.begin_read():
             try:
-                self._received(data)
+                self._received(transport, data)
             finally:
                 server.end_read()  # what the frames gave other clients is written now
         else:
-            self._received(data)
+            self._received(transport, data)
 
-    def _received(self, data: bytes) -> None:
+    def _received(self, transport: asyncio.Transport, data: bytes) -> None:
         garbage: cp.ProtocolError | None = None
         try:
             frames = self._conn.receive_data(data)
         except cp.ProtocolError as exc:
             frames, garbage = exc.frames, exc  # act on the good frames before the bad one
         for frame in frames:
-            if self._transport.is_closing():
+            if transport.is_closing():
                 return
             if self._held is not None:  # a login is being checked: keep the order
                 self._held.append(frame)
