@@ -235,7 +235,10 @@ class ClientServer:
         if unwritten:
             self._unwritten = []
             for conn in unwritten:
-                conn.write_now()
+                try:
+                    conn.write_now()
+                except Exception:  # one client's failure must not keep the others waiting
+                    stderr_logger().exception("writing to a client failed", client=conn.peer)
 
     @property
     def closing(self) -> bool:
