@@ -11,7 +11,11 @@ asyncio adapter around it.
 
 The engine must never wait for a client, so delivery only appends to a
 per-client backlog that is written once per loop turn, many messages to a
-frame. When the client stops reading, the socket's buffer fills, writing
+frame. Messages published by a client are written to the clients that take
+them before that client's read returns (one write per receiving client per
+read, on the latency path of a request and of its reply); deliveries from
+elsewhere (the network, timers) are written at the end of the loop turn.
+When the client stops reading, the socket's buffer fills, writing
 pauses, and the backlog grows up to ``max_consumer_buffer`` bytes; past that
 (or when a message has waited ``consumer_time_limit`` seconds) the *oldest*
 messages are dropped and the client is told with
@@ -153,6 +157,10 @@ class ClientServer:
             security.on_reload(self._users_reloaded)
         self.host = ""
         self.port = 0
+        # Connections given messages while a client's read is handled: written when that
+        # read is done (see flush_written), not a loop turn later.
+        self._reading = False
+        self._unwritten: list[ClientConnection] = []
         self._server: asyncio.base_events.Server | None = None
         self._closed: asyncio.Future[None] | None = None
         self._finisher: asyncio.Task[None] | None = None
@@ -198,6 +206,39 @@ class ClientServer:
         """Apply a reloaded users file to the users already logged in."""
         for conn in list(self.sessions):
             conn.apply_users(users)
+
+    def schedule_write(self, conn: ClientConnection) -> None:
+        """``conn`` has messages to write: at the end of the client read being handled
+        (:meth:`begin_read` .. :meth:`end_read`), else at the end of the loop turn."""
+        if self._reading:
+            self._unwritten.append(conn)
+        else:
+            conn.loop.call_soon(conn.write_now)
+
+    def begin_read(self) -> bool:
+        """A client's read is being handled; True if this call opened it (then the
+        caller must call :meth:`end_read`)."""
+        if self._reading:
+            return False
+        self._reading = True
+        return True
+
+    def end_read(self) -> None:
+        """The read is handled: write what it gave other clients (and the sender) now.
+
+        The messages of the read go out before anything else happens (the
+        datagrams to other daemons, a later loop turn): a request reaches its
+        local replier, and a reply its requester, one write after it came in.
+        """
+        self._reading = False
+        unwritten = self._unwritten
+        if unwritten:
+            self._unwritten = []
+            for conn in unwritten:
+                try:
+                    conn.write_now()
+                except Exception:  # one client's failure must not keep the others waiting
+                    stderr_logger().exception("writing to a client failed", client=conn.peer)
 
     @property
     def closing(self) -> bool:
@@ -303,6 +344,8 @@ class ClientConnection(asyncio.Protocol):
         self.session: Any = None
         self.peer: str = "?"
         self._loop = asyncio.get_running_loop()
+        #: The event loop of the connection (the server schedules writes on it).
+        self.loop = self._loop
         self._touch = poller_for(self._loop).touch
         self._transport: asyncio.Transport | None = None
         self._conn = cp.Connection(cp.Role.DAEMON)
@@ -367,16 +410,27 @@ class ClientConnection(asyncio.Protocol):
             self.shut(ErrorCode.SHUTDOWN, "the daemon is stopping")
 
     def data_received(self, data: bytes) -> None:
-        if self._transport is None or self._transport.is_closing():
+        transport = self._transport
+        if transport is None or transport.is_closing():
             return
         self._touch()
+        server = self.server
+        if server.begin_read():
+            try:
+                self._received(transport, data)
+            finally:
+                server.end_read()  # what the frames gave other clients is written now
+        else:
+            self._received(transport, data)
+
+    def _received(self, transport: asyncio.Transport, data: bytes) -> None:
         garbage: cp.ProtocolError | None = None
         try:
             frames = self._conn.receive_data(data)
         except cp.ProtocolError as exc:
             frames, garbage = exc.frames, exc  # act on the good frames before the bad one
         for frame in frames:
-            if self._transport.is_closing():
+            if transport.is_closing():
                 return
             if self._held is not None:  # a login is being checked: keep the order
                 self._held.append(frame)
@@ -438,7 +492,7 @@ class ClientConnection(asyncio.Protocol):
             self._write_pending()
         elif not self._flush_scheduled:
             self._flush_scheduled = True
-            self._loop.call_soon(self._flush)
+            self.server.schedule_write(self)
 
     def deliver_wires(self, wires: list[bytes]) -> None:
         """:meth:`deliver_wire` for several messages in order (one client frame's worth)."""
@@ -457,7 +511,7 @@ class ClientConnection(asyncio.Protocol):
         self._pending_bytes += size
         if not self._flush_scheduled:
             self._flush_scheduled = True
-            self._loop.call_soon(self._flush)
+            self.server.schedule_write(self)
 
     def present(self, advisory: Message) -> None:
         """Queue an advisory for this client, in order with its messages."""
@@ -871,6 +925,11 @@ class ClientConnection(asyncio.Protocol):
             self._flush_scheduled = True
             self._loop.call_soon(self._flush)
 
+    def write_now(self) -> None:
+        """Write the messages collected for this client (the server's call, once per
+        client read or loop turn; see ClientServer.schedule_write)."""
+        self._flush()
+
     def _flush(self) -> None:
         self._flush_scheduled = False
         transport = self._transport
@@ -880,6 +939,8 @@ class ClientConnection(asyncio.Protocol):
         # than any backlog, and bounded by one write chunk).
         self._write_pending()
         queue = self._queue
+        if not queue and not self._dropped:
+            return  # the usual case: no backlog, nothing to report
         if self._paused:
             if queue and self._age_timer is None:
                 self._arm_age_timer()

@@ -392,8 +392,11 @@ class ServiceEndpoint:
         decoded or peeked again. Every one is checked for size before any is sent."""
         if self.closed:
             raise TransportClosed(f"service {self.spec.text} of this daemon is closed")
+        if len(subjects) != len(wires):
+            raise ValueError("publish_wires needs one subject per message")
         router: bool | None = None
-        for subject, data in zip(subjects, wires, strict=True):
+        # Lengths checked above; zip's strict= keyword costs a keyword parse per call.
+        for subject, data in zip(subjects, wires):  # noqa: B905
             if len(data) > MAX_MESSAGE:
                 self._too_large(session, len(data))
                 raise MessageTooLarge(
@@ -411,7 +414,8 @@ class ServiceEndpoint:
         # that receiver's batch, handed over once: before any other delivery (which could
         # reach the same session, and must not overtake), and at the end.
         batches: dict[Any, list[bytes]] = {}
-        for subject, data in zip(subjects, wires, strict=True):
+        local = False  # given to a local session (whose write is still to come)
+        for subject, data in zip(subjects, wires):  # noqa: B905 (as above)
             if subject[:1] == "_":
                 if batches:
                     self.router.deliver_wires(batches)
@@ -422,6 +426,7 @@ class ServiceEndpoint:
             if sessions is None:
                 sessions = self._route(subject)
             if sessions:
+                local = True
                 sink = sessions[0].wires_sink if len(sessions) == 1 else None
                 if sink is not None:
                     batch = batches.get(sink)
@@ -442,7 +447,10 @@ class ServiceEndpoint:
             counters = self.counters
             counters.messages_out += len(multicast)
             counters.bytes_out += total
-            self.driver.multicast_many(multicast, total, session.batch)
+            # Local receivers first: their writes come at the end of the client's read,
+            # the datagrams after them (a local request's replier is not kept waiting
+            # behind a sendto; another daemon's gets the datagram in the same turn).
+            self.driver.multicast_many(multicast, total, session.batch, local)
         if self.driver.drained is None:  # the common case, without a call
             return None
         return self._pressure(session)

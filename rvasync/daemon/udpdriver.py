@@ -14,7 +14,9 @@ drives a QUIC connection:
   (the router), its other events to ``on_event`` (the service's advisories).
 * **output**: the service packs messages into the core (:meth:`multicast`,
   :meth:`multicast_many`, :meth:`ptp`); the first message of a loop turn may
-  leave at once in a datagram of its own (:meth:`send_lone`), the rest of the
+  leave at once in a datagram of its own (:meth:`send_lone`), unless local
+  clients are still to be written to (then it waits for the end of the turn,
+  behind those writes), the rest of the
   turn is flushed once at its end (``loop.call_soon``; batch mode waits up to
   :data:`BATCH_DELAY` instead). Datagrams go out of the unicast socket; when its
   buffer is full they wait in a backlog drained by ``loop.add_writer``, and
@@ -345,10 +347,24 @@ class UdpDriver:
         if not self.flush_scheduled or unflushed >= FLUSH_BYTES or batch:
             self._sent(size, batch)
 
-    def multicast_many(self, datas: list[bytes], total: int, batch: bool) -> None:
-        """:meth:`multicast` for several messages (``total`` bytes), in order."""
+    def multicast_many(
+        self, datas: list[bytes], total: int, batch: bool, after_local: bool = False
+    ) -> None:
+        """:meth:`multicast` for several messages (``total`` bytes), in order.
+
+        ``after_local``: the messages were also given to local clients whose
+        writes are still to come in this turn; then the datagrams leave at the
+        end of the turn, after those writes, rather than at once: the local
+        delivery is not kept waiting behind a ``sendto`` (the network copy is
+        as late as the rest of the turn, no later).
+        """
         self._core.send_multicast_many(datas)
         unflushed = self._unflushed = self._unflushed + total
+        if after_local and not batch and unflushed < FLUSH_BYTES:
+            if not self.flush_scheduled:
+                self.flush_scheduled = True
+                self._loop.call_soon(self._flush)
+            return
         if not self.flush_scheduled or unflushed >= FLUSH_BYTES or batch:
             self._sent(total, batch)
 

@@ -11,8 +11,9 @@ through a :class:`TcpLink`. The link
   reliability) and learns its inbox prefix (WELCOME); the order of frames is
   kept by a client-role :class:`rvasync.protocol.clientproto.Connection`, this
   module being its asyncio adapter;
-- coalesces the messages published during one loop turn (or one batch
-  interval in timer batch mode) into one PUBLISH frame;
+- writes the first message published in a loop turn at once, and coalesces
+  the rest of the turn (or of one batch interval in timer batch mode) into
+  one PUBLISH frame;
 - reconnects on its own when the connection drops, presenting
   ``_RV.WARN.SYSTEM.RVD.DISCONNECTED`` at once and
   ``_RV.INFO.SYSTEM.RVD.CONNECTED`` when it is back, and re-sends every
@@ -339,7 +340,11 @@ class TcpLink:
             if self._batch_interval:
                 self._flush_handle = loop.call_later(self._batch_interval, self._flush)
             else:
+                # The turn's first message is written at once (a request or a reply
+                # does not wait for the next loop turn); the rest of the turn is
+                # collected and written once at its end, as one frame.
                 self._flush_handle = loop.call_soon(self._flush)
+                self._write_batch()
         if conn is not None and conn.paused:
             conn.waiting += 1
             return conn.drained()
@@ -349,6 +354,10 @@ class TcpLink:
         handle, self._flush_handle = self._flush_handle, None
         if handle is not None:
             handle.cancel()
+        self._write_batch()
+
+    def _write_batch(self) -> None:
+        """Write the messages queued so far as one PUBLISH frame (nothing if none)."""
         batch = self._batch
         if not batch:
             return

@@ -113,6 +113,10 @@ _STEADY = {
     for role, by_state in _MAY_SEND.items()
     for state, frames in by_state.items()
 }
+# An enum's members read from its class go through EnumType.__getattr__ (slow): the
+# per-message path compares with this module constant instead.
+_OPEN = State.OPEN
+
 _FIRST = {Role.CLIENT: "HELLO", Role.DAEMON: "WELCOME"}
 _OTHER = {Role.CLIENT: Role.DAEMON, Role.DAEMON: Role.CLIENT}
 _NOTHING: frozenset[type] = frozenset()
@@ -223,7 +227,7 @@ class Connection:
         The buffers to write, as :func:`~rvasync.protocol.clientproto.frames.encode_messages`
         makes them (many messages to a frame, big ones not copied); empty for no messages.
         """
-        if self.our_state is not State.OPEN:
+        if self.our_state is not _OPEN:
             name = self._message_type.name
             raise LocalProtocolError(
                 f"the {self.role.value} may not send this now: "

@@ -106,6 +106,12 @@ class FrameType(enum.IntEnum):
     BYE = 11
 
 
+# Members read once: reading them from the class goes through EnumType.__getattr__,
+# too slow for the per-message path (encode_messages).
+_PUBLISH = FrameType.PUBLISH
+_DELIVER = FrameType.DELIVER
+
+
 class ErrorCode(enum.StrEnum):
     """Why the daemon refused a client or dropped it (the ``code`` of an ERROR frame)."""
 
@@ -333,7 +339,7 @@ def encode_messages(
     lists it as it is), so a 64 MiB message costs no extra copy on its way to
     the socket.
     """
-    if frame_type is not FrameType.PUBLISH and frame_type is not FrameType.DELIVER:
+    if frame_type is not _PUBLISH and frame_type is not _DELIVER:
         raise ValueError(f"encode_messages makes PUBLISH or DELIVER frames, not {frame_type!r}")
     if not isinstance(messages, list):
         messages = list(messages)
@@ -510,13 +516,22 @@ class FrameDecoder:
         buffer = self._buffer
         # The usual read ends on a frame boundary with nothing left from the last one:
         # then frames are read from ``data`` itself, and the buffer is not touched.
+        frames: list[Frame]
         if buffer:
             buffer += data
             source: bytes | bytearray | memoryview = buffer
+            frames, offset = [], 0
         else:
             source = data
+            # The usual read of all: whole PUBLISH/DELIVER frames and nothing else, in
+            # one call. Whatever follows them (another frame, a cut one) is read below.
+            frames, offset = _take_message_frames(
+                data, 0, self.max_frame, MAX_MESSAGE_SIZE, Publish, Deliver
+            )
+            if offset == len(data):
+                return frames
         try:
-            frames, offset = self._frames(source)
+            frames, offset = self._frames(source, frames, offset)
         except ProtocolError as exc:
             self._broken = exc
             self._buffer = bytearray()
@@ -528,11 +543,12 @@ class FrameDecoder:
             buffer += source[offset:]
         return frames
 
-    def _frames(self, source: bytes | bytearray | memoryview) -> tuple[list[Frame], int]:
-        """The complete frames at the head of ``source`` and the offset after them."""
-        frames: list[Frame] = []
+    def _frames(
+        self, source: bytes | bytearray | memoryview, frames: list[Frame], offset: int
+    ) -> tuple[list[Frame], int]:
+        """``frames`` and the complete frames of ``source`` from ``offset`` on (appended to
+        it), and the offset after them."""
         total = len(source)
-        offset = 0
         max_frame = self.max_frame
         try:
             while total - offset >= _HEADER_SIZE:
