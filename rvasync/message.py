@@ -31,7 +31,7 @@ from rvasync.fieldtypes import ARRAY_TYPES, FieldType, field_label
 from rvasync.fieldtypes import convert as _convert
 from rvasync.fieldtypes import infer as _infer
 
-__all__ = ["CmLabel", "Field", "Message"]
+__all__ = ["CmLabel", "Field", "Message", "Origins"]
 
 _new = object.__new__
 
@@ -676,6 +676,12 @@ if not TYPE_CHECKING:
     Message.__init__ = _build.init
     Message.add = _build.add
     Message.delivery_copy = _build.delivery_copy
+    #: A transport's publication origins: ``Origins(publisher_id)``, whose ``stamp(msg)``
+    #: marks a message being sent shared and writes its next origin (the selected
+    #: ``msgbuild`` twin's class; see rvasync.fallback.msgbuild.Origins).
+    Origins = _build.Origins
+else:
+    from rvasync.fallback.msgbuild import Origins
 
 
 def _message_from_bytes(data: bytes) -> Message:

@@ -22,11 +22,12 @@ from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.object cimport PyObject
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from cpython.ref cimport Py_INCREF, Py_XDECREF
+from libc.stdint cimport uint64_t
 
 from rvasync.errors import InvalidArgument
 from rvasync.fieldtypes import FieldType
 
-__all__ = ["add", "delivery_copy", "init"]
+__all__ = ["Origins", "add", "delivery_copy", "init"]
 
 cdef extern from "Python.h":
     bint PyUnicode_IS_ASCII(object)
@@ -288,3 +289,105 @@ def delivery_copy(self, listener, closure):
     _put(clone, S_SHARED, True)
     _put(self, S_SHARED, True)
     return clone
+
+
+# A publication origin (Message.origin) is ``(publisher id << 64) | sequence``, an
+# int below 2**128. On CPython 3.11 (30-bit digits) Origins builds it from the two
+# 64-bit halves straight into a new int's digits (the id's digits precomputed);
+# elsewhere through the general conversion. Either way: one int per send, no
+# shifts or additions of Python ints.
+cdef extern from *:
+    """
+    #if PY_VERSION_HEX < 0x030C0000 && PYLONG_BITS_IN_DIGIT == 30
+    #define RV_STAMP_DIGITS 1
+    #endif
+
+    static PyObject* rv_stamp_origin(uint64_t hi, uint64_t lo) {
+    #ifdef RV_STAMP_DIGITS
+        digit x[5];
+        Py_ssize_t n = 5, i;
+        PyLongObject* out;
+        if (hi == 0) return PyLong_FromUnsignedLongLong(lo);
+        x[0] = (digit)(lo & 0x3FFFFFFF);
+        x[1] = (digit)((lo >> 30) & 0x3FFFFFFF);
+        x[2] = (digit)(((lo >> 60) | (hi << 4)) & 0x3FFFFFFF);
+        x[3] = (digit)((hi >> 26) & 0x3FFFFFFF);
+        x[4] = (digit)(hi >> 56);
+        while (x[n - 1] == 0) n--;  /* hi != 0: a digit from x[2] up is not zero */
+        out = _PyLong_New(n);
+        if (out == NULL) return NULL;
+        for (i = 0; i < n; i++) out->ob_digit[i] = x[i];
+        return (PyObject*)out;
+    #else
+        unsigned char b[16];
+        int k;
+        for (k = 7; k >= 0; k--) { b[k] = (unsigned char)hi; hi >>= 8; }
+        for (k = 15; k >= 8; k--) { b[k] = (unsigned char)lo; lo >>= 8; }
+    #if PY_VERSION_HEX >= 0x030D0000
+        return PyLong_FromUnsignedNativeBytes(b, 16, Py_ASNATIVEBYTES_BIG_ENDIAN);
+    #else
+        return _PyLong_FromByteArray(b, 16, 0, 0);
+    #endif
+    #endif
+    }
+    """
+    object rv_stamp_origin(uint64_t hi, uint64_t lo)
+
+
+cdef class Origins:
+    """A transport's publication origins (twin of ``rvasync.fallback.msgbuild.Origins``).
+
+    ``Origins(publisher_id, sequence=1)``: ``publisher_id`` (an int in
+    [0, 2**64)) is the high half of every origin; the low half counts from
+    ``sequence``. ``stamp(msg)`` is
+    what a network send does to the message it is given: mark its fields
+    shared (the transport keeps a reference, see ``Message.share``) and write
+    the next origin in place; one call, no attribute look-ups, one int built.
+    ``next()`` returns the next origin without touching a message. After 2**64
+    origins the count carries into the id (after 2**128 - 1 there is none).
+    """
+
+    cdef uint64_t _hi
+    cdef uint64_t _lo
+    cdef bint _spent
+
+    def __init__(self, publisher_id, sequence=1):
+        if type(publisher_id) is not int or not 0 <= publisher_id < 2**64:
+            raise InvalidArgument(
+                f"publisher id must be an int in [0, 2**64), got {publisher_id!r}"
+            )
+        if type(sequence) is not int or not 0 <= sequence < 2**64:
+            raise InvalidArgument(f"sequence must be an int in [0, 2**64), got {sequence!r}")
+        self._hi = publisher_id
+        self._lo = sequence
+
+    cdef inline object _take(self):
+        if self._spent:
+            raise InvalidArgument("no origin left: 2**128 - 1 was the last")
+        origin = rv_stamp_origin(self._hi, self._lo)
+        self._lo += 1
+        if self._lo == 0:
+            self._hi += 1
+            self._spent = self._hi == 0
+        return origin
+
+    def next(self):
+        """The next origin (an int): a new publication's identity."""
+        return self._take()
+
+    def stamp(self, msg):
+        """Mark ``msg`` shared and give it the next origin, in place."""
+        # _learn() is left to init() (every built Message has been through it): an
+        # object of another class must not become the layout.
+        if _learnt and type(msg) is _layout:
+            _put(msg, S_ORIGIN, self._take())
+            _put(msg, S_SHARED, True)
+        else:
+            origin = self._take()
+            msg.share()
+            msg.origin = origin
+
+    def __repr__(self):
+        if self._spent:
+            return "<Origins spent>"
+        return f"<Origins id={self._hi:016x} next={self._lo}>"

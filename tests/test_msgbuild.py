@@ -207,3 +207,85 @@ def test_round_trip_of_a_built_message():
     msg = rv.Message("ORDERS.X", {"payload": b"x" * 128, "n": 3, "s": "é", "f": 0.5})
     msg.add("flag", False)
     assert rv.Message.from_bytes(msg.to_bytes()) == msg
+
+
+class Stamped(rv.Message):
+    """A Message subclass: ``Origins.stamp`` takes the attribute path for it."""
+
+    __slots__ = ()
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    publisher=st.one_of(
+        st.integers(0, 2**64 - 1), st.sampled_from([0, 1, 2**26 - 1, 2**26, 2**56, 2**64 - 1])
+    ),
+    sequence=st.one_of(
+        st.integers(0, 2**64 - 1),
+        st.sampled_from([0, 1, 2**30 - 1, 2**60 - 1, 2**60, 2**64 - 3, 2**64 - 1]),
+    ),
+    steps=st.lists(st.sampled_from(["stamp", "next", "subclass", "copy"]), max_size=6),
+)
+def test_origins_same_in_both_twins(publisher, sequence, steps):
+    """Both twins give the same origins from the same start, in the same order, the
+    sequence carrying into the id after 2**64 - 1; ``stamp`` writes the origin in place
+    and marks the message shared (a plain Message or a subclass), ``next`` touches
+    nothing, and a delivery copy keeps the stamped origin."""
+
+    def run(impl: Any) -> list[Any]:
+        origins = impl.Origins(publisher, sequence)
+        out: list[Any] = [repr(origins)]
+        for step in steps:
+            if step == "next":
+                try:
+                    out.append(origins.next())
+                except rv.InvalidArgument as exc:
+                    out.append(str(exc))
+                continue
+            msg = (Stamped if step == "subclass" else rv.Message)("S.X", {"n": 1})
+            assert msg.origin is None and not msg._shared
+            try:
+                origins.stamp(msg)
+            except rv.InvalidArgument as exc:
+                assert msg.origin is None and not msg._shared  # untouched
+                out.append(str(exc))
+                continue
+            assert msg._shared and type(msg.origin) is int
+            if step == "copy":
+                assert msg.delivery_copy(None, None).origin == msg.origin
+            out.append(msg.origin)
+        out.append(repr(origins))
+        return out
+
+    results = [run(impl) for impl in IMPLS]
+    assert all(result == results[0] for result in results[1:])
+    value = (publisher << 64) + sequence
+    expected = [
+        o if o < 2**128 else "no origin left: 2**128 - 1 was the last"
+        for o in range(value, value + len(steps))
+    ]
+    assert results[0][1:-1] == expected
+
+
+@pytest.mark.parametrize("impl", IMPLS, ids=lambda m: m.__name__)
+def test_origins_refuse_a_bad_start(impl):
+    for publisher in (-1, 2**64, 1.0, "1", None, True):
+        with pytest.raises(rv.InvalidArgument, match="publisher id"):
+            impl.Origins(publisher)
+    for sequence in (-1, 2**64, 2.0, None):
+        with pytest.raises(rv.InvalidArgument, match="sequence"):
+            impl.Origins(1, sequence)
+
+
+@pytest.mark.parametrize("impl", IMPLS, ids=lambda m: m.__name__)
+def test_a_stamped_origin_round_trips(impl):
+    origins = impl.Origins(0xFEDCBA9876543210, 2**64 - 1)
+    msg = rv.Message("S.X", {"n": 1})
+    origins.stamp(msg)
+    assert (
+        rv.Message.from_bytes(msg.to_bytes()).origin
+        == msg.origin
+        == ((0xFEDCBA9876543210 << 64) | (2**64 - 1))
+    )
+    origins.stamp(msg)  # the next: the count carries into the id
+    assert msg.origin == 0xFEDCBA9876543211 << 64

@@ -16,12 +16,13 @@ runs them. Both give the same fields, types, values and errors.
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 from rvasync.errors import InvalidArgument
 from rvasync.fieldtypes import FieldType
 
-__all__ = ["add", "delivery_copy", "init"]
+__all__ = ["Origins", "add", "delivery_copy", "init"]
 
 
 def init(
@@ -95,3 +96,49 @@ def delivery_copy(self: Any, listener: Any, closure: Any) -> Any:
     clone._shared = True
     self._shared = True
     return clone
+
+
+class Origins:
+    """A transport's publication origins (``Message.origin``).
+
+    ``Origins(publisher_id, sequence=1)``: ``publisher_id`` (an int in
+    [0, 2**64)) is the high half of every origin; the low half counts from
+    ``sequence``. ``stamp(msg)`` is
+    what a network send does to the message it is given: mark its fields
+    shared (the transport keeps a reference, see ``Message.share``) and write
+    the next origin in place. ``next()`` returns the next origin without
+    touching a message. After 2**64 origins the count carries into the id
+    (after 2**128 - 1 there is none: InvalidArgument).
+    The native twin builds each origin straight from the two 64-bit halves.
+    """
+
+    __slots__ = ("_count",)
+
+    def __init__(self, publisher_id: int, sequence: int = 1) -> None:
+        if publisher_id.__class__ is not int or not 0 <= publisher_id < 2**64:
+            raise InvalidArgument(
+                f"publisher id must be an int in [0, 2**64), got {publisher_id!r}"
+            )
+        if sequence.__class__ is not int or not 0 <= sequence < 2**64:
+            raise InvalidArgument(f"sequence must be an int in [0, 2**64), got {sequence!r}")
+        self._count = itertools.count((publisher_id << 64) | sequence)
+
+    def next(self) -> int:
+        """The next origin (an int): a new publication's identity."""
+        origin: int = next(self._count)
+        if origin >> 128:
+            raise InvalidArgument("no origin left: 2**128 - 1 was the last")
+        return origin
+
+    def stamp(self, msg: Any) -> None:
+        """Mark ``msg`` shared and give it the next origin, in place."""
+        origin = self.next()
+        msg.share()
+        msg.origin = origin
+
+    def __repr__(self) -> str:
+        # The next origin, without taking it (the repr of a count shows its value).
+        following = int(repr(self._count)[6:-1])
+        if following >> 128:
+            return "<Origins spent>"
+        return f"<Origins id={following >> 64:016x} next={following & (2**64 - 1)}>"

@@ -26,7 +26,7 @@ from typing import Any
 from rvasync.advisories import log_unheard
 from rvasync.correlation import CorrelationId
 from rvasync.errors import InvalidArgument, RequestTimeout, TransportClosed
-from rvasync.message import Message
+from rvasync.message import Message, Origins
 from rvasync.queues import Queue
 from rvasync.subjects import (
     check_listen_subject,
@@ -88,9 +88,11 @@ class BaseTransport(abc.ABC):
         self._inbox_prefix = f"_INBOX.{os.urandom(8).hex()}."
         self._inbox_counter = itertools.count(1)
         # Publication origins (Message.origin, docs/retained.md): 64 random bits naming
-        # this transport in the high half, a send counter in the low half. ``next`` of
-        # the count is the whole stamp: one int per send, no copy of the message.
-        self._origins = itertools.count((int.from_bytes(os.urandom(8), "big") << 64) | 1)
+        # this transport in the high half, a send counter in the low half. A network
+        # send's whole stamp is ``self._stamp(msg)``: one native call that marks the
+        # message shared and writes its new origin (one int built, no copy).
+        self._origins = Origins(int.from_bytes(os.urandom(8), "big"))
+        self._stamp = self._origins.stamp
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -262,7 +264,7 @@ class BaseTransport(abc.ABC):
         driver sending its users' messages through :meth:`send_internal`
         stamps them with this (a retransmission keeps the origin it had).
         """
-        msg.origin = next(self._origins)
+        msg.origin = self._origins.next()
 
     def create_inbox(self) -> str:
         """A unique ``_INBOX.`` subject that only this transport receives."""

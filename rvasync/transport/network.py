@@ -359,10 +359,9 @@ class Transport(BaseTransport):
         check_send_subject(subject)
         if msg.reply_subject is not None:
             check_reply_subject(msg.reply_subject)
-        msg.share()
-        # A new publication: its identity, in place (BaseTransport.stamp inlined on this
-        # per-message path; the link encodes and delivers it before this returns).
-        msg.origin = next(self._origins)
+        # Shared (the daemon keeps it) and a new publication: its identity, in place (the
+        # link encodes and delivers it before this returns). One native call for both.
+        self._stamp(msg)
         wait = self._publish(msg)
         if wait is not None:
             await wait
@@ -375,8 +374,7 @@ class Transport(BaseTransport):
             raise InvalidArgument("cannot send a message without a subject")
         self._check_open()
         check_send_subject(subject)
-        msg.share()
-        msg.origin = next(self._origins)  # a new publication (see send)
+        self._stamp(msg)  # shared, and a new publication (see send)
         return self._publish(msg)
 
     async def send_reply(self, reply: Message, request: Message) -> None:
@@ -442,10 +440,9 @@ class Transport(BaseTransport):
             check_send_subject(subject)
             if msg.reply_subject is not None:
                 check_reply_subject(msg.reply_subject)
-        origins = self._origins
+        stamp = self._stamp
         for msg in batch:
-            msg.share()
-            msg.origin = next(origins)  # each a new publication (see send)
+            stamp(msg)  # shared, and each a new publication (see send)
         if not batch:
             return
         wait = self._publish_many(batch)
