@@ -371,3 +371,41 @@ def test_streaming_sees_every_message_exactly_once_across_a_restart(spark, tmp_p
         assert [p["numInputRows"] for p in batches] == [10, 60]
     finally:
         writer.close()
+
+
+def test_projection_takes_the_first_field_of_a_name_and_nulls_other_types():
+    """As Message.field: the first field called the name decides; repeats are ignored."""
+    import pyarrow as pa
+
+    from rvasync.spark.scan import _project
+
+    twice = Message("A")
+    twice.add("x", 7, FieldType.I32)
+    twice.add("x", 2.5, FieldType.F64)
+    twice.add("when", DateTime(1_700_000_000, 5))
+    twice.add("levels", [1, 2], FieldType.I32ARRAY)
+    other = Message("B")
+    other.add("x", 1.5, FieldType.F64)
+    batch = pa.RecordBatch.from_arrays(
+        [pa.array([twice.to_bytes(), other.to_bytes(), b"garbage"], pa.binary())], ["data"]
+    )
+    fields = [
+        ("x", FieldType.I32),
+        ("x", FieldType.F64),
+        ("when", FieldType.DATETIME),
+        ("levels", FieldType.I32ARRAY),
+        ("none", FieldType.STRING),
+    ]
+    types = [
+        pa.int32(),
+        pa.float64(),
+        pa.timestamp("us", tz="UTC"),
+        pa.list_(pa.int32()),
+        pa.string(),
+    ]
+    columns = [column.to_pylist() for column in _project(batch, fields, types)]
+    assert columns[0] == [7, None, None]
+    assert columns[1] == [None, 1.5, None]
+    assert [v and v.timestamp() for v in columns[2]] == [1_700_000_000.000005, None, None]
+    assert columns[3] == [[1, 2], None, None]
+    assert columns[4] == [None, None, None]

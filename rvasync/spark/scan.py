@@ -23,7 +23,7 @@ from rvasync.message import Message
 from rvasync.spark import capture
 from rvasync.spark.options import FieldSpec, ReadOptions
 from rvasync.spark.pushdown import Predicate, mask, row_group_may_match
-from rvasync.spark.typemap import METADATA_KEY, field_to_spark, projector
+from rvasync.spark.typemap import METADATA_KEY, column_converter, field_to_spark
 
 __all__ = ["BASE_SCHEMA", "FilePart", "plan", "read_part", "read_schema"]
 
@@ -245,19 +245,36 @@ def plan(
 def _project(
     batch: pa.RecordBatch, fields: list[tuple[str, FieldType]], types: list[pa.DataType]
 ) -> list[pa.Array[Any]]:
-    getters = [projector(ftype) for _, ftype in fields]
+    """The projected field columns of a batch: each message decoded once, and its
+    fields looked through once for every projected name (the first field of a
+    name counts, as in Message.field; another type than the column's gives null)."""
+    wanted: dict[str, list[tuple[int, FieldType, Any]]] = {}
+    for index, (name, ftype) in enumerate(fields):
+        wanted.setdefault(name, []).append((index, ftype, column_converter(ftype)))
+    width = len(fields)
     columns: list[list[Any]] = [[] for _ in fields]
     data_column = batch.column(batch.schema.get_field_index("data"))
+    from_bytes = Message.from_bytes
+    entries_of = capture.field_entries
     # Non-null binary (CAPTURE_SCHEMA); a null would fail from_bytes like garbage does.
     for data in cast("list[bytes]", data_column.to_pylist()):
+        row: list[Any] = [None] * width
         try:
-            msg = Message.from_bytes(data)
+            entries = entries_of(from_bytes(data))
         except RvError:
-            for values in columns:
-                values.append(None)
-            continue
-        for (name, _), getter, values in zip(fields, getters, columns, strict=True):
-            values.append(getter(msg, name))
+            entries = ()
+        found = 0
+        for field_name, _, ftype, value in entries:
+            targets = wanted.get(field_name) if field_name is not None else None
+            if targets is None:
+                continue
+            for index, column_type, convert in targets:
+                if not (found >> index) & 1:
+                    found |= 1 << index
+                    if ftype is column_type:
+                        row[index] = value if convert is None else convert(value)
+        for values, value in zip(columns, row, strict=True):
+            values.append(value)
     return [pa.array(values, type=dtype) for values, dtype in zip(columns, types, strict=True)]
 
 
