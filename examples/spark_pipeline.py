@@ -96,6 +96,8 @@ def start_stats_query(spark, capture_dir: str, daemon: str, service: str, checkp
 
     orders = (
         spark.readStream.format("rvasync")
+        # Only what the query uses crosses from the Python reader into Spark.
+        .option("columns", "subject, received_at")
         .option("fields", "amount:F64, qty:I32")
         .load(capture_dir)
         .withWatermark("received_at", "1 minute")

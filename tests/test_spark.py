@@ -187,6 +187,9 @@ def _error_text(excinfo) -> str:
         ({"fields": "subject:STRING"}, "capture", "would hide the capture column"),
         ({"startingOffsets": "middle"}, "capture", "option startingOffsets"),
         ({"sampleRows": "0"}, "capture", "option sampleRows"),
+        ({"columns": "data, payload"}, "capture", "'payload' is not a capture column"),
+        ({"columns": " , "}, "capture", "option columns is empty"),
+        ({"columns": "data,data"}, "capture", "option columns names data twice"),
     ],
 )
 def test_bad_read_input_fails_when_the_dataframe_is_defined(
@@ -206,6 +209,57 @@ def test_bad_read_input_fails_when_the_dataframe_is_defined(
     with pytest.raises(Exception) as excinfo:
         reader.load(str(path))
     assert expected in _error_text(excinfo)
+
+
+def test_columns_option_keeps_only_the_named_capture_columns(spark, orders_capture):
+    directory, sent = orders_capture
+    df = (
+        spark.read.format("rvasync")
+        .option("columns", "received_at, subject")
+        .option("fields", "id, price")
+        .load(str(directory))
+    )
+    assert df.columns == ["received_at", "subject", "id", "price"]
+    full = spark.read.format("rvasync").option("fields", "id").load(str(directory))
+    expected = {row["id"]: row for row in full.select("id", "received_at", "subject").collect()}
+    rows = df.collect()
+    assert len(rows) == COUNT
+    for row in rows:
+        msg = sent[row["id"]]
+        assert row["subject"] == msg.subject
+        assert row["price"] == msg["price"]
+        assert row["received_at"] == expected[row["id"]]["received_at"]
+    # Fields alone: the data column is decoded but not returned.
+    only_fields = spark.read.format("rvasync").option("columns", "sequence")
+    only_fields = only_fields.option("fields", "qty").load(str(directory))
+    assert only_fields.columns == ["sequence", "qty"]
+    assert sorted(r["qty"] for r in only_fields.collect()) == sorted(m["qty"] for m in sent)
+
+
+def test_pruned_read_filters_on_columns_it_does_not_return(orders_capture):
+    """A pushed-down predicate on a column left out of the read still selects rows."""
+    from rvasync.spark.pushdown import Predicate
+    from rvasync.spark.scan import FilePart, read_part
+
+    directory, sent = orders_capture
+    schema = T.StructType([T.StructField("data", T.BinaryType())])
+    predicate = Predicate("subject", "eq", "ORDERS.US.NEW")
+    got = []
+    for path in committed_files(directory):
+        parquet = capture.open_committed(path)
+        part = FilePart(str(path), tuple(range(parquet.num_row_groups)), (predicate,))
+        for batch in read_part(part, schema):
+            assert batch.schema.names == ["data"]
+            got.extend(Message.from_bytes(data) for data in batch.column(0).to_pylist())
+    assert sorted(m["id"] for m in got) == [m["id"] for m in sent if m.subject == "ORDERS.US.NEW"]
+
+
+def test_a_schema_with_a_capture_column_of_another_type_is_refused(spark, orders_capture):
+    directory, _ = orders_capture
+    df = spark.read.format("rvasync").schema("subject string, data string").load(str(directory))
+    with pytest.raises(Exception) as excinfo:
+        df.count()
+    assert "column 'data' has type string" in _error_text(excinfo)
 
 
 def test_damaged_files_before_and_after_the_committed_offset(spark, orders_capture, tmp_path):
@@ -317,3 +371,41 @@ def test_streaming_sees_every_message_exactly_once_across_a_restart(spark, tmp_p
         assert [p["numInputRows"] for p in batches] == [10, 60]
     finally:
         writer.close()
+
+
+def test_projection_takes_the_first_field_of_a_name_and_nulls_other_types():
+    """As Message.field: the first field called the name decides; repeats are ignored."""
+    import pyarrow as pa
+
+    from rvasync.spark.scan import _project
+
+    twice = Message("A")
+    twice.add("x", 7, FieldType.I32)
+    twice.add("x", 2.5, FieldType.F64)
+    twice.add("when", DateTime(1_700_000_000, 5))
+    twice.add("levels", [1, 2], FieldType.I32ARRAY)
+    other = Message("B")
+    other.add("x", 1.5, FieldType.F64)
+    batch = pa.RecordBatch.from_arrays(
+        [pa.array([twice.to_bytes(), other.to_bytes(), b"garbage"], pa.binary())], ["data"]
+    )
+    fields = [
+        ("x", FieldType.I32),
+        ("x", FieldType.F64),
+        ("when", FieldType.DATETIME),
+        ("levels", FieldType.I32ARRAY),
+        ("none", FieldType.STRING),
+    ]
+    types = [
+        pa.int32(),
+        pa.float64(),
+        pa.timestamp("us", tz="UTC"),
+        pa.list_(pa.int32()),
+        pa.string(),
+    ]
+    columns = [column.to_pylist() for column in _project(batch, fields, types)]
+    assert columns[0] == [7, None, None]
+    assert columns[1] == [None, 1.5, None]
+    assert [v and v.timestamp() for v in columns[2]] == [1_700_000_000.000005, None, None]
+    assert columns[3] == [[1, 2], None, None]
+    assert columns[4] == [None, None, None]

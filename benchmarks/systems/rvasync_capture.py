@@ -187,12 +187,17 @@ class RvCaptureScan(_SparkScan):
     def unavailable(cls) -> str | None:
         return _spark_unavailable()
 
-    def scan(self, directory: str, project: bool) -> int:
+    def scan(self, directory: str, project: bool, prune: bool = True) -> int:
         reader = self._session().read.format("rvasync")
         if project:
+            # The query uses no capture column; one must be kept, the smallest.
+            if prune:
+                reader = reader.option("columns", "received_at")
             df = reader.option("fields", "amount:F64, qty:I32").load(directory)
             row = df.selectExpr("count(*) AS n", "sum(amount)", "sum(qty)").first()
         else:
+            if prune:
+                reader = reader.option("columns", "received_at, data")
             df = reader.load(directory)
             row = df.selectExpr("count(*) AS n", "sum(length(data))", "max(received_at)").first()
         return int(row["n"])
@@ -212,7 +217,8 @@ class ParquetCaptureScan(_SparkScan):
     def unavailable(cls) -> str | None:
         return _spark_unavailable()
 
-    def scan(self, directory: str, project: bool) -> int:
+    def scan(self, directory: str, project: bool, prune: bool = True) -> int:
+        # Spark's Parquet reader prunes columns by itself: ``prune`` changes nothing.
         from rvasync.spark import committed_files
 
         files = [str(path) for path in committed_files(directory)]

@@ -61,6 +61,7 @@ __all__ = [
     "CaptureWriter",
     "Marker",
     "committed_files",
+    "field_entries",
     "fields_json",
     "file_path",
     "open_committed",
@@ -152,6 +153,13 @@ def fields_json(msg: Message) -> str:
             {"name": name, "id": field_id, "type": _TYPE_NAMES[ftype], "value": rendered}
         )
     return _encode_json(entries)
+
+
+def field_entries(msg: Message) -> tuple[tuple[str | None, int, FieldType, Any], ...]:
+    """The message's fields as ``(name, id, type, value)`` tuples, in order, without
+    building a Field object each: readers projecting a few fields out of every
+    captured message call this once per row (see scan.py)."""
+    return tuple(msg._fields)
 
 
 # -- the marker ------------------------------------------------------------------

@@ -28,6 +28,7 @@ _READ_KEYS = {
     "maxfilespertrigger",
     "pushdown",
     "rowsperpartition",
+    "columns",
 }
 _WRITE_KEYS = {
     "cm_listeners",
@@ -43,7 +44,7 @@ _WRITE_KEYS = {
 }
 _READ_NAMES = (
     "path (the load() argument), fields, sampleRows, startingOffsets, maxFilesPerTrigger, "
-    "pushdown, rowsPerPartition"
+    "pushdown, rowsPerPartition, columns"
 )
 _WRITE_NAMES = "daemon, service, network, subject, fieldTypes, cm_name, cm_listeners, cm_timeout"
 
@@ -112,6 +113,38 @@ def parse_fields(text: str) -> list[FieldSpec]:
     return specs
 
 
+#: The capture columns a read can have, in capture order (scan.BASE_SCHEMA's names).
+CAPTURE_COLUMN_NAMES = (
+    "subject",
+    "reply_subject",
+    "sender",
+    "sequence",
+    "received_at",
+    "data",
+    "fields",
+)
+
+
+def parse_columns(text: str) -> tuple[str, ...]:
+    """``"received_at, data"`` -> the capture columns a read keeps, in the order given."""
+    names = tuple(part.strip() for part in str(text).split(",") if part.strip())
+    if not names:
+        raise InvalidArgument(
+            f"option columns is empty; name at least one of {', '.join(CAPTURE_COLUMN_NAMES)}"
+        )
+    unknown = [name for name in names if name not in CAPTURE_COLUMN_NAMES]
+    if unknown:
+        raise InvalidArgument(
+            f"option columns: {', '.join(map(repr, unknown))} is not a capture column "
+            f"(the capture columns are {', '.join(CAPTURE_COLUMN_NAMES)}; message fields "
+            f"are read with option fields)"
+        )
+    duplicates = sorted({name for name in names if names.count(name) > 1})
+    if duplicates:
+        raise InvalidArgument(f"option columns names {', '.join(duplicates)} twice")
+    return names
+
+
 @dataclass(frozen=True)
 class ReadOptions:
     path: str
@@ -121,6 +154,8 @@ class ReadOptions:
     max_files_per_trigger: int | None = None
     pushdown: bool = False
     rows_per_partition: int = 262144
+    #: The capture columns kept (all of them, in capture order, by default).
+    columns: tuple[str, ...] = CAPTURE_COLUMN_NAMES
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> ReadOptions:
@@ -154,6 +189,11 @@ class ReadOptions:
             ),
             pushdown=pushdown == "true",
             rows_per_partition=per_part,
+            columns=(
+                parse_columns(options["columns"])
+                if options.get("columns") is not None
+                else CAPTURE_COLUMN_NAMES
+            ),
         )
 
 

@@ -139,8 +139,9 @@ def _scalar(predicate: Predicate, value: Any) -> pa.Scalar[Any]:
     return pa.scalar(value, type=pa.string())
 
 
-def mask(table: pa.Table, predicates: Sequence[Predicate]) -> pa.ChunkedArray[Any] | None:
-    """A boolean mask of the rows matching every predicate (None when there is none)."""
+def mask(table: pa.Table | pa.RecordBatch, predicates: Sequence[Predicate]) -> Any:
+    """A boolean mask of the rows of a table or batch matching every predicate (None when
+    there is none)."""
     result: Any = None
     for predicate in predicates:
         column = table.column(predicate.column)
@@ -160,5 +161,4 @@ def mask(table: pa.Table, predicates: Sequence[Predicate]) -> pa.ChunkedArray[An
             }[predicate.op]
             condition = function(column, _scalar(predicate, predicate.value))
         result = condition if result is None else pc.and_kleene(result, condition)
-    selected: pa.ChunkedArray[Any] | None = result
-    return selected
+    return result

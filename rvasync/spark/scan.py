@@ -23,7 +23,7 @@ from rvasync.message import Message
 from rvasync.spark import capture
 from rvasync.spark.options import FieldSpec, ReadOptions
 from rvasync.spark.pushdown import Predicate, mask, row_group_may_match
-from rvasync.spark.typemap import METADATA_KEY, field_to_spark, projector
+from rvasync.spark.typemap import METADATA_KEY, column_converter, field_to_spark
 
 __all__ = ["BASE_SCHEMA", "FilePart", "plan", "read_part", "read_schema"]
 
@@ -43,6 +43,7 @@ BASE_SCHEMA = T.StructType(
     ]
 )
 _BASE_NAMES = set(BASE_SCHEMA.fieldNames())
+_BASE_FIELDS = {field.name: field for field in BASE_SCHEMA.fields}
 
 
 # -- schema ---------------------------------------------------------------------------
@@ -104,13 +105,14 @@ def _resolve(specs: Sequence[FieldSpec], directory: str, sample_rows: int) -> li
 
 
 def read_schema(options: ReadOptions) -> T.StructType:
-    """The schema of a read: the base columns, then one column per projected field.
+    """The schema of a read: the capture columns kept (``option columns``; all by
+    default), then one column per projected field.
 
     Checks the capture directory (it must exist and be readable) so a bad
     path fails when the DataFrame is defined.
     """
     capture.read_marker(options.path)
-    fields = list(BASE_SCHEMA.fields)
+    fields = [_BASE_FIELDS[name] for name in options.columns]
     for spec in _resolve(options.fields, options.path, options.sample_rows):
         assert spec.type is not None
         if spec.column in _BASE_NAMES:
@@ -124,24 +126,52 @@ def read_schema(options: ReadOptions) -> T.StructType:
     return T.StructType(fields)
 
 
-def projections(schema: T.StructType) -> list[tuple[str, FieldType]]:
-    """The projected (field name, type) pairs of a read schema, from its column metadata."""
-    names = [f.name for f in schema.fields[: len(BASE_SCHEMA.fields)]]
-    if names != BASE_SCHEMA.fieldNames():
-        raise InvalidArgument(
-            f"the rvasync source's columns start with {', '.join(BASE_SCHEMA.fieldNames())}; "
-            f"got {', '.join(names)} (do not pass schema(); use option fields for field columns)"
-        )
-    result = []
-    for field in schema.fields[len(BASE_SCHEMA.fields) :]:
+@dataclass(frozen=True)
+class Layout:
+    """What a read schema asks for: each output column is a capture column (its name)
+    or a projected message field (field name, type), in the schema's order."""
+
+    columns: tuple[str | tuple[str, FieldType], ...]
+
+    @property
+    def capture_columns(self) -> list[str]:
+        return [c for c in self.columns if isinstance(c, str)]
+
+    @property
+    def fields(self) -> list[tuple[str, FieldType]]:
+        return [c for c in self.columns if not isinstance(c, str)]
+
+
+def layout(schema: T.StructType) -> Layout:
+    """How to fill each column of a read schema; a column that is neither a capture column
+    (of its documented type) nor a projected field is an InvalidArgument."""
+    result: list[str | tuple[str, FieldType]] = []
+    for field in schema.fields:
         meta = field.metadata or {}
-        if METADATA_KEY not in meta or FIELD_KEY not in meta:
+        if METADATA_KEY in meta and FIELD_KEY in meta:
+            result.append((meta[FIELD_KEY], FieldType[meta[METADATA_KEY]]))
+            continue
+        base = _BASE_FIELDS.get(field.name)
+        if base is None:
             raise InvalidArgument(
                 f"column {field.name!r} is not a capture column; do not pass schema() to the "
-                f"rvasync source, use option fields=name:TYPE instead"
+                f"rvasync source, use option fields=name:TYPE for message fields and option "
+                f"columns to choose capture columns"
             )
-        result.append((meta[FIELD_KEY], FieldType[meta[METADATA_KEY]]))
-    return result
+        if field.dataType != base.dataType:
+            raise InvalidArgument(
+                f"column {field.name!r} has type {field.dataType.simpleString()}, but the "
+                f"capture column of that name is {base.dataType.simpleString()}; do not pass "
+                f"schema() to the rvasync source, use option columns instead"
+            )
+        result.append(field.name)
+    return Layout(tuple(result))
+
+
+def projections(schema: T.StructType) -> list[tuple[str, FieldType]]:
+    """The projected (field name, type) pairs of a read schema, from its column metadata
+    (checking every column, as :func:`layout` does)."""
+    return layout(schema).fields
 
 
 def arrow_schema(schema: T.StructType) -> pa.Schema:
@@ -213,52 +243,99 @@ def plan(
 
 
 def _project(
-    batch: pa.RecordBatch, fields: list[tuple[str, FieldType]], target: pa.Schema
+    batch: pa.RecordBatch, fields: list[tuple[str, FieldType]], types: list[pa.DataType]
 ) -> list[pa.Array[Any]]:
-    getters = [projector(ftype) for _, ftype in fields]
+    """The projected field columns of a batch: each message decoded once, and its
+    fields looked through once for every projected name (the first field of a
+    name counts, as in Message.field; another type than the column's gives null)."""
+    wanted: dict[str, list[tuple[int, FieldType, Any]]] = {}
+    for index, (name, ftype) in enumerate(fields):
+        wanted.setdefault(name, []).append((index, ftype, column_converter(ftype)))
+    width = len(fields)
     columns: list[list[Any]] = [[] for _ in fields]
-    data_column = batch.column(capture.CAPTURE_COLUMNS.index("data"))
+    data_column = batch.column(batch.schema.get_field_index("data"))
+    from_bytes = Message.from_bytes
+    entries_of = capture.field_entries
     # Non-null binary (CAPTURE_SCHEMA); a null would fail from_bytes like garbage does.
     for data in cast("list[bytes]", data_column.to_pylist()):
+        row: list[Any] = [None] * width
         try:
-            msg = Message.from_bytes(data)
+            entries = entries_of(from_bytes(data))
         except RvError:
-            for values in columns:
-                values.append(None)
-            continue
-        for (name, _), getter, values in zip(fields, getters, columns, strict=True):
-            values.append(getter(msg, name))
-    offset = len(BASE_SCHEMA.fields)
-    return [
-        pa.array(values, type=target.field(offset + i).type) for i, values in enumerate(columns)
-    ]
+            entries = ()
+        found = 0
+        for field_name, _, ftype, value in entries:
+            targets = wanted.get(field_name) if field_name is not None else None
+            if targets is None:
+                continue
+            for index, column_type, convert in targets:
+                if not (found >> index) & 1:
+                    found |= 1 << index
+                    if ftype is column_type:
+                        row[index] = value if convert is None else convert(value)
+        for values, value in zip(columns, row, strict=True):
+            values.append(value)
+    return [pa.array(values, type=dtype) for values, dtype in zip(columns, types, strict=True)]
 
 
-def read_part(part: Any, schema: T.StructType) -> Iterator[pa.RecordBatch]:
-    """Record batches of one partition, shaped exactly as Spark expects ``schema``."""
-    if not isinstance(part, FilePart):
-        return
-    target = arrow_schema(schema)
-    fields = projections(schema)
+def _conform(array: pa.Array[Any], dtype: pa.DataType, path: str) -> pa.Array[Any]:
+    """A capture column as the Arrow type Spark expects (the recorder writes exactly
+    that type, so this is a no-op for its files)."""
+    if array.type == dtype:
+        return array
+    try:
+        return array.cast(dtype)
+    except (ValueError, TypeError, NotImplementedError, pa.ArrowException) as exc:
+        # Columns of the right names but other types: not a file the recorder wrote.
+        raise capture.CaptureError(
+            f"committed capture file {path!r} is not an rvasync capture: {exc}"
+        ) from None
+
+
+def _read_batches(part: FilePart, columns: list[str]) -> Iterator[pa.RecordBatch]:
+    """The partition's row groups, ``columns`` only, a batch at a time (so Spark takes
+    the first batch while later ones are still being decoded), filtered by its predicates."""
     parquet = capture.open_committed(part.path)
     try:
-        table = parquet.read_row_groups(list(part.groups), columns=list(capture.CAPTURE_COLUMNS))
+        batches = parquet.iter_batches(
+            batch_size=BATCH_ROWS, row_groups=list(part.groups), columns=columns
+        )
+        for batch in batches:
+            selected = mask(batch, part.predicates)
+            yield batch if selected is None else batch.filter(selected)
     except capture.UNREADABLE as exc:
         raise capture.CaptureError(
             f"committed capture file {part.path!r} is unreadable: {exc}"
         ) from None
-    selected = mask(table, part.predicates)
-    if selected is not None:
-        table = table.filter(selected)
-    try:
-        table = table.cast(pa.schema([target.field(i) for i in range(len(BASE_SCHEMA.fields))]))
-    except (ValueError, TypeError, NotImplementedError, pa.ArrowException) as exc:
-        # Columns of the right names but other types: not a file the recorder wrote.
-        raise capture.CaptureError(
-            f"committed capture file {part.path!r} is not an rvasync capture: {exc}"
-        ) from None
-    for batch in table.to_batches(max_chunksize=BATCH_ROWS):
-        columns = list(batch.columns)
-        if fields:
-            columns.extend(_project(batch, fields, target))
-        yield pa.RecordBatch.from_arrays(columns, schema=target)
+
+
+def read_part(part: Any, schema: T.StructType) -> Iterator[pa.RecordBatch]:
+    """Record batches of one partition, shaped exactly as Spark expects ``schema``.
+
+    Only the Parquet columns the schema needs are decoded: the capture
+    columns it keeps, ``data`` when fields are projected, and the columns
+    pushed-down predicates test.
+    """
+    if not isinstance(part, FilePart):
+        return
+    target = arrow_schema(schema)
+    plan_ = layout(schema)
+    fields = plan_.fields
+    wanted = set(plan_.capture_columns) | {p.column for p in part.predicates}
+    if fields:
+        wanted.add("data")
+    columns = [name for name in capture.CAPTURE_COLUMNS if name in wanted]
+    field_types = [
+        target.field(i).type for i, c in enumerate(plan_.columns) if not isinstance(c, str)
+    ]
+    for batch in _read_batches(part, columns):
+        if not batch.num_rows:
+            continue
+        projected = iter(_project(batch, fields, field_types) if fields else ())
+        arrays = [
+            _conform(batch.column(batch.schema.get_field_index(c)), target.field(i).type, part.path)
+            if isinstance(c, str)
+            else next(projected)
+            for i, c in enumerate(plan_.columns)
+        ]
+        yield pa.RecordBatch.from_arrays(arrays, schema=target)

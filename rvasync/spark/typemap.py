@@ -126,6 +126,17 @@ def _scalar_to_column(ftype: FieldType) -> Callable[[Any], Any] | None:
     return None
 
 
+def column_converter(ftype: FieldType) -> Callable[[Any], Any] | None:
+    """What turns a field value of ``ftype`` into its column value (None: it already is)."""
+    element = _ARRAYS.get(ftype, ftype)
+    scalar = _scalar_to_column(element)
+    if scalar is None:
+        return None
+    if ftype in _ARRAYS:
+        return lambda value: [scalar(v) for v in value]
+    return scalar
+
+
 def projector(ftype: FieldType) -> Callable[[Message, str], Any]:
     """A function taking (message, field name) to the column value: None when the message
     lacks the field or holds it with another type (a column has one type)."""
