@@ -11,7 +11,8 @@ and the frame going out. These tests pin down the order, not the timing:
   is not lost or late);
 * a reply to a local inbox is written before the read handler returns, with
   nothing sent to the network;
-* a client link writes the first message published in a loop turn at once.
+* a client link writes a request or a reply at once when it is the first
+  message of its loop turn, and a plain publication at the end of the turn.
 
 The daemon side runs the real engine with its connections' transports
 replaced by recorders (no sockets between the clients and the daemon); the
@@ -202,7 +203,7 @@ async def _play_daemon(listener: socket.socket) -> tuple[socket.socket, cp.Conne
     return sock, proto
 
 
-async def test_the_link_writes_the_first_message_of_a_turn_at_once_and_batches_the_rest():
+async def test_the_link_writes_a_request_first_in_its_turn_at_once_and_batches_the_rest():
     listener = socket.socket()
     listener.bind(("127.0.0.1", 0))
     listener.listen()
@@ -215,7 +216,7 @@ async def test_the_link_writes_the_first_message_of_a_turn_at_once_and_batches_t
             await link.open(_Hooks())
             sock, proto = await played
         # No await between the publish and the read: the bytes were written by publish.
-        link.publish(rv.Message("lat.first", {"n": 0}))
+        link.publish(rv.Message("lat.first", {"n": 0}, reply_subject="_INBOX.X.1"))
         first = proto.receive_data(sock.recv(65536))
         assert [type(f) for f in first] == [cp.Publish]
         assert [codec.decode(w).subject for w in first[0].messages] == ["lat.first"]
@@ -234,6 +235,45 @@ async def test_the_link_writes_the_first_message_of_a_turn_at_once_and_batches_t
                 rest = proto.receive_data(await asyncio.get_running_loop().sock_recv(sock, 65536))
         assert [type(f) for f in rest] == [cp.Publish]
         assert [codec.decode(w)["n"] for w in rest[0].messages] == [1, 2, 3]
+        sock.close()
+    finally:
+        await link.close()
+        listener.close()
+
+
+async def test_the_link_writes_a_reply_at_once_and_a_plain_publication_at_the_turns_end():
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    listener.setblocking(False)
+    port = listener.getsockname()[1]
+    link = TcpLink(f"127.0.0.1:{port}")
+    loop = asyncio.get_running_loop()
+    try:
+        async with asyncio.timeout(WAIT):
+            played = asyncio.ensure_future(_play_daemon(listener))
+            await link.open(_Hooks())
+            sock, proto = await played
+        # A plain publication first in its turn waits for the end of the turn (a stream
+        # of publications is written once per turn, not once per message).
+        link.publish(rv.Message("lat.stream", {"n": 0}))
+        try:
+            early = sock.recv(65536)
+        except BlockingIOError:
+            early = b""
+        assert early == b""
+        stream: list[cp.Frame] = []
+        async with asyncio.timeout(WAIT):
+            while not stream:
+                stream = proto.receive_data(await loop.sock_recv(sock, 65536))
+        assert [codec.decode(w).subject for w in stream[0].messages] == ["lat.stream"]
+        await asyncio.sleep(0)  # a new turn
+        # A reply (to an inbox) first in its turn is written by publish itself.
+        link.publish(rv.Message("_INBOX.7F00000112340000.9.1", {"n": 1}))
+        reply = proto.receive_data(sock.recv(65536))
+        assert [codec.decode(w).subject for w in reply[0].messages] == [
+            "_INBOX.7F00000112340000.9.1"
+        ]
         sock.close()
     finally:
         await link.close()

@@ -11,9 +11,11 @@ through a :class:`TcpLink`. The link
   reliability) and learns its inbox prefix (WELCOME); the order of frames is
   kept by a client-role :class:`rvasync.protocol.clientproto.Connection`, this
   module being its asyncio adapter;
-- writes the first message published in a loop turn at once, and coalesces
-  the rest of the turn (or of one batch interval in timer batch mode) into
-  one PUBLISH frame;
+- writes a request or a reply at once when it is the first message of its
+  loop turn (point-to-point latency), and otherwise coalesces the messages
+  of one loop turn (or of one batch interval in timer batch mode) into one
+  PUBLISH frame (a stream of publications is written once per turn, so the
+  daemon and the subscriber wake once per batch, not once per message);
 - reconnects on its own when the connection drops, presenting
   ``_RV.WARN.SYSTEM.RVD.DISCONNECTED`` at once and
   ``_RV.INFO.SYSTEM.RVD.CONNECTED`` when it is back, and re-sends every
@@ -89,6 +91,15 @@ _ping_tokens = itertools.count(1)
 
 class _Refused(DaemonUnavailable):
     """Nothing listens on the daemon's port: the one case where auto-start may help."""
+
+
+def _point_to_point(msg: Message) -> bool:
+    """A request (it names a reply subject) or a reply (to an inbox): one party waits
+    for it, so its latency matters more than batching it with the turn's other messages."""
+    if msg.reply_subject is not None:
+        return True
+    subject = msg.subject
+    return subject is not None and subject.startswith("_INBOX.")
 
 
 def _batch_interval(batch: Any) -> float:
@@ -240,6 +251,10 @@ class TcpLink:
             raise
         self._batch.append(wire)
         self._batch_bytes += len(wire)
+        if self._flush_handle is None and not self._batch_interval and _point_to_point(msg):
+            # The turn's first message is a request or a reply: written at once (it
+            # does not wait for the end of the turn; the rest of the turn does).
+            self._write_batch()
         return self._after_queue()
 
     def publish_many(self, msgs: list[Message]) -> Awaitable[None] | None:
@@ -340,11 +355,7 @@ class TcpLink:
             if self._batch_interval:
                 self._flush_handle = loop.call_later(self._batch_interval, self._flush)
             else:
-                # The turn's first message is written at once (a request or a reply
-                # does not wait for the next loop turn); the rest of the turn is
-                # collected and written once at its end, as one frame.
                 self._flush_handle = loop.call_soon(self._flush)
-                self._write_batch()
         if conn is not None and conn.paused:
             conn.waiting += 1
             return conn.drained()
