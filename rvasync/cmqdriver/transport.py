@@ -479,16 +479,12 @@ class CmQueueTransport:
         task_arrived = self._core.task_arrived
 
         def step(now: float) -> QueueOutputs:
-            # One input for the slice: the outputs of each arrival, in order, merged
-            # (an arrival changes no role and sends no fault tolerance record).
+            # One input for the slice: the outputs of each arrival, in order, merged.
             out = QueueOutputs()
             for tid, subject, payload in taken:
                 each = task_arrived(tid, subject, payload, now)
                 if each:
-                    out.records += each.records
-                    out.confirms += each.confirms
-                    out.deliveries += each.deliveries
-                    out.advisories += each.advisories
+                    out.extend(each)
             return out
 
         if taken:
@@ -694,11 +690,7 @@ class CmQueueTransport:
             for tid in taken:
                 if not core.holds(tid):
                     continue  # the worker lost it meanwhile (reassigned, withdrawn)
-                each = core.complete(tid, now)
-                out.records += each.records
-                out.confirms += each.confirms
-                out.deliveries += each.deliveries
-                out.advisories += each.advisories
+                out.extend(core.complete(tid, now))
             return out
 
         if taken:

@@ -66,6 +66,17 @@ class QueueOutputs:
     assigned: list[tuple[TaskId, str]] = field(default_factory=list)
     """(task, worker) of each assignment decision: for logs and tests, nothing to carry out."""
 
+    def extend(self, other: QueueOutputs) -> None:
+        """Append ``other``'s outputs after these, field by field (one input made of
+        several steps, such as a slice of arrivals, carried out as one)."""
+        self.ft_records += other.ft_records
+        self.records += other.records
+        self.roles += other.roles
+        self.confirms += other.confirms
+        self.deliveries += other.deliveries
+        self.advisories += other.advisories
+        self.assigned += other.assigned
+
     def __bool__(self) -> bool:
         return bool(
             self.ft_records
