@@ -268,7 +268,8 @@ def test_params_are_checked() -> None:
 def test_frame_message_roundtrip() -> None:
     inner = Message("USER.SUBJ", {"x": 1}, reply_subject="_INBOX.R.1")
     other = Message("USER.OTHER", {"y": b"z"})
-    frame = Frame(FrameKind.DATA, b"t" * 16, b"f" * 16, seq=7, ack=3, payload=(inner, other))
+    payload = (inner.to_bytes(), other.to_bytes())
+    frame = Frame(FrameKind.DATA, b"t" * 16, b"f" * 16, seq=7, ack=3, payload=payload)
     wire = Message.from_bytes(frame_to_message(frame, "_INBOX.P.1").to_bytes())
     back = frame_from_message(wire)
     assert (back.kind, back.to_token, back.from_token, back.seq, back.ack) == (
@@ -291,6 +292,22 @@ def _header(kind: int, seq: int = 0) -> bytes:
     return struct.pack(">B16s16sQQ", kind, b"t" * 16, b"f" * 16, seq, 0)
 
 
+_A = Message("A", {}).to_bytes()
+
+
+def _data(header: bytes, wires: list[bytes]) -> dict[str, object]:
+    """A DATA frame's fields carrying ``wires`` (the form frame_to_message gives them)."""
+    lens = struct.pack(f">{len(wires)}I", *map(len, wires))
+    return {"vc": header, "lens": lens, "run": b"".join(wires)}
+
+
+def test_a_data_frame_of_messages_round_trips() -> None:
+    """What _data builds is what frame_from_message reads (so the cases below are refused
+    for their one fault, not for the form)."""
+    frame = frame_from_message(Message("_INBOX.X.1", _data(_header(3, seq=1), [_A, _A])))
+    assert [m.subject for m in frame.payload] == ["A", "A"]
+
+
 @pytest.mark.parametrize(
     "fields",
     [
@@ -299,10 +316,15 @@ def _header(kind: int, seq: int = 0) -> bytes:
         {"vc": b"short"},
         {"vc": _header(99)},  # no such kind
         {"vc": _header(3, seq=1)},  # DATA without payload
-        {"vc": _header(3, seq=0), "msgs": [Message("A", {})]},  # DATA numbered 0
-        {"vc": _header(3, seq=1), "msgs": [Message(None, {})]},  # an entry without subject
-        {"vc": _header(3, seq=1), "msgs": "A"},  # not a message array
-        {"vc": _header(3, seq=1), "msgs": Message("A", {})},  # one message, not an array
+        _data(_header(3, seq=0), [Message("A", {}).to_bytes()]),  # DATA numbered 0
+        _data(_header(3, seq=1), [Message(None, {}).to_bytes()]),  # an entry without subject
+        _data(_header(3, seq=1), []),  # no message at all
+        _data(_header(3, seq=1), [b"not a message"]),  # an entry that is not a message
+        {**_data(_header(3, seq=1), [_A]), "lens": b"\0\0\0"},  # a length cut short
+        {**_data(_header(3, seq=1), [_A]), "run": _A + b"x"},  # a run longer than its lengths
+        {**_data(_header(3, seq=1), [_A, _A]), "run": _A},  # a run shorter than its lengths
+        {"vc": _header(3, seq=1), "lens": "A", "run": _A},  # lengths that are not bytes
+        {"vc": _header(3, seq=1), "lens": struct.pack(">I", len(_A)), "run": 5},  # nor the run
         {"vc": _header(1)},  # CONNECT without inbox
         {"vc": _header(6), "text": 7},  # ABORT whose text is not a str
     ],

@@ -172,7 +172,7 @@ async def test_third_transport_cannot_inject(rv_service: tuple[str, str]) -> Non
         # all to the accept terminal's connect subject (the one public inbox).
         for frame in (
             Frame(FrameKind.CONNECT, b"", b"i" * 16, inbox=intruder.create_inbox()),
-            Frame(FrameKind.DATA, b"x" * 16, b"i" * 16, seq=1, payload=[forged_payload]),
+            Frame(FrameKind.DATA, b"x" * 16, b"i" * 16, seq=1, payload=[forged_payload.to_bytes()]),
             Frame(FrameKind.CLOSE, b"x" * 16, b"i" * 16, seq=0),
             Frame(FrameKind.ABORT, b"x" * 16, b"i" * 16, text="forged"),
         ):

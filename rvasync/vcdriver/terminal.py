@@ -2,7 +2,8 @@
 
 :class:`VcTransport` is an ordinary transport to the program (``send``,
 ``send_request``, ``send_reply``, ``create_inbox``, ``listen``), built on
-another transport it *employs*. Everything it sends goes into a DATA frame of
+another transport it *employs*. Everything it sends is encoded at once (the
+wire form is the snapshot that travels) and goes into a DATA frame of
 the circuit core, carried on the employed transport to the partner's inbox
 (the turn's first message at once, in a frame of its own; the rest of the
 turn's messages together, at its end, so a burst costs a few frames);
@@ -29,6 +30,7 @@ from typing import Any
 
 from rvasync._logging import stderr_logger
 from rvasync.advisories import AdvisoryClass, build_advisory
+from rvasync.codec import encode as _encode
 from rvasync.errors import MalformedMessage, NotPermitted, TransportClosed
 from rvasync.fieldtypes import FieldType
 from rvasync.ftdriver._deadline import DeadlineTimer
@@ -225,10 +227,12 @@ class VcTransport(BaseTransport):
             await wait
 
     def _route(self, msg: Message) -> Any:
-        # A snapshot (fields shared copy-on-write, both marked shared): the frame adopts
-        # it, and what the sender changes afterwards cannot reach it, however late the
-        # frame is retransmitted.
-        waiting = self._circuit.queue(msg.delivery_copy(None, None))  # NotPermitted ...
+        # The wire form is the snapshot: what the sender changes afterwards cannot reach
+        # it, however late the frame is retransmitted, and bytes waiting for their frame
+        # and its ack give the garbage collector nothing to trace (a Message copy per
+        # message made the publisher's collections cost more than all its other work).
+        # A message that cannot be encoded is refused here, not when its frame leaves.
+        waiting = self._circuit.queue(_encode(msg))  # NotPermitted before completion ...
         wait = None
         if not self._flush_scheduled:
             # The turn's first message leaves now (a lone request or reply does not
