@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 import rvasync as rv
-from rvasync.protocol.vc import Frame, FrameKind, frame_from_message, frame_to_message
+from rvasync.protocol.vc import Frame, FrameKind, frame_to_message
 
 WAIT = 15.0
 FAST = {"heartbeat": 0.2, "silence": 3.0}  # short, yet robust on a loaded machine
@@ -298,44 +298,6 @@ async def test_a_burst_arrives_whole_and_later_changes_do_not_travel() -> None:
             msg["i"] = -1
             msg.subject = "CHANGED"
         assert [(await got.get(WAIT))["i"] for _ in range(1000)] == list(range(1000))
-        await vc_a.close()
-        await vc_b.close()
-    finally:
-        t.shutdown()
-
-
-async def test_a_publication_waits_for_the_turn_a_request_leaves_at_once(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """First in its loop turn, a plain publication is framed at the turn's end with the
-    rest of the turn (no frame of one message); a request leaves at once, in a frame of
-    its own. Seen from the employed transport: the frames the terminal hands it."""
-    t = rv.process_transport()
-    try:
-        vc_a, vc_b, _adv_a, _adv_b = await invite(t, t)
-        got = vc_b.listen("TURN")
-        sent: list[int] = []  # messages per DATA frame handed to the transport
-        send_internal = t.send_internal
-
-        def spy(msg: rv.Message) -> object:
-            frame = frame_from_message(msg)
-            if frame.kind is FrameKind.DATA:
-                sent.append(len(frame.payload))
-            return send_internal(msg)
-
-        monkeypatch.setattr(t, "send_internal", spy)
-        await asyncio.sleep(0)  # a fresh turn
-        await vc_a.send(rv.Message("TURN", {"i": 0}))
-        await vc_a.send(rv.Message("TURN", {"i": 1}))
-        assert sent == []  # still waiting for the turn's end
-        await asyncio.sleep(0)
-        assert sent == [2]  # one frame for the turn
-        await vc_a.send(rv.Message("TURN", {"i": 2}, reply_subject="ANSWER.HERE"))
-        assert sent == [2, 1]  # a request first in its turn: framed and sent now
-        await vc_a.send(rv.Message("TURN", {"i": 3}))
-        assert sent == [2, 1]  # the rest of the turn waits for its end
-        assert [(await got.get(WAIT))["i"] for _ in range(4)] == [0, 1, 2, 3]
-        assert sent == [2, 1, 1]
         await vc_a.close()
         await vc_b.close()
     finally:

@@ -5,9 +5,8 @@
 another transport it *employs*. Everything it sends is encoded at once (the
 wire form is the snapshot that travels) and goes into a DATA frame of
 the circuit core, carried on the employed transport to the partner's inbox
-(a request or reply first in its event-loop turn at once, in a frame of its
-own; everything else at the turn's end, together, so a burst costs a few
-frames);
+(the turn's first message at once, in a frame of its own; the rest of the
+turn's messages together, at its end, so a burst costs a few frames);
 every frame arriving on its own inbox goes through the core, whose in-order
 deliveries reach this terminal's listeners (routed by the subject the
 partner sent to). Nothing else reaches them: the core drops frames without
@@ -71,14 +70,6 @@ DRAIN_POLL_MAX = 1.0
 # Connect subjects each employed transport is connecting to now: connecting
 # twice to one accept terminal can only fail (it takes one connector).
 _connecting: weakref.WeakKeyDictionary[BaseTransport, set[str]] = weakref.WeakKeyDictionary()
-
-
-def _point_to_point(msg: Message) -> bool:
-    """A request (it names a reply subject) or a reply (to an inbox): a party waits for it."""
-    if msg.reply_subject is not None:
-        return True
-    subject = msg.subject
-    return subject is not None and subject.startswith("_INBOX.")
 
 
 def _running_loop() -> asyncio.AbstractEventLoop:
@@ -243,15 +234,13 @@ class VcTransport(BaseTransport):
         # A message that cannot be encoded is refused here, not when its frame leaves.
         waiting = self._circuit.queue(_encode(msg))  # NotPermitted before completion ...
         wait = None
-        first = not self._flush_scheduled
-        if first:
+        if not self._flush_scheduled:
+            # The turn's first message leaves now (a lone request or reply does not
+            # wait for the end of the turn); the rest of the turn is framed at its end.
             self._flush_scheduled = True
             self._loop.call_soon(self._end_of_turn)
-        # A request or a reply first in its turn leaves now (someone waits for it); the
-        # rest of the turn, and a stream of publications from its first message on, is
-        # framed at the turn's end (as the client link does: a publication sent alone
-        # would wake both daemons and the partner for one message).
-        if (first and _point_to_point(msg)) or waiting >= self._batch:
+            wait = self._apply(self._circuit.flush(self._loop.time()))
+        elif waiting >= self._batch:
             wait = self._apply(self._circuit.flush(self._loop.time()))
         held = self._held_wait
         if held is not None:
