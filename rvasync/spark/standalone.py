@@ -120,25 +120,9 @@ class StandaloneCluster:
             ["--host", LOOPBACK, "--port", str(port), "--webui-port", str(ui)],
         )
         self._wait(lambda state: state is not None, "the master to answer")
-        for index in range(self.workers):
-            worker_dir = self.work_dir / f"worker-{index}"
-            worker_dir.mkdir(exist_ok=True)
-            self._spawn(
-                f"worker-{index}",
-                "org.apache.spark.deploy.worker.Worker",
-                [
-                    "--host", LOOPBACK,
-                    "--port", str(_free_tcp_port()),
-                    "--webui-port", str(_free_tcp_port()),
-                    "--cores", str(self.cores_per_worker),
-                    "--memory", self.worker_memory,
-                    "--work-dir", str(worker_dir),
-                    self.master_url,
-                ],
-            )  # fmt: skip
+        ports = [self._spawn_worker(index) for index in range(self.workers)]
         self._wait(
-            lambda state: state is not None and self._alive(state) >= self.workers,
-            f"{self.workers} workers to register",
+            lambda state: self._registered(state, ports), f"{self.workers} workers to register"
         )
         return self
 
@@ -164,6 +148,30 @@ class StandaloneCluster:
             shutil.rmtree(self.work_dir, ignore_errors=True)
             self.work_dir = None
             self._own_work_dir = False
+
+    def restart_workers(self) -> list[str]:
+        """Start a fresh worker in place of each one that has exited; return their names.
+
+        A worker killed or crashed (its executors die with it) leaves the
+        cluster short; this brings it back to ``workers`` workers, each
+        registered with the master before it returns, so a test that kills a
+        worker can go on with the full cluster.
+        """
+        if not self.master_url:
+            raise ClusterError("the cluster is not started")
+        dead = [
+            d for d in self._daemons if d.name.startswith("worker") and d.process.poll() is not None
+        ]
+        ports = []
+        for daemon in dead:
+            daemon.log.close()
+            self._daemons.remove(daemon)
+            ports.append(self._spawn_worker(int(daemon.name.split("-")[1])))
+        if ports:
+            self._wait(
+                lambda state: self._registered(state, ports), f"{len(ports)} restarted workers"
+            )
+        return [daemon.name for daemon in dead]
 
     # -- what a session needs --------------------------------------------------
 
@@ -226,8 +234,33 @@ class StandaloneCluster:
     # -- internals -------------------------------------------------------------
 
     @staticmethod
-    def _alive(state: dict[str, Any]) -> int:
-        return sum(1 for worker in state.get("workers", []) if worker.get("state") == "ALIVE")
+    def _registered(state: dict[str, Any] | None, ports: list[int]) -> bool:
+        """Whether the workers listening on ``ports`` are all ALIVE in the master's state."""
+        if state is None:
+            return False
+        alive = {w.get("port") for w in state.get("workers", []) if w.get("state") == "ALIVE"}
+        return all(port in alive for port in ports)
+
+    def _spawn_worker(self, index: int) -> int:
+        """Start worker ``index`` on a free port (returned) and its own work directory."""
+        assert self.work_dir is not None
+        worker_dir = self.work_dir / f"worker-{index}"
+        worker_dir.mkdir(exist_ok=True)
+        port = _free_tcp_port()
+        self._spawn(
+            f"worker-{index}",
+            "org.apache.spark.deploy.worker.Worker",
+            [
+                "--host", LOOPBACK,
+                "--port", str(port),
+                "--webui-port", str(_free_tcp_port()),
+                "--cores", str(self.cores_per_worker),
+                "--memory", self.worker_memory,
+                "--work-dir", str(worker_dir),
+                self.master_url,
+            ],
+        )  # fmt: skip
+        return port
 
     def _spawn(self, name: str, main_class: str, args: list[str]) -> None:
         assert self.work_dir is not None
@@ -246,7 +279,7 @@ class StandaloneCluster:
         )
         env.update(self.env)
         log_path = self.work_dir / f"{name}.log"
-        log = log_path.open("wb")
+        log = log_path.open("ab")  # a restarted worker appends to its predecessor's log
         try:
             process = subprocess.Popen(
                 [str(home / "bin" / "spark-class"), main_class, *args],
