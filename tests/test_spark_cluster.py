@@ -294,6 +294,7 @@ def test_streaming_is_exactly_once_across_a_killed_executor_and_a_restarted_driv
     assert first["ids"] == list(range(FIRST))
     assert sum(first["batches"]) == FIRST
     assert len(first["batches"]) >= 2  # maxFilesPerTrigger=2 over several files
+    assert first["batches"][0] <= GATE  # the kill came after a batch was committed
     # The second driver resumed from the checkpoint: it read only the new files.
     assert sum(second["batches"]) == SECOND
     assert second["ids"] == list(range(FIRST + SECOND))
