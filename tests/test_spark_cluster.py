@@ -52,8 +52,9 @@ GATE = FIRST * 3 // 5 + 7
 REGIONS = ("EU", "US", "ASIA")
 DRIVER = Path(__file__).with_name("spark_cluster_driver.py")
 TIMEOUT = 300
-# The module's fixture starts a cluster and two drivers: slow on a loaded machine.
-pytestmark = pytest.mark.timeout(3 * TIMEOUT)
+# The module's fixture starts a cluster and two drivers (the first of five
+# steps, given twice as long): slow on a loaded machine.
+pytestmark = pytest.mark.timeout(4 * TIMEOUT)
 
 
 def _start_daemon() -> tuple[subprocess.Popen[str], str]:
@@ -113,7 +114,7 @@ async def _record(capture_dir: Path, daemon: str, service: str, ids: range) -> N
             await recorder.wait()
 
 
-async def _drive(cluster, capture_dir, work, steps, daemon=None, service=None) -> dict:
+async def _drive(cluster, capture_dir, work, steps, daemon=None, service=None, timeout=TIMEOUT):
     args = [sys.executable, str(DRIVER), cluster.master_url, str(capture_dir), str(work), *steps]
     args += ["--gate", str(GATE)]
     if daemon:
@@ -124,7 +125,7 @@ async def _drive(cluster, capture_dir, work, steps, daemon=None, service=None) -
             *args, stdout=asyncio.subprocess.PIPE, stderr=log, start_new_session=True
         )
         try:
-            async with asyncio.timeout(TIMEOUT):
+            async with asyncio.timeout(timeout):
                 out, _ = await proc.communicate()
         finally:
             if proc.returncode is None:
@@ -167,6 +168,7 @@ async def _tier(cluster, daemon: str, tmp: Path) -> dict:
             results["first"] = await _drive(
                 cluster.cluster, capture_dir, work,
                 ["batch", "kill", "stream-kill", "write", "kill-worker"], daemon, out_service,
+                timeout=2 * TIMEOUT,
             )  # fmt: skip
             results["received"] = await collecting
         finally:

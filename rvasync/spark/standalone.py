@@ -25,6 +25,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -87,6 +88,10 @@ class StandaloneCluster:
     master_ui: str = ""
     _daemons: list[_Daemon] = field(default_factory=list)
     _own_work_dir: bool = False
+    # restart_workers (on another thread, say) and stop never interleave, so
+    # a worker started during a restart is always one that stop kills.
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    _running: bool = False
 
     def __post_init__(self) -> None:
         if self.workers < 1 or self.cores_per_worker < 1:
@@ -107,6 +112,7 @@ class StandaloneCluster:
 
     def start(self) -> StandaloneCluster:
         """Start the master, then the workers; return once all are registered."""
+        self._running = True
         if self.work_dir is None:
             self.work_dir = Path(tempfile.mkdtemp(prefix="rvasync-spark-cluster-"))
             self._own_work_dir = True
@@ -128,6 +134,11 @@ class StandaloneCluster:
 
     def stop(self) -> None:
         """Kill every daemon's process group (executors included); safe to repeat."""
+        with self._lock:
+            self._running = False
+            self._stop()
+
+    def _stop(self) -> None:
         for daemon in reversed(self._daemons):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(daemon.process.pid, signal.SIGTERM)
@@ -157,8 +168,12 @@ class StandaloneCluster:
         registered with the master before it returns, so a test that kills a
         worker can go on with the full cluster.
         """
-        if not self.master_url:
-            raise ClusterError("the cluster is not started")
+        with self._lock:
+            if not self._running:
+                raise ClusterError("the cluster is not started (or already stopped)")
+            return self._restart_workers()
+
+    def _restart_workers(self) -> list[str]:
         dead = [
             d for d in self._daemons if d.name.startswith("worker") and d.process.poll() is not None
         ]
