@@ -4,15 +4,20 @@ Unlike local[2], the ``rvasync`` data source is pickled to executor JVMs the
 workers launch, each with Python workers of its own. The tier records with
 ``rvasync record`` through a standalone daemon, then runs drivers
 (tests/spark_cluster_driver.py, a process each: the other Spark tests hold
-this process's one SparkContext) that read the capture as a batch, read it
-while an executor is killed, stream it with a checkpoint, and publish rows
-back to the daemon from the executors; a second driver process resumes the
-stream from the checkpoint after more was recorded (a restarted driver).
+this process's one SparkContext). The first reads the capture as a batch;
+reads it while the executor running one read task is killed (SIGKILL) at a
+given row; streams it with a checkpoint into a Parquet file sink while an
+executor is killed mid-batch the same way; publishes rows back to the daemon
+from the executors; and last reads it while a whole worker (its JVM and its
+executor) is killed. The worker is restarted while more is recorded, and a
+second driver process resumes the stream from the checkpoint (a restarted
+driver). Every kill lands mid-read: the task at the gate row waits until
+the driver has killed its executor, and the tests check that exactly one
+retry of that task, elsewhere, read past the row and the counts are exact.
 
 Memory is bounded (512 MiB per worker and executor, 256 MiB per daemon JVM),
 one core per worker. Everything runs once per module, and the cluster's
-process groups are killed at the end whatever the outcome.
-"""
+process groups are killed at the end whatever the outcome."""
 
 from __future__ import annotations
 
@@ -41,11 +46,15 @@ from rvasync.testing import free_port
 
 FIRST = 20000  # messages recorded before the first driver (about 5 files)
 SECOND = 5000  # recorded between the two drivers (2 files)
+# The row at which the kill steps kill: mid-file and past the stream's first
+# micro-batch (two files), so the kill lands mid-read in a later batch.
+GATE = FIRST * 3 // 5 + 7
 REGIONS = ("EU", "US", "ASIA")
 DRIVER = Path(__file__).with_name("spark_cluster_driver.py")
 TIMEOUT = 300
-# The module's fixture starts a cluster and two drivers: slow on a loaded machine.
-pytestmark = pytest.mark.timeout(3 * TIMEOUT)
+# The module's fixture starts a cluster and two drivers (the first of five
+# steps, given twice as long): slow on a loaded machine.
+pytestmark = pytest.mark.timeout(4 * TIMEOUT)
 
 
 def _start_daemon() -> tuple[subprocess.Popen[str], str]:
@@ -105,8 +114,9 @@ async def _record(capture_dir: Path, daemon: str, service: str, ids: range) -> N
             await recorder.wait()
 
 
-async def _drive(cluster, capture_dir, work, steps, daemon=None, service=None) -> dict:
+async def _drive(cluster, capture_dir, work, steps, daemon=None, service=None, timeout=TIMEOUT):
     args = [sys.executable, str(DRIVER), cluster.master_url, str(capture_dir), str(work), *steps]
+    args += ["--gate", str(GATE)]
     if daemon:
         args += ["--daemon", daemon, "--service", service]
     errors = work / f"driver-{'-'.join(steps)}.log"
@@ -115,7 +125,7 @@ async def _drive(cluster, capture_dir, work, steps, daemon=None, service=None) -
             *args, stdout=asyncio.subprocess.PIPE, stderr=log, start_new_session=True
         )
         try:
-            async with asyncio.timeout(TIMEOUT):
+            async with asyncio.timeout(timeout):
                 out, _ = await proc.communicate()
         finally:
             if proc.returncode is None:
@@ -154,18 +164,28 @@ async def _tier(cluster, daemon: str, tmp: Path) -> dict:
         await listener.link.ping()
         collecting = asyncio.ensure_future(_collect(queue, FIRST))
         try:
+            # kill-worker comes last: the cluster is one worker short after it.
             results["first"] = await _drive(
-                cluster.cluster, capture_dir, work, ["batch", "kill", "stream", "write"],
-                daemon, out_service,
+                cluster.cluster, capture_dir, work,
+                ["batch", "kill", "stream-kill", "write", "kill-worker"], daemon, out_service,
+                timeout=2 * TIMEOUT,
             )  # fmt: skip
             results["received"] = await collecting
         finally:
             collecting.cancel()
         await asyncio.sleep(0.5)  # a duplicate would arrive in this time
         results["extra"] = len(queue)
-    await _record(capture_dir, daemon, service, range(FIRST, FIRST + SECOND))
+    # The killed worker comes back while more is recorded.
+    restarting = asyncio.ensure_future(asyncio.to_thread(cluster.cluster.restart_workers))
+    try:
+        await _record(capture_dir, daemon, service, range(FIRST, FIRST + SECOND))
+    finally:
+        results["restarted"] = await restarting
     results["files_total"] = capture.read_marker(capture_dir).committed
     results["second"] = await _drive(cluster.cluster, capture_dir, work, ["stream"])
+    # Kept beside the drivers' logs: step times and kill reports for a look afterwards.
+    kept = {key: value for key, value in results.items() if key != "received"}
+    (work / "results.json").write_text(json.dumps(kept))
     return results
 
 
@@ -219,11 +239,43 @@ def test_a_batch_read_on_two_executors_returns_every_message_once(tier):
     assert batch["eu"] == expected["ORDERS.EU.NEW"]
 
 
+def _killed_mid_read_and_retried(report: dict, whole_worker: bool) -> dict:
+    """The task at the gate row was killed there, then retried elsewhere; returns the retry."""
+    assert report["error"] == "", report["error"]
+    reached = report["reached"]
+    first, *retries = reached
+    # The first attempt reached the gate row (mid-read) and was killed there.
+    assert first["attempt"] == 0
+    assert report["killed"]["executor_pid"] == first["executor_pid"]
+    if whole_worker:
+        assert report["killed"]["worker_pid"] == first["worker_pid"]
+    # Exactly one later attempt of the same task read past the gate row, in
+    # another executor (another worker when the whole worker was killed).
+    assert len(retries) == 1, reached
+    retry = retries[0]
+    assert (retry["stage"], retry["partition"]) == (first["stage"], first["partition"])
+    assert retry["attempt"] >= 1
+    assert retry["executor_pid"] not in (None, first["executor_pid"])
+    if whole_worker:
+        assert retry["worker_pid"] not in (None, first["worker_pid"])
+    return retry
+
+
 def test_a_killed_executor_is_retried_and_the_count_stays_exact(tier):
     killed = tier["first"]["kill"]
-    assert len(killed["killed"]) == 1, "no executor was running a task to kill"
+    _killed_mid_read_and_retried(killed, whole_worker=False)
     assert killed["rows"] == FIRST
     assert killed["distinct"] == FIRST
+
+
+def test_a_killed_worker_is_retried_on_the_survivor_and_the_count_stays_exact(tier):
+    killed = tier["first"]["kill-worker"]
+    _killed_mid_read_and_retried(killed, whole_worker=True)
+    assert killed["rows"] == FIRST
+    assert killed["distinct"] == FIRST
+    # The worker JVM itself died (the cluster saw one worker exit), and
+    # restart_workers brought it back for the second driver.
+    assert len(tier["restarted"]) == 1
 
 
 def test_executors_publish_rows_back_through_the_daemon(tier):
@@ -236,11 +288,15 @@ def test_executors_publish_rows_back_through_the_daemon(tier):
         assert msg["doubled"] == msg["id"] / 2
 
 
-def test_streaming_is_exactly_once_across_a_restarted_driver(tier):
-    first, second = tier["first"]["stream"], tier["second"]["stream"]
+def test_streaming_is_exactly_once_across_a_killed_executor_and_a_restarted_driver(tier):
+    first, second = tier["first"]["stream-kill"], tier["second"]["stream"]
+    # An executor was killed mid-batch; its task was retried within the batch.
+    _killed_mid_read_and_retried(first, whole_worker=False)
+    # The file sink holds every id once: nothing lost, nothing duplicated.
     assert first["ids"] == list(range(FIRST))
     assert sum(first["batches"]) == FIRST
     assert len(first["batches"]) >= 2  # maxFilesPerTrigger=2 over several files
+    assert first["batches"][0] <= GATE  # the kill came after a batch was committed
     # The second driver resumed from the checkpoint: it read only the new files.
     assert sum(second["batches"]) == SECOND
     assert second["ids"] == list(range(FIRST + SECOND))

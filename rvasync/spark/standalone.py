@@ -25,6 +25,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -87,6 +88,10 @@ class StandaloneCluster:
     master_ui: str = ""
     _daemons: list[_Daemon] = field(default_factory=list)
     _own_work_dir: bool = False
+    # restart_workers (on another thread, say) and stop never interleave, so
+    # a worker started during a restart is always one that stop kills.
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    _running: bool = False
 
     def __post_init__(self) -> None:
         if self.workers < 1 or self.cores_per_worker < 1:
@@ -107,6 +112,7 @@ class StandaloneCluster:
 
     def start(self) -> StandaloneCluster:
         """Start the master, then the workers; return once all are registered."""
+        self._running = True
         if self.work_dir is None:
             self.work_dir = Path(tempfile.mkdtemp(prefix="rvasync-spark-cluster-"))
             self._own_work_dir = True
@@ -120,30 +126,19 @@ class StandaloneCluster:
             ["--host", LOOPBACK, "--port", str(port), "--webui-port", str(ui)],
         )
         self._wait(lambda state: state is not None, "the master to answer")
-        for index in range(self.workers):
-            worker_dir = self.work_dir / f"worker-{index}"
-            worker_dir.mkdir(exist_ok=True)
-            self._spawn(
-                f"worker-{index}",
-                "org.apache.spark.deploy.worker.Worker",
-                [
-                    "--host", LOOPBACK,
-                    "--port", str(_free_tcp_port()),
-                    "--webui-port", str(_free_tcp_port()),
-                    "--cores", str(self.cores_per_worker),
-                    "--memory", self.worker_memory,
-                    "--work-dir", str(worker_dir),
-                    self.master_url,
-                ],
-            )  # fmt: skip
+        ports = [self._spawn_worker(index) for index in range(self.workers)]
         self._wait(
-            lambda state: state is not None and self._alive(state) >= self.workers,
-            f"{self.workers} workers to register",
+            lambda state: self._registered(state, ports), f"{self.workers} workers to register"
         )
         return self
 
     def stop(self) -> None:
         """Kill every daemon's process group (executors included); safe to repeat."""
+        with self._lock:
+            self._running = False
+            self._stop()
+
+    def _stop(self) -> None:
         for daemon in reversed(self._daemons):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(daemon.process.pid, signal.SIGTERM)
@@ -164,6 +159,34 @@ class StandaloneCluster:
             shutil.rmtree(self.work_dir, ignore_errors=True)
             self.work_dir = None
             self._own_work_dir = False
+
+    def restart_workers(self) -> list[str]:
+        """Start a fresh worker in place of each one that has exited; return their names.
+
+        A worker killed or crashed (its executors die with it) leaves the
+        cluster short; this brings it back to ``workers`` workers, each
+        registered with the master before it returns, so a test that kills a
+        worker can go on with the full cluster.
+        """
+        with self._lock:
+            if not self._running:
+                raise ClusterError("the cluster is not started (or already stopped)")
+            return self._restart_workers()
+
+    def _restart_workers(self) -> list[str]:
+        dead = [
+            d for d in self._daemons if d.name.startswith("worker") and d.process.poll() is not None
+        ]
+        ports = []
+        for daemon in dead:
+            daemon.log.close()
+            self._daemons.remove(daemon)
+            ports.append(self._spawn_worker(int(daemon.name.split("-")[1])))
+        if ports:
+            self._wait(
+                lambda state: self._registered(state, ports), f"{len(ports)} restarted workers"
+            )
+        return [daemon.name for daemon in dead]
 
     # -- what a session needs --------------------------------------------------
 
@@ -226,8 +249,33 @@ class StandaloneCluster:
     # -- internals -------------------------------------------------------------
 
     @staticmethod
-    def _alive(state: dict[str, Any]) -> int:
-        return sum(1 for worker in state.get("workers", []) if worker.get("state") == "ALIVE")
+    def _registered(state: dict[str, Any] | None, ports: list[int]) -> bool:
+        """Whether the workers listening on ``ports`` are all ALIVE in the master's state."""
+        if state is None:
+            return False
+        alive = {w.get("port") for w in state.get("workers", []) if w.get("state") == "ALIVE"}
+        return all(port in alive for port in ports)
+
+    def _spawn_worker(self, index: int) -> int:
+        """Start worker ``index`` on a free port (returned) and its own work directory."""
+        assert self.work_dir is not None
+        worker_dir = self.work_dir / f"worker-{index}"
+        worker_dir.mkdir(exist_ok=True)
+        port = _free_tcp_port()
+        self._spawn(
+            f"worker-{index}",
+            "org.apache.spark.deploy.worker.Worker",
+            [
+                "--host", LOOPBACK,
+                "--port", str(port),
+                "--webui-port", str(_free_tcp_port()),
+                "--cores", str(self.cores_per_worker),
+                "--memory", self.worker_memory,
+                "--work-dir", str(worker_dir),
+                self.master_url,
+            ],
+        )  # fmt: skip
+        return port
 
     def _spawn(self, name: str, main_class: str, args: list[str]) -> None:
         assert self.work_dir is not None
@@ -246,7 +294,7 @@ class StandaloneCluster:
         )
         env.update(self.env)
         log_path = self.work_dir / f"{name}.log"
-        log = log_path.open("wb")
+        log = log_path.open("ab")  # a restarted worker appends to its predecessor's log
         try:
             process = subprocess.Popen(
                 [str(home / "bin" / "spark-class"), main_class, *args],
