@@ -27,7 +27,7 @@ from libc.string cimport memcpy
 from rvasync.fallback import ropspdu as _pure
 from rvasync.protocol.rops.pdutypes import WIRE_VERSION, Kind, Pdu, VerifyStatus
 
-__all__ = ["decode", "encode"]
+__all__ = ["decode", "encode", "new"]
 
 cdef extern from "Python.h":
     const char* PyUnicode_AsUTF8AndSize(object, Py_ssize_t*) except NULL
@@ -429,3 +429,29 @@ def decode(data):
         if pdu is not None:
             return pdu
     return _pure.decode(data)
+
+
+def new(kind, src, invoke_id, operation, handshake, body, code, transient, detail, status, acks):
+    """``Pdu(kind, ..., acks)`` (all eleven fields, in order) without running its ``__init__``.
+
+    The cores make two PDUs per call (an INVOKE, its RESULT); the dataclass's
+    ``__init__`` is a Python call storing eleven attributes, this writes them.
+    """
+    if not _slots_ok:
+        return _Pdu(
+            kind, src, invoke_id, operation, handshake, body, code, transient, detail, status,
+            acks,
+        )
+    pdu = PyType_GenericAlloc(_Pdu, 0)
+    _put(pdu, F_KIND, kind)
+    _put(pdu, F_SRC, src)
+    _put(pdu, F_ID, invoke_id)
+    _put(pdu, F_OP, operation)
+    _put(pdu, F_HS, handshake)
+    _put(pdu, F_BODY, body)
+    _put(pdu, F_CODE, code)
+    _put(pdu, F_TRANSIENT, transient)
+    _put(pdu, F_DETAIL, detail)
+    _put(pdu, F_STATUS, status)
+    _put(pdu, F_ACKS, acks)
+    return pdu

@@ -217,3 +217,15 @@ def test_the_selected_codec_is_a_twin() -> None:
     assert encode_pdu.__module__ in {impl.__name__ for impl in IMPLS}
     if _accel.pure_forced():
         assert encode_pdu.__module__ == "rvasync.fallback.ropspdu"
+
+
+@settings(max_examples=100, deadline=None)
+@given(pdus())
+def test_new_makes_the_same_pdu_as_the_class(pdu: Pdu) -> None:
+    fields = [getattr(pdu, name) for name in Pdu.__dataclass_fields__]
+    for impl in IMPLS:
+        made = impl.new(*fields)
+        assert type(made) is Pdu
+        for name, value in zip(Pdu.__dataclass_fields__, fields, strict=True):
+            assert getattr(made, name) is value
+        assert made == pdu

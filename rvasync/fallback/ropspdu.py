@@ -17,7 +17,12 @@ import msgpack
 
 from rvasync.protocol.rops.pdutypes import WIRE_VERSION, Kind, Pdu, PduError, VerifyStatus
 
-__all__ = ["decode", "encode"]
+__all__ = ["decode", "encode", "new"]
+
+
+new = Pdu
+"""``new(kind, src, invoke_id, operation, handshake, body, code, transient, detail, status,
+acks)``: a Pdu of all eleven fields (the compiled twin skips ``__init__``; here it is the class)."""
 
 
 def encode(pdu: Pdu) -> bytes:

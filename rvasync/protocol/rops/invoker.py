@@ -66,6 +66,7 @@ from rvasync.protocol.rops.pdu import (
     V_UNKNOWN,
     Pdu,
     VerifyStatus,
+    new_pdu,
 )
 
 # Enum members as module globals (the _X_ prefixes name their enum; Kind and
@@ -235,7 +236,7 @@ class InvokerCore:
         self.version += 1
         self.stats.invoked += 1
         acks = self._acks.pop(peer, None) if self._acks else None
-        pdu = Pdu(
+        pdu = new_pdu(
             K_INVOKE,
             self.name,
             invoke_id,

@@ -71,6 +71,7 @@ __all__ = [
     "VerifyStatus",
     "decode_pdu",
     "encode_pdu",
+    "new_pdu",
 ]
 
 # The codec: ``rvasync_native.ropspdu`` when built, else ``rvasync.fallback.ropspdu``
@@ -81,3 +82,8 @@ encode_pdu: Callable[[Pdu], bytes] = _codec.encode
 """The byte form of a PDU."""
 decode_pdu: Callable[[bytes], Pdu] = _codec.decode
 """Parse bytes into a PDU; raises :class:`PduError` naming what is wrong."""
+new_pdu: Callable[
+    [Kind, str, str, str, int, bytes, str, bool, str, VerifyStatus | None, tuple[str, ...]], Pdu
+] = _codec.new
+"""``Pdu(...)`` with all eleven fields in order, for the cores' per-call PDUs: the
+compiled twin writes the slots without running the dataclass's ``__init__``."""

@@ -64,6 +64,7 @@ from rvasync.protocol.rops.pdu import (
     V_PENDING,
     Pdu,
     VerifyStatus,
+    new_pdu,
 )
 
 # Enum members as module globals (the _X_ prefixes name their enum; Kind and
@@ -279,7 +280,19 @@ class PerformerCore:
             if due < alarm.earliest:
                 alarm.earliest = due
         if outcome.ok:  # self._answer(...), written out
-            answer = Pdu(K_RESULT, self.name, invoke_id, rec.operation, rec.handshake, outcome.body)
+            answer = new_pdu(
+                K_RESULT,
+                self.name,
+                invoke_id,
+                rec.operation,
+                rec.handshake,
+                outcome.body,
+                "",
+                False,
+                "",
+                None,
+                (),
+            )
         else:
             answer = self._error_pdu(invoke_id, rec.operation, rec.handshake, outcome)
         reply = rec.reply
