@@ -279,7 +279,7 @@ class RemoteOps:
         direct = self._direct
         direct[invoke_id] = None
         try:
-            self._rearm()  # the retry timer runs while the first copy is out
+            self._check_timer()  # the retry timer runs while the first copy is out
             if self._statefile is not None:
                 await self._statefile.wait_durable(self._core.version)
             if not self._closed:
@@ -540,7 +540,12 @@ class RemoteOps:
             elif kind is K_RESULT:
                 done = self._core.invoker.take_result(pdu, now)
                 if done is not None:
-                    self._settle(done)
+                    if self._waiters:
+                        self._settle(done)
+                    else:  # self._settle(done) without waiters: for the invoke() waiting
+                        direct = self._direct
+                        if done.invoke_id in direct:
+                            direct[done.invoke_id] = done
                     if not self._flush_soon and self._core.invoker.acks_pending:
                         self._flush_soon = True
                         asyncio.get_running_loop().call_soon(self._flush_acks)
