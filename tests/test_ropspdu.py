@@ -170,8 +170,13 @@ def test_twins_decode_random_bytes_alike(data: bytes) -> None:
 @given(
     st.lists(
         st.one_of(
-            st.integers(-2, 300), st.text(max_size=4), st.binary(max_size=4), st.booleans(),
-            st.none(), st.lists(st.text(max_size=2), max_size=2), st.floats(allow_nan=False),
+            st.integers(-2, 300),
+            st.text(max_size=4),
+            st.binary(max_size=4),
+            st.booleans(),
+            st.none(),
+            st.lists(st.text(max_size=2), max_size=2),
+            st.floats(allow_nan=False),
         ),
         min_size=10,
         max_size=13,

@@ -279,7 +279,10 @@ class RemoteOps:
         direct = self._direct
         direct[invoke_id] = None
         try:
-            self._check_timer()  # the retry timer runs while the first copy is out
+            # The retry timer runs while the first copy is out: self._check_timer(), written out.
+            timer_at = self._timer_at
+            if self._alarm.earliest < (math.inf if timer_at is None else timer_at):
+                self._rearm()
             if self._statefile is not None:
                 await self._statefile.wait_durable(self._core.version)
             if not self._closed:
@@ -535,7 +538,9 @@ class RemoteOps:
                 ex = self._core.performer.accept(pdu, now, reply)
                 if ex is not None:
                     self._execute(ex)
-                    self._check_timer()
+                    timer_at = self._timer_at  # self._check_timer(), written out
+                    if self._alarm.earliest < (math.inf if timer_at is None else timer_at):
+                        self._rearm()
                     return
             elif kind is K_RESULT:
                 done = self._core.invoker.take_result(pdu, now)
@@ -549,7 +554,9 @@ class RemoteOps:
                     if not self._flush_soon and self._core.invoker.acks_pending:
                         self._flush_soon = True
                         asyncio.get_running_loop().call_soon(self._flush_acks)
-                    self._check_timer()
+                    timer_at = self._timer_at  # self._check_timer(), written out
+                    if self._alarm.earliest < (math.inf if timer_at is None else timer_at):
+                        self._rearm()
                     return
         self._step(self._core.receive(pdu, now, reply))
 
@@ -692,7 +699,9 @@ class RemoteOps:
                 send = self._core.performer.answer(ex.invoke_id, outcome, time.time())
                 if send is not None:
                     self._send(send)
-                self._check_timer()
+                timer_at = self._timer_at  # self._check_timer(), written out
+                if self._alarm.earliest < (math.inf if timer_at is None else timer_at):
+                    self._rearm()
             else:
                 self._step(self._core.performer.complete(ex.invoke_id, outcome, time.time()))
         elif inspect.isawaitable(result):

@@ -36,6 +36,8 @@ __all__ = [
 
 WIRE_VERSION = 1
 """The first item of every PDU's byte form."""
+
+
 class Kind(enum.IntEnum):
     """What a PDU is."""
 
@@ -110,5 +112,3 @@ class Pdu:
     """VERIFY_REPLY / RVERIFY_REPLY: the answer."""
     acks: tuple[str, ...] = ()
     """INVOKE / ACK: ids of further results the sender acknowledges (piggybacked)."""
-
-
