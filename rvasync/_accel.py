@@ -24,6 +24,7 @@ HOT_PATHS: tuple[str, ...] = (
     "daemonpath",
     "clientframes",
     "msgbuild",
+    "ropspdu",
 )
 
 _loaded: dict[str, ModuleType] = {}

@@ -43,7 +43,7 @@ from rvasync.protocol.rops import (
     Send,
     Settled,
 )
-from rvasync.protocol.rops.pdu import V_ACKNOWLEDGED, Pdu
+from rvasync.protocol.rops.pdu import K_INVOKE, K_RESULT, V_ACKNOWLEDGED, Pdu
 from rvasync.ropsdriver.statefile import StateFile
 from rvasync.ropsdriver.wire import (
     check_endpoint_name,
@@ -279,7 +279,10 @@ class RemoteOps:
         direct = self._direct
         direct[invoke_id] = None
         try:
-            self._rearm()  # the retry timer runs while the first copy is out
+            # The retry timer runs while the first copy is out: self._check_timer(), written out.
+            timer_at = self._timer_at
+            if self._alarm.earliest < (math.inf if timer_at is None else timer_at):
+                self._rearm()
             if self._statefile is not None:
                 await self._statefile.wait_durable(self._core.version)
             if not self._closed:
@@ -526,7 +529,36 @@ class RemoteOps:
             # Answers go to an inbox or to the sender's endpoint, never to a subject a
             # PDU names (send_internal would publish anywhere, reserved subjects included).
             reply = None
-        self._step(self._core.receive(pdu, time.time(), reply))
+        now = time.time()
+        if self._statefile is None and not self._closed:
+            # The per-call PDUs without an Outputs (nothing waits for a state file here):
+            # a new invocation to perform, the result of one of ours.
+            kind = pdu.kind
+            if kind is K_INVOKE:
+                ex = self._core.performer.accept(pdu, now, reply)
+                if ex is not None:
+                    self._execute(ex)
+                    timer_at = self._timer_at  # self._check_timer(), written out
+                    if self._alarm.earliest < (math.inf if timer_at is None else timer_at):
+                        self._rearm()
+                    return
+            elif kind is K_RESULT:
+                done = self._core.invoker.take_result(pdu, now)
+                if done is not None:
+                    if self._waiters:
+                        self._settle(done)
+                    else:  # self._settle(done) without waiters: for the invoke() waiting
+                        direct = self._direct
+                        if done.invoke_id in direct:
+                            direct[done.invoke_id] = done
+                    if not self._flush_soon and self._core.invoker.acks_pending:
+                        self._flush_soon = True
+                        asyncio.get_running_loop().call_soon(self._flush_acks)
+                    timer_at = self._timer_at  # self._check_timer(), written out
+                    if self._alarm.earliest < (math.inf if timer_at is None else timer_at):
+                        self._rearm()
+                    return
+        self._step(self._core.receive(pdu, now, reply))
 
     def _step(self, out: Outputs) -> None:
         """Carry ``out`` out: at once, or once the state is durable."""
@@ -534,6 +566,10 @@ class RemoteOps:
             self._release(out)
         else:
             self._spawn(self._carry(out))
+        self._check_timer()
+
+    def _check_timer(self) -> None:
+        """After a step: re-arm the timer when something now comes before it."""
         # self._rearm(), whose first test is written out: most steps index nothing
         # that comes before the armed timer.
         timer_at = self._timer_at
@@ -550,33 +586,14 @@ class RemoteOps:
         if self._closed:
             return
         if out.sends:
-            _sending[0] += 1
-            try:
-                for send in out.sends:
-                    if send.via is None:
-                        msg = pdu_message(send.dest, send.pdu)
-                    else:
-                        msg = pdu_message_at(send.via, send.pdu)
-                    try:
-                        self._transport.send_internal(msg)
-                    except RvError as exc:  # closed transport, daemon link down: retries cover it
-                        stderr_logger().warning(
-                            "remote-operation PDU not sent", endpoint=self.name, error=repr(exc)
-                        )
-            finally:
-                _sending[0] -= 1
+            for send in out.sends:
+                self._send(send)
         if out.executes:
             for ex in out.executes:
                 self._execute(ex)
         if out.completions:
             for done in out.completions:
-                waiters = self._waiters.pop(done.invoke_id, None)
-                if waiters is not None:
-                    for fut in waiters:
-                        if not fut.done():
-                            fut.set_result(done)
-                if done.invoke_id in self._direct:
-                    self._direct[done.invoke_id] = done  # for the invoke() that waits on it
+                self._settle(done)
             if not self._flush_soon and self._core.invoker.acks_pending:
                 # After the callers waiting for these answers run: a caller that invokes
                 # again at once carries the acknowledgments on its invocation instead.
@@ -604,6 +621,33 @@ class RemoteOps:
                     ],
                 )
             )
+
+    def _send(self, send: Send) -> None:
+        """Send one PDU; a PDU delivered meanwhile in this process waits (see _on_delivery)."""
+        if send.via is None:
+            msg = pdu_message(send.dest, send.pdu)
+        else:
+            msg = pdu_message_at(send.via, send.pdu)
+        _sending[0] += 1
+        try:
+            self._transport.send_internal(msg)
+        except RvError as exc:  # closed transport, daemon link down: retries cover it
+            stderr_logger().warning(
+                "remote-operation PDU not sent", endpoint=self.name, error=repr(exc)
+            )
+        finally:
+            _sending[0] -= 1
+
+    def _settle(self, done: Completion) -> None:
+        """Hand a settled invocation to whoever waits for it."""
+        invoke_id = done.invoke_id
+        waiters = self._waiters.pop(invoke_id, None)
+        if waiters is not None:
+            for fut in waiters:
+                if not fut.done():
+                    fut.set_result(done)
+        if invoke_id in self._direct:
+            self._direct[invoke_id] = done  # for the invoke() that waits on it
 
     def _flush_acks(self) -> None:
         self._flush_soon = False
@@ -649,7 +693,16 @@ class RemoteOps:
                 outcome = Outcome(True, result.to_bytes())
             except RvError as exc:
                 outcome = Outcome.error(BAD_RESULT, detail=str(exc))
-            if not self._closed:  # self._complete(ex, outcome), written out
+            if self._closed:
+                return
+            if self._statefile is None:  # self._complete(ex, outcome), without an Outputs
+                send = self._core.performer.answer(ex.invoke_id, outcome, time.time())
+                if send is not None:
+                    self._send(send)
+                timer_at = self._timer_at  # self._check_timer(), written out
+                if self._alarm.earliest < (math.inf if timer_at is None else timer_at):
+                    self._rearm()
+            else:
                 self._step(self._core.performer.complete(ex.invoke_id, outcome, time.time()))
         elif inspect.isawaitable(result):
             self._spawn(self._finish(ex, result))

@@ -66,6 +66,7 @@ from rvasync.protocol.rops.pdu import (
     V_UNKNOWN,
     Pdu,
     VerifyStatus,
+    new_pdu,
 )
 
 # Enum members as module globals (the _X_ prefixes name their enum; Kind and
@@ -235,7 +236,7 @@ class InvokerCore:
         self.version += 1
         self.stats.invoked += 1
         acks = self._acks.pop(peer, None) if self._acks else None
-        pdu = Pdu(
+        pdu = new_pdu(
             K_INVOKE,
             self.name,
             invoke_id,
@@ -293,7 +294,9 @@ class InvokerCore:
             invoke_id = pdu.invoke_id
             inv = self._invocations.get(invoke_id)
             if inv is not None and inv.phase is not _I_SETTLED and inv.peer == pdu.src:
-                return self._result(invoke_id, inv, pdu.body, now)
+                out = Outputs()
+                out.completions.append(self._result(invoke_id, inv, pdu.body, now))
+                return out
         out = Outputs()
         if kind is K_RVERIFY:
             out.sends.append(Send(pdu.src, self._rverify_answer(pdu)))
@@ -318,6 +321,21 @@ class InvokerCore:
         if pdu.invoke_id in self._invocations:
             self._index(pdu.invoke_id, inv.deadline)
         return out
+
+    def take_result(self, pdu: Pdu, now: float) -> Completion | None:
+        """:meth:`receive` for a driver's per-call path: the RESULT of an invocation not settled.
+
+        Settles it and returns its :class:`Completion`, the whole of receive's
+        output for it, without an :class:`Outputs`. Returns None, having
+        changed nothing, for any other PDU: the driver then calls :meth:`receive`.
+        """
+        if pdu.kind is not K_RESULT or self._queries:
+            return None
+        invoke_id = pdu.invoke_id
+        inv = self._invocations.get(invoke_id)
+        if inv is None or inv.phase is _I_SETTLED or inv.peer != pdu.src:
+            return None
+        return self._result(invoke_id, inv, pdu.body, now)
 
     def handle_timer(self, now: float) -> Outputs:
         out = Outputs()
@@ -483,7 +501,7 @@ class InvokerCore:
             self.version += 1
             inv.deadline = max(inv.deadline, now + inv.policy.wait(max(inv.attempts, 1)))
 
-    def _result(self, invoke_id: str, inv: _Invocation, body: bytes, now: float) -> Outputs:
+    def _result(self, invoke_id: str, inv: _Invocation, body: bytes, now: float) -> Completion:
         """The answer of most calls: the RESULT of an invocation not settled yet.
 
         What :meth:`receive`, :meth:`_on_outcome` and :meth:`_settle` do for
@@ -497,8 +515,7 @@ class InvokerCore:
         inv.outcome = outcome
         inv.body = b""
         due = inv.deadline = now + self.retention.window
-        out = Outputs()
-        out.completions.append(Completion(invoke_id, _S_RESULT, outcome, inv.last_error))
+        done = Completion(invoke_id, _S_RESULT, outcome, inv.last_error)
         if inv.handshake == 3:
             self._acks.setdefault(inv.peer, []).append(invoke_id)
         # self._index(invoke_id, due), written out
@@ -508,7 +525,7 @@ class InvokerCore:
             alarm = self.alarm
             if due < alarm.earliest:
                 alarm.earliest = due
-        return out
+        return done
 
     def _settle(
         self,

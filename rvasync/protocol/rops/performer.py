@@ -64,6 +64,7 @@ from rvasync.protocol.rops.pdu import (
     V_PENDING,
     Pdu,
     VerifyStatus,
+    new_pdu,
 )
 
 # Enum members as module globals (the _X_ prefixes name their enum; Kind and
@@ -184,33 +185,17 @@ class PerformerCore:
         the driver's); its answer goes there (``Send.via``). Acknowledgments an
         INVOKE or ACK carries (``Pdu.acks``) are taken first.
         """
+        ex = self.accept(pdu, now, reply)
         out = Outputs()
+        if ex is not None:
+            out.executes.append(ex)
+            return out
         kind = pdu.kind
         if pdu.acks:
             for acked in pdu.acks:
                 self._on_ack(acked, pdu.src, now)
         if kind is K_INVOKE:
-            invoke_id = pdu.invoke_id
-            records = self._records
-            if invoke_id not in records and len(records) < self.retention.max_records:
-                # A new invocation with room for its record, made before its handler
-                # runs (copies and refusals: _on_invoke).
-                self.version += 1
-                records[invoke_id] = _Record(
-                    pdu.src,
-                    pdu.operation,
-                    pdu.handshake,
-                    _P_EXECUTING,
-                    now + self.retention.window,
-                    None,
-                    None,
-                    0,
-                    0,
-                    reply,  # positional: a dataclass's keyword arguments cost more
-                )
-                out.executes.append(Execute(invoke_id, pdu.src, pdu.operation, pdu.body))
-            else:
-                self._on_invoke(pdu, now, out, reply)
+            self._on_invoke(pdu, now, out, reply)  # a copy, or no room: accept took the rest
         elif kind is K_ACK:
             self._on_ack(pdu.invoke_id, pdu.src, now)
         elif kind is K_VERIFY:
@@ -222,19 +207,64 @@ class PerformerCore:
         # INVOKE: a new record has no due time while its handler runs, a copy changes none.
         return out
 
+    def accept(self, pdu: Pdu, now: float, reply: str | None = None) -> Execute | None:
+        """:meth:`receive` for a driver's per-call path: a new INVOKE with room for its record.
+
+        Records it (before its handler runs, as receive does), takes the
+        acknowledgments it carries and returns the :class:`Execute` that is the
+        whole of receive's output for it, without an :class:`Outputs`. Returns
+        None, having changed nothing, for any other PDU (a copy, no room,
+        another kind): the driver then calls :meth:`receive`.
+        """
+        if pdu.kind is not K_INVOKE:
+            return None
+        invoke_id = pdu.invoke_id
+        records = self._records
+        if invoke_id in records or len(records) >= self.retention.max_records:
+            return None
+        src = pdu.src
+        if pdu.acks:  # acknowledgments neither add nor remove records: the test above stands
+            for acked in pdu.acks:
+                self._on_ack(acked, src, now)
+        self.version += 1
+        operation = pdu.operation
+        records[invoke_id] = _Record(
+            src,
+            operation,
+            pdu.handshake,
+            _P_EXECUTING,
+            now + self.retention.window,
+            None,
+            None,
+            0,
+            0,
+            reply,  # positional: a dataclass's keyword arguments cost more
+        )
+        return Execute(invoke_id, src, operation, pdu.body)
+
     def complete(self, invoke_id: str, outcome: Outcome, now: float) -> Outputs:
         """The handler of ``invoke_id`` finished with ``outcome``."""
         out = Outputs()
+        send = self.answer(invoke_id, outcome, now)
+        if send is not None:
+            out.sends.append(send)
+        return out
+
+    def answer(self, invoke_id: str, outcome: Outcome, now: float) -> Send | None:
+        """:meth:`complete` for a driver's per-call path: the one :class:`Send` it outputs.
+
+        A completion only ever answers its invoker (or nothing, for an
+        invocation no longer executing), so no :class:`Outputs` is made to hold it.
+        """
         rec = self._records.get(invoke_id)
         if rec is None or rec.state is not _P_EXECUTING:
-            return out
+            return None
         self.version += 1
         if not outcome.ok and outcome.transient:
             # Not performed: forget it so that the retry runs the handler again.
             del self._records[invoke_id]
             self._pushed.pop(invoke_id, None)
-            out.sends.append(Send(rec.invoker, self._answer(invoke_id, rec, outcome), rec.reply))
-            return out
+            return Send(rec.invoker, self._answer(invoke_id, rec, outcome), rec.reply)
         self.stats.executed += 1
         rec.state = _P_DONE
         rec.outcome = outcome
@@ -250,12 +280,24 @@ class PerformerCore:
             if due < alarm.earliest:
                 alarm.earliest = due
         if outcome.ok:  # self._answer(...), written out
-            answer = Pdu(K_RESULT, self.name, invoke_id, rec.operation, rec.handshake, outcome.body)
+            answer = new_pdu(
+                K_RESULT,
+                self.name,
+                invoke_id,
+                rec.operation,
+                rec.handshake,
+                outcome.body,
+                "",
+                False,
+                "",
+                None,
+                (),
+            )
         else:
             answer = self._error_pdu(invoke_id, rec.operation, rec.handshake, outcome)
-        out.sends.append(Send(rec.invoker, answer, rec.reply))
+        reply = rec.reply
         rec.reply = None  # later copies of the answer go to the invoker's endpoint
-        return out
+        return Send(rec.invoker, answer, reply)
 
     def handle_timer(self, now: float) -> Outputs:
         """Resend unacknowledged results, ask invokers, forget expired records."""
