@@ -7,7 +7,8 @@ and one field more (its routing tag). Decoding the whole message into a
 :class:`~rvasync.message.Message`, changing it and encoding it again costs
 far more than what changes; the functions here read and rewrite only the
 head of the wire form (docs/messages.md): the header, the subject, the
-reply subject and the header of the field array. The field array is the
+reply subject, the label slot (nil, or the publication origin every send
+stamps, passed on as it is) and the header of the field array. The field array is the
 last element of the message, so a field is appended by writing it at the
 end and counting it in the array's header.
 
@@ -26,11 +27,21 @@ from typing import NamedTuple
 
 import msgpack
 
-from rvasync._wire import FIXSTR, FIXSTR_MAX, HEADER, MESSAGE_ARRAY, STR8, STR16, SUBJECT_TAG_OFFSET
+from rvasync._wire import (
+    FIXSTR,
+    FIXSTR_MAX,
+    HEADER,
+    MESSAGE_ARRAY,
+    ORIGIN_SIZE,
+    STR8,
+    STR16,
+    SUBJECT_TAG_OFFSET,
+)
 
 __all__ = ["Head", "StringField", "read_head", "rewrite"]
 
 NIL = 0xC0
+BIN8 = 0xC4
 STR32 = 0xDB
 FIXARRAY = 0x90
 FIXARRAY_MAX = 0x9F
@@ -51,7 +62,8 @@ class Head(NamedTuple):
 
     subject: str | None
     reply: str | None
-    #: The certified-delivery label element (nil: :func:`read_head` reads no other).
+    #: The label slot: nil, or a publication origin alone (a bin of ORIGIN_SIZE bytes);
+    #: :func:`read_head` reads no other (a certified-delivery label). Copied as it is.
     cm_at: int
     #: The field array's header, and its first element.
     fields_at: int
@@ -97,9 +109,14 @@ def read_head(data: object) -> Head | None:
             cm_at = at + 1
         else:
             reply, cm_at = _str_at(data, at)
-        if data[cm_at] != NIL:
+        label = data[cm_at]
+        if label == NIL:
+            at = cm_at + 1
+        elif label == BIN8 and data[cm_at + 1] == ORIGIN_SIZE:
+            # The origin every send stamps (docs/messages.md): passed on unchanged.
+            at = cm_at + 2 + ORIGIN_SIZE
+        else:
             return None
-        at = cm_at + 1
         tag = data[at]
         if FIXARRAY <= tag <= FIXARRAY_MAX:
             count, body = tag - FIXARRAY, at + 1

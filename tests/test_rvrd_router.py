@@ -413,6 +413,10 @@ async def test_messages_pass_through_with_their_fields_and_one_tag() -> None:
         for msg in (first, second):
             (tag,) = msg.get_all("_rvrd")
             assert tag.endswith(f" {msg.subject}")
+        # Both were edited in their bytes, origin and all (every send stamps one): none
+        # was decoded and encoded again on its way into B.
+        assert rb.attachments["B"].published >= 2
+        assert rb.attachments["B"].decoded == 0
     finally:
         await pa.close()
         await pb.close()

@@ -39,6 +39,8 @@ values = st.one_of(
 @st.composite
 def messages(draw: st.DrawFn) -> Message:
     msg = Message(draw(texts), reply_subject=draw(st.none() | texts))
+    # What every send stamps (rv.Transport.send): an origin in the label slot.
+    msg.origin = draw(st.none() | st.integers(0, 2**128 - 1))
     # 0..20 fields: the field array's header goes from fixarray to array16 on the way.
     for _ in range(draw(st.integers(0, 20))):
         value, ftype = draw(values)
@@ -82,8 +84,22 @@ def test_the_edit_gives_the_bytes_a_re_encoding_would(
         for other in IMPLS:
             back = other.decode(edited)
             assert back.subject == new_subject
+            assert back.origin == msg.origin
             if tag is not None:
                 assert back.get_all("_rvrd")[-1] == tag
+
+
+def test_a_sent_message_is_read_with_its_origin(impl: ModuleType) -> None:
+    """A message a transport sent carries its origin in the label slot: read here, and kept
+    (a router passing it on must not take the general path for every message)."""
+    msg = Message("A.B", {"data": b"x" * 128}, reply_subject="_INBOX.x.y.1")
+    msg.origin = (12345 << 64) | 678
+    data = impl.encode(msg)
+    head = read_head(data)
+    assert head is not None and head.reply == "_INBOX.x.y.1"
+    edited = rewrite(data, head, "C.D", None, StringField("_rvrd").encode("t"))
+    assert edited == _expected(impl, data, "C.D", None, "t")
+    assert impl.decode(edited).origin == msg.origin
 
 
 def test_a_long_subject_and_the_array16_boundary(impl: ModuleType) -> None:
@@ -107,8 +123,12 @@ def test_unchanged_address_without_a_field_is_the_same_bytes(impl: ModuleType) -
 def test_what_is_not_read_here_is_declined(impl: ModuleType) -> None:
     certified = Message("A.B", {"n": 1})
     certified.cm = CmLabel("sender", 5, 0.0)
+    stamped = Message("A.B", {"n": 1})
+    stamped.cm = CmLabel("sender", 6, 0.0)
+    stamped.origin = 99
     for data in (
         impl.encode(certified),  # a certified-delivery label: the general path
+        impl.encode(stamped),  # a label with an origin as its 4th element: the same
         "not bytes",
         None,
         b"",

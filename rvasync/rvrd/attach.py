@@ -143,6 +143,10 @@ class Attachment:
         self._loop = asyncio.get_running_loop()
         self.published = 0
         self.publish_failures = 0
+        #: Of :attr:`published`: those that took the general path (decoded, changed and
+        #: encoded again: bytes :func:`read_head` does not read, such as a certified
+        #: label). A message a program sent plainly never should.
+        self.decoded = 0
 
     async def open(self) -> None:
         t = self.transport
@@ -413,6 +417,7 @@ class Attachment:
 
     def _deliver_decoded(self, subject: str, payload: bytes, tag: Tag) -> None:
         """:meth:`deliver` through a Message (bytes :func:`read_head` does not read)."""
+        self.decoded += 1
         msg = Message.from_bytes(payload)
         msg.subject = network_subject(self.name, subject)
         msg.reply_subject = network_reply(self.name, msg.reply_subject, self.prefix)
