@@ -416,7 +416,10 @@ async def test_messages_pass_through_with_their_fields_and_one_tag() -> None:
         # Both were edited in their bytes, origin and all (every send stamps one): none
         # was decoded and encoded again on its way into B.
         assert rb.attachments["B"].published >= 2
-        assert rb.attachments["B"].decoded == 0
+        assert rb.attachments["B"].decoded_out == 0
+        # On the way in, only the one whose bytes hold the tag's name was decoded (to look
+        # for a tag among its fields); the other was routed from its head alone.
+        assert ra.attachments["A"].decoded_in == 1
     finally:
         await pa.close()
         await pb.close()
