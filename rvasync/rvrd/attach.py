@@ -480,6 +480,48 @@ class Attachment:
         self.published += n
         return 0
 
+    def deliver_batch(
+        self, subject: str, payloads: list[bytes], origin: str, importer: str, seq: int, hops: int
+    ) -> int:
+        """:meth:`deliver_run` for a batch passing through: ``payloads[i]`` is tagged
+        ``(origin, importer, seq + i, hops)``, with no tag tuple made per message; returns
+        how many could not be published."""
+        n = len(payloads)
+        route = self._inbox_route
+        local = subject[len(route) :] if subject.startswith(route) else subject
+        datas: list[bytes] = []
+        try:
+            inbox = local.startswith("_INBOX.")
+            # The tag's value is "origin importer seq hops subject": only seq changes.
+            before, after = f"{origin} {importer} ", f" {hops} {local}"
+            tag_field = _TAG.encode
+            name, prefix = self.name, self.prefix
+            for payload in payloads:
+                head = read_head(payload)
+                if head is None:
+                    break
+                reply = head.reply
+                if reply is not None:
+                    reply = network_reply(name, reply, prefix)
+                field = None if inbox else tag_field(f"{before}{seq + len(datas)}{after}")
+                datas.append(rewrite(payload, head, local, reply, field))
+        except Exception:
+            datas = []
+        if len(datas) < n:
+            # Not all read here: one by one, each reported on its own (in order).
+            return sum(
+                not self.deliver(subject, p, (origin, importer, seq + i, hops))
+                for i, p in enumerate(payloads)
+            )
+        try:
+            self.transport.send_encoded_run(local, datas)
+        except Exception:
+            self.publish_failures += n
+            self._on_error("cannot publish routed messages", network=self.name, subject=subject)
+            return n
+        self.published += n
+        return 0
+
     def _deliver_decoded(self, subject: str, payload: bytes, tag: Tag) -> None:
         """:meth:`deliver` through a Message (bytes :func:`read_head` does not read)."""
         self.decoded_out += 1

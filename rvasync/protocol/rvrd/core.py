@@ -12,7 +12,8 @@ A driver feeds it four kinds of input and carries out what it returns:
   forgetting routers that stayed unreachable.
 
 It returns :class:`SendFrame` (a frame to one neighbor), :class:`Deliver`
-(publish a message into an attached network), :class:`ListenSet` (the
+(publish a message into an attached network; :class:`DeliverRun` for a
+batch passing through), :class:`ListenSet` (the
 subjects the router must listen to on an attached network: what the rest of
 the domain wants and the network exports) and :class:`Loss` (messages that
 could not cross: the driver presents DATALOSS).
@@ -45,6 +46,7 @@ from rvasync.subjects import subject_matches
 
 __all__ = [
     "Deliver",
+    "DeliverRun",
     "ListenSet",
     "Loss",
     "NetworkPolicy",
@@ -110,6 +112,35 @@ class Deliver(NamedTuple):
     subject: str
     payload: Any
     tag: tuple[str, str, int, int]
+
+
+class DeliverRun(NamedTuple):
+    """:class:`Deliver` for consecutive messages of one subject (a BATCH passing through):
+    ``payloads[i]`` is tagged ``(origin, importer, seq + i, hops)``. One output per batch,
+    however many messages it holds."""
+
+    network: str
+    subject: str
+    payloads: list[Any]
+    origin: str
+    importer: str
+    seq: int
+    hops: int
+
+    def deliveries(self) -> list[Deliver]:
+        """The same, one :class:`Deliver` per message."""
+        net, subject, origin, importer, seq, hops = (
+            self.network,
+            self.subject,
+            self.origin,
+            self.importer,
+            self.seq,
+            self.hops,
+        )
+        return [
+            Deliver(net, subject, payload, (origin, importer, seq + i, hops))
+            for i, payload in enumerate(self.payloads)
+        ]
 
 
 class ListenSet(NamedTuple):
@@ -583,8 +614,7 @@ class RouterCore:
                     self._left[peer] = self._left.get(peer, 0) + n
         for net in nets:
             self.stats.delivered += n
-            for i, payload in enumerate(payloads):
-                out.append(Deliver(net, subject, payload, (origin, importer, seq + i, hops + 1)))
+            out.append(DeliverRun(net, subject, payloads, origin, importer, seq, hops + 1))
         for neighbor in routers:
             link = self._links.get(neighbor)
             if link is None:
