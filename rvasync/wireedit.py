@@ -38,7 +38,7 @@ from rvasync._wire import (
     SUBJECT_TAG_OFFSET,
 )
 
-__all__ = ["Head", "StringField", "read_head", "rewrite"]
+__all__ = ["Head", "StringField", "plain_subject", "read_head", "rewrite", "tag_run"]
 
 NIL = 0xC0
 BIN8 = 0xC4
@@ -153,6 +153,11 @@ class StringField:
     def __init__(self, name: str) -> None:
         self._head: bytes = _pack(name) + b"\x00" + bytes((STRING_TYPE,))
 
+    @property
+    def head(self) -> bytes:
+        """The field's name, id and type, encoded (the value follows them)."""
+        return self._head
+
     def encode(self, value: str) -> bytes:
         """The field holding ``value``, in wire form."""
         return self._head + _pack(value)
@@ -180,3 +185,93 @@ def rewrite(
             field,
         )
     )
+
+
+_SUBJECT_AT = SUBJECT_TAG_OFFSET + 1
+_HEADER_LEN = len(_START)
+#: Most field-array elements a message may have for :func:`tag_run` (with the tag's four
+#: more, still a fixarray).
+_RUN_MAX_ELEMENTS = FIXARRAY_MAX - FIXARRAY - FIELD_ELEMENTS
+
+
+def plain_subject(data: bytes) -> str | None:
+    """The subject of wire message ``data`` when it is a short one (a fixstr) and the
+    message has no reply subject; None for anything else (then :func:`read_head`).
+
+    What a router needs of most messages programs publish: it sends them on as
+    they are. Nothing after the reply subject is read.
+    """
+    if len(data) < _MIN_LEN:
+        return None
+    tag = data[SUBJECT_TAG_OFFSET]
+    if not FIXSTR < tag <= FIXSTR_MAX:
+        return None
+    end = _SUBJECT_AT + tag - FIXSTR
+    if end >= len(data) or data[end] != NIL or not data.startswith(_START):
+        return None
+    try:
+        return data[_SUBJECT_AT:end].decode()
+    except UnicodeDecodeError:
+        return None
+
+
+def _str_header(length: int) -> bytes:
+    if length <= FIXSTR_MAX - FIXSTR:
+        return bytes((FIXSTR + length,))
+    if length <= 0xFF:
+        return bytes((STR8, length))
+    return bytes((STR16,)) + length.to_bytes(2, "big")
+
+
+def tag_run(
+    payloads: list[bytes], subject: str, field: StringField, before: str, first: int, after: str
+) -> list[bytes] | None:
+    """Each of ``payloads`` with ``field`` appended, holding ``f"{before}{first + i}{after}"``
+    for the i-th: what :func:`rewrite` gives with the address unchanged, for a batch of
+    the usual shape, written without reading each head in full.
+
+    That shape: every message's subject is ``subject``, with no reply subject, a nil or
+    origin-only label slot and at most two fields (with the tag, the field array stays a
+    fixarray).
+    None as soon as one is not (nor for values of 64 KiB or more): the caller then reads
+    each with :func:`read_head`.
+    """
+    start = _HEADER_LEN
+    field_head = field.head
+    out: list[bytes] = []
+    append = out.append
+    try:
+        key = _pack(subject)
+        at = start + len(key)
+        for i, data in enumerate(payloads):
+            if data[start:at] != key or data[at] != NIL or not data.startswith(_START):
+                return None
+            label = data[at + 1]
+            if label == NIL:
+                fields_at = at + 2
+            elif label == BIN8 and data[at + 2] == ORIGIN_SIZE:
+                fields_at = at + 3 + ORIGIN_SIZE
+            else:
+                return None
+            tag = data[fields_at]
+            count = tag - FIXARRAY
+            if not 0 <= count <= _RUN_MAX_ELEMENTS or count % FIELD_ELEMENTS:
+                return None
+            value = f"{before}{first + i}{after}".encode()
+            if len(value) > 0xFFFF:
+                return None
+            append(
+                b"".join(
+                    (
+                        data[:fields_at],
+                        bytes((tag + FIELD_ELEMENTS,)),
+                        data[fields_at + 1 :],
+                        field_head,
+                        _str_header(len(value)),
+                        value,
+                    )
+                )
+            )
+    except (IndexError, TypeError, ValueError):  # UnicodeEncodeError is a ValueError
+        return None
+    return out

@@ -17,7 +17,7 @@ import rvasync as rv
 from rvasync._accel import implementations
 from rvasync.fieldtypes import FieldType
 from rvasync.message import CmLabel, Message
-from rvasync.wireedit import StringField, read_head, rewrite
+from rvasync.wireedit import StringField, plain_subject, read_head, rewrite, tag_run
 
 IMPLS = implementations("codec")
 
@@ -187,3 +187,67 @@ async def test_send_encoded_through_a_standalone_daemon(
         await _send_encoded_round_trip(t)
     finally:
         await t.close()
+
+
+@settings(max_examples=150, deadline=None)
+@given(msg=messages(), before=st.text(max_size=20), first=st.integers(0, 2**40))
+def test_a_tag_run_gives_the_bytes_of_each_rewrite(msg: Message, before: str, first: int) -> None:
+    """tag_run (the batch fast path) gives exactly what rewrite gives message by message, or
+    None; and for the usual shape (no reply subject, a fixarray of fields left) never None."""
+    field = StringField("_rvrd")
+    after = f" 2 {msg.subject}"
+    for impl in IMPLS:
+        datas = [impl.encode(msg), impl.encode(msg)]
+        subject: str = msg.subject  # type: ignore[assignment]  # the strategy always sets one
+        got = tag_run(datas, subject, field, before, first, after)
+        usual = msg.reply_subject is None and len(msg) <= 2
+        try:
+            f"{before}{after}".encode()
+        except UnicodeEncodeError:
+            usual = False
+        if got is None:
+            assert not usual
+            continue
+        for i, (data, edited) in enumerate(zip(datas, got, strict=True)):
+            head = read_head(data)
+            assert head is not None
+            value = f"{before}{first + i}{after}"
+            assert edited == rewrite(data, head, subject, head.reply, field.encode(value))
+            assert edited == _expected(impl, data, subject, None, value)
+
+
+def test_a_tag_run_declines_another_subject_or_a_reply(impl: ModuleType) -> None:
+    field = StringField("_rvrd")
+    plain = impl.encode(Message("A.B", {"data": b"x"}))
+    assert tag_run([plain], "A.B", field, "A r ", 1, " 2 A.B") is not None
+    for other in (
+        impl.encode(Message("A.C", {"data": b"x"})),
+        impl.encode(Message("A.B", {"data": b"x"}, reply_subject="R")),
+        impl.encode(Message("A.B", {f"f{i}": i for i in range(3)})),  # no fixarray with one more
+        plain[:9],  # cut inside the head (the body is not read: rewrite does not either)
+        b"junk",
+    ):
+        assert tag_run([plain, other], "A.B", field, "A r ", 1, " 2 A.B") is None
+
+
+@settings(max_examples=150, deadline=None)
+@given(msg=messages())
+def test_plain_subject_is_the_subject_of_a_message_without_reply(msg: Message) -> None:
+    for impl in IMPLS:
+        data = impl.encode(msg)
+        found = plain_subject(data)
+        subject: str = msg.subject  # type: ignore[assignment]
+        short = 0 < len(subject.encode("utf-8", "surrogatepass")) <= 31
+        if msg.reply_subject is None and short:
+            assert found == subject
+        else:
+            assert found is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=60))
+def test_the_fast_paths_never_raise_on_garbage(junk: bytes) -> None:
+    field = StringField("_rvrd")
+    for data in (junk, b"\xc1RV\x01\x94" + junk):
+        plain_subject(data)
+        tag_run([data], "A", field, "x ", 0, " y")

@@ -53,7 +53,7 @@ from rvasync.rvrd.config import NetworkConfig
 from rvasync.rvrd.tap import Tap
 from rvasync.transport.listener import Listener
 from rvasync.transport.network import Transport
-from rvasync.wireedit import StringField, read_head, rewrite
+from rvasync.wireedit import StringField, plain_subject, read_head, rewrite, tag_run
 
 # FieldType members as module globals, read per message: on Python 3.11 reading a
 # member through its class costs about 0.2 us (EnumType defines __getattr__, which
@@ -325,6 +325,21 @@ class Attachment:
     def _take_wire(self, data: bytes) -> None:
         """:meth:`_take` for a message's wire bytes (from the tap): the same outcome, and for a
         message a program published plainly, only its head is read."""
+        if _TAG_MARK not in data:
+            subject = plain_subject(data)
+            if subject is not None:
+                # The usual case (no reply subject to make a domain one): sent on as it came.
+                if self._turn:
+                    pending = self._pending  # _gather, written out
+                    if pending and pending[-1][0] == subject:
+                        pending[-1][1].append(data)
+                    else:
+                        pending.append((subject, [data]))
+                    return
+                self._turn = True
+                self._loop.call_soon(self._end_turn)
+                self._on_batch(self.name, subject, [data])
+                return
         head = None if _TAG_MARK in data else read_head(data)
         if head is None or head.subject is None:
             # Maybe tagged (or not read here): decided from the fields, as _take does.
@@ -489,25 +504,15 @@ class Attachment:
         n = len(payloads)
         route = self._inbox_route
         local = subject[len(route) :] if subject.startswith(route) else subject
-        datas: list[bytes] = []
-        try:
-            inbox = local.startswith("_INBOX.")
-            # The tag's value is "origin importer seq hops subject": only seq changes.
-            before, after = f"{origin} {importer} ", f" {hops} {local}"
-            tag_field = _TAG.encode
-            name, prefix = self.name, self.prefix
-            for payload in payloads:
-                head = read_head(payload)
-                if head is None:
-                    break
-                reply = head.reply
-                if reply is not None:
-                    reply = network_reply(name, reply, prefix)
-                field = None if inbox else tag_field(f"{before}{seq + len(datas)}{after}")
-                datas.append(rewrite(payload, head, local, reply, field))
-        except Exception:
-            datas = []
-        if len(datas) < n:
+        inbox = local.startswith("_INBOX.")
+        # The tag's value is "origin importer seq hops subject": only seq changes.
+        before, after = f"{origin} {importer} ", f" {hops} {local}"
+        datas = None
+        if local == subject and not inbox:
+            datas = tag_run(payloads, subject, _TAG, before, seq, after)  # the usual batch
+        if datas is None:
+            datas = self._edit_each(payloads, local, None if inbox else (before, seq, after))
+        if datas is None:
             # Not all read here: one by one, each reported on its own (in order).
             return sum(
                 not self.deliver(subject, p, (origin, importer, seq + i, hops))
@@ -521,6 +526,28 @@ class Attachment:
             return n
         self.published += n
         return 0
+
+    def _edit_each(
+        self, payloads: list[bytes], local: str, tag: tuple[str, int, str] | None
+    ) -> list[bytes] | None:
+        """Each payload with its address for this network and, unless ``tag`` is None, the
+        tag field ``f"{before}{seq + i}{after}"`` (``tag``: before, seq, after); None when
+        one of them is not read here (:func:`read_head`)."""
+        datas: list[bytes] = []
+        name, prefix, tag_field = self.name, self.prefix, _TAG.encode
+        try:
+            for i, payload in enumerate(payloads):
+                head = read_head(payload)
+                if head is None:
+                    return None
+                reply = head.reply
+                if reply is not None:
+                    reply = network_reply(name, reply, prefix)
+                field = None if tag is None else tag_field(f"{tag[0]}{tag[1] + i}{tag[2]}")
+                datas.append(rewrite(payload, head, local, reply, field))
+        except Exception:
+            return None
+        return datas
 
     def _deliver_decoded(self, subject: str, payload: bytes, tag: Tag) -> None:
         """:meth:`deliver` through a Message (bytes :func:`read_head` does not read)."""
