@@ -238,6 +238,7 @@ def tag_run(
     """
     start = _HEADER_LEN
     field_head = field.head
+    size, value_head = -1, b""
     out: list[bytes] = []
     append = out.append
     try:
@@ -258,8 +259,11 @@ def tag_run(
             if not 0 <= count <= _RUN_MAX_ELEMENTS or count % FIELD_ELEMENTS:
                 return None
             value = f"{before}{first + i}{after}".encode()
-            if len(value) > 0xFFFF:
-                return None
+            length = len(value)
+            if length != size:  # the value's msgpack str header, made again when it grows
+                if length > 0xFFFF:
+                    return None
+                size, value_head = length, _str_header(length)
             append(
                 b"".join(
                     (
@@ -267,7 +271,7 @@ def tag_run(
                         bytes((tag + FIELD_ELEMENTS,)),
                         data[fields_at + 1 :],
                         field_head,
-                        _str_header(len(value)),
+                        value_head,
                         value,
                     )
                 )

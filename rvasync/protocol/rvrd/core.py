@@ -32,6 +32,7 @@ from __future__ import annotations
 import itertools
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any, NamedTuple
 
 from rvasync.protocol.rvrd.patterns import overlapping
@@ -553,7 +554,7 @@ class RouterCore:
         neighbor: str,
     ) -> list[Any]:
         """A BATCH frame from ``neighbor``: as many DATA frames, decided once."""
-        keys = [(importer, s) for s in range(seq, seq + len(payloads))]
+        keys = list(zip(repeat(importer), range(seq, seq + len(payloads))))
         if not self._seen.keys().isdisjoint(keys):
             # Some already seen (records still flooding): take them one by one.
             out: list[Any] = []
@@ -574,6 +575,7 @@ class RouterCore:
             payloads,
             False,
             router_node(neighbor) if off_tree else None,
+            keys,
         )
 
     def _forward_batch(
@@ -586,12 +588,16 @@ class RouterCore:
         payloads: list[Any],
         fresh: bool,
         off_tree_from: str | None,
+        keys: list[tuple[str, int]] | None = None,
     ) -> list[Any]:
-        """:meth:`_forward` for consecutive sequence numbers ``seq``.. of one subject."""
+        """:meth:`_forward` for consecutive sequence numbers ``seq``.. of one subject
+        (``keys``: their dedup keys, when the caller has them already)."""
         n = len(payloads)
         seen = self._seen
-        for s in range(seq, seq + n):
-            seen[(importer, s)] = None
+        # Remembered in order, as _remember does one by one (a C loop, not a Python one).
+        seen.update(
+            dict.fromkeys(zip(repeat(importer), range(seq, seq + n)) if keys is None else keys)
+        )
         excess = len(seen) - self._dedup_window
         for _ in range(excess):
             seen.popitem(last=False)  # the oldest first, as _remember does one by one
