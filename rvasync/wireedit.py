@@ -7,7 +7,8 @@ and one field more (its routing tag). Decoding the whole message into a
 :class:`~rvasync.message.Message`, changing it and encoding it again costs
 far more than what changes; the functions here read and rewrite only the
 head of the wire form (docs/messages.md): the header, the subject, the
-reply subject and the header of the field array. The field array is the
+reply subject, the label slot (nil, or the publication origin every send
+stamps, passed on as it is) and the header of the field array. The field array is the
 last element of the message, so a field is appended by writing it at the
 end and counting it in the array's header.
 
@@ -26,11 +27,21 @@ from typing import NamedTuple
 
 import msgpack
 
-from rvasync._wire import FIXSTR, FIXSTR_MAX, HEADER, MESSAGE_ARRAY, STR8, STR16, SUBJECT_TAG_OFFSET
+from rvasync._wire import (
+    FIXSTR,
+    FIXSTR_MAX,
+    HEADER,
+    MESSAGE_ARRAY,
+    ORIGIN_SIZE,
+    STR8,
+    STR16,
+    SUBJECT_TAG_OFFSET,
+)
 
-__all__ = ["Head", "StringField", "read_head", "rewrite"]
+__all__ = ["Head", "StringField", "plain_subject", "read_head", "rewrite", "tag_run"]
 
 NIL = 0xC0
+BIN8 = 0xC4
 STR32 = 0xDB
 FIXARRAY = 0x90
 FIXARRAY_MAX = 0x9F
@@ -51,7 +62,8 @@ class Head(NamedTuple):
 
     subject: str | None
     reply: str | None
-    #: The certified-delivery label element (nil: :func:`read_head` reads no other).
+    #: The label slot: nil, or a publication origin alone (a bin of ORIGIN_SIZE bytes);
+    #: :func:`read_head` reads no other (a certified-delivery label). Copied as it is.
     cm_at: int
     #: The field array's header, and its first element.
     fields_at: int
@@ -97,9 +109,14 @@ def read_head(data: object) -> Head | None:
             cm_at = at + 1
         else:
             reply, cm_at = _str_at(data, at)
-        if data[cm_at] != NIL:
+        label = data[cm_at]
+        if label == NIL:
+            at = cm_at + 1
+        elif label == BIN8 and data[cm_at + 1] == ORIGIN_SIZE:
+            # The origin every send stamps (docs/messages.md): passed on unchanged.
+            at = cm_at + 2 + ORIGIN_SIZE
+        else:
             return None
-        at = cm_at + 1
         tag = data[at]
         if FIXARRAY <= tag <= FIXARRAY_MAX:
             count, body = tag - FIXARRAY, at + 1
@@ -136,6 +153,11 @@ class StringField:
     def __init__(self, name: str) -> None:
         self._head: bytes = _pack(name) + b"\x00" + bytes((STRING_TYPE,))
 
+    @property
+    def head(self) -> bytes:
+        """The field's name, id and type, encoded (the value follows them)."""
+        return self._head
+
     def encode(self, value: str) -> bytes:
         """The field holding ``value``, in wire form."""
         return self._head + _pack(value)
@@ -163,3 +185,97 @@ def rewrite(
             field,
         )
     )
+
+
+_SUBJECT_AT = SUBJECT_TAG_OFFSET + 1
+_HEADER_LEN = len(_START)
+#: Most field-array elements a message may have for :func:`tag_run` (with the tag's four
+#: more, still a fixarray).
+_RUN_MAX_ELEMENTS = FIXARRAY_MAX - FIXARRAY - FIELD_ELEMENTS
+
+
+def plain_subject(data: bytes) -> str | None:
+    """The subject of wire message ``data`` when it is a short one (a fixstr) and the
+    message has no reply subject; None for anything else (then :func:`read_head`).
+
+    What a router needs of most messages programs publish: it sends them on as
+    they are. Nothing after the reply subject is read.
+    """
+    if len(data) < _MIN_LEN:
+        return None
+    tag = data[SUBJECT_TAG_OFFSET]
+    if not FIXSTR < tag <= FIXSTR_MAX:
+        return None
+    end = _SUBJECT_AT + tag - FIXSTR
+    if end >= len(data) or data[end] != NIL or not data.startswith(_START):
+        return None
+    try:
+        return data[_SUBJECT_AT:end].decode()
+    except UnicodeDecodeError:
+        return None
+
+
+def _str_header(length: int) -> bytes:
+    if length <= FIXSTR_MAX - FIXSTR:
+        return bytes((FIXSTR + length,))
+    if length <= 0xFF:
+        return bytes((STR8, length))
+    return bytes((STR16,)) + length.to_bytes(2, "big")
+
+
+def tag_run(
+    payloads: list[bytes], subject: str, field: StringField, before: str, first: int, after: str
+) -> list[bytes] | None:
+    """Each of ``payloads`` with ``field`` appended, holding ``f"{before}{first + i}{after}"``
+    for the i-th: what :func:`rewrite` gives with the address unchanged, for a batch of
+    the usual shape, written without reading each head in full.
+
+    That shape: every message's subject is ``subject``, with no reply subject, a nil or
+    origin-only label slot and at most two fields (with the tag, the field array stays a
+    fixarray).
+    None as soon as one is not (nor for values of 64 KiB or more): the caller then reads
+    each with :func:`read_head`.
+    """
+    start = _HEADER_LEN
+    field_head = field.head
+    size, value_head = -1, b""
+    out: list[bytes] = []
+    append = out.append
+    try:
+        key = _pack(subject)
+        at = start + len(key)
+        for i, data in enumerate(payloads):
+            if data[start:at] != key or data[at] != NIL or not data.startswith(_START):
+                return None
+            label = data[at + 1]
+            if label == NIL:
+                fields_at = at + 2
+            elif label == BIN8 and data[at + 2] == ORIGIN_SIZE:
+                fields_at = at + 3 + ORIGIN_SIZE
+            else:
+                return None
+            tag = data[fields_at]
+            count = tag - FIXARRAY
+            if not 0 <= count <= _RUN_MAX_ELEMENTS or count % FIELD_ELEMENTS:
+                return None
+            value = f"{before}{first + i}{after}".encode()
+            length = len(value)
+            if length != size:  # the value's msgpack str header, made again when it grows
+                if length > 0xFFFF:
+                    return None
+                size, value_head = length, _str_header(length)
+            append(
+                b"".join(
+                    (
+                        data[:fields_at],
+                        bytes((tag + FIELD_ELEMENTS,)),
+                        data[fields_at + 1 :],
+                        field_head,
+                        value_head,
+                        value,
+                    )
+                )
+            )
+    except (IndexError, TypeError, ValueError):  # UnicodeEncodeError is a ValueError
+        return None
+    return out

@@ -68,7 +68,7 @@ def deliver_multicast(
     cdef const unsigned char* p
     cdef const unsigned char* prev = NULL
     cdef PyObject* found
-    cdef object data, entry, prev_entry = None, owned, sessions, msg
+    cdef object data, entry, prev_entry = None, owned, raw, sessions, msg
     for data in payloads:
         if type(data) is not bytes:
             raise TypeError(f"payloads must be bytes, got {type(data).__name__}")
@@ -101,9 +101,16 @@ def deliver_multicast(
             prev = p + start
             prev_length = length
             prev_entry = entry
-        owned, sessions = entry
+        owned, raw, sessions = entry
         if not sessions:
             unwanted += 1
+            continue
+        if raw is not None:
+            deliveries += 1
+            try:
+                raw(data)
+            except Exception as exc:
+                contain(exc, data)
             continue
         try:
             msg = decode(data)

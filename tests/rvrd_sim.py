@@ -14,6 +14,7 @@ from typing import Any
 
 from rvasync.protocol.rvrd import (
     Deliver,
+    DeliverRun,
     ListenSet,
     Loss,
     NetworkPolicy,
@@ -66,7 +67,11 @@ class Domain:
 
     def _take(self, router: str, outputs: list[Any]) -> None:
         for out in outputs:
-            self.queue.append((router, out))
+            if isinstance(out, DeliverRun):
+                # A batch passing through: its messages, in order, as the driver publishes them.
+                self.queue.extend((router, deliver) for deliver in out.deliveries())
+            else:
+                self.queue.append((router, out))
 
     def settle(self, limit: int = 1_000_000) -> None:
         self.step(limit, must_finish=True)

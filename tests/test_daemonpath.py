@@ -21,7 +21,7 @@ class Recorder:
     """Routes and sinks that write down what happened, in order."""
 
     def __init__(self, routes):
-        self.routes = routes  # subject -> (owned?, sessions)
+        self.routes = routes  # subject -> (True: owned, "raw": undecoded, False: shared; sessions)
         self.log = []
         self.inbound = {}
         self.misses = []
@@ -36,8 +36,12 @@ class Recorder:
         if data.startswith(b"drop"):
             return None
         subject = data[6 : 6 + data[5] - 0xA0] if len(data) > 6 and data[4] == 0x94 else b"?"
-        owned, sessions = self.routes.get(subject, (False, ()))
-        entry = ((lambda msg, s=subject: self.owned(s, msg)) if owned else None, sessions)
+        kind, sessions = self.routes.get(subject, (False, ()))
+        entry = (
+            (lambda msg, s=subject: self.owned(s, msg)) if kind is True else None,
+            (lambda data, s=subject: self.raw(s, data)) if kind == "raw" else None,
+            sessions,
+        )
         key = subject if len(data) > 6 and data[4] == 0x94 and 0xA0 < data[5] <= 0xBF else None
         if key is not None:
             self.inbound[key] = entry
@@ -47,6 +51,11 @@ class Recorder:
         if msg.endswith(b"!boom"):
             raise RuntimeError("sink failed")
         self.log.append(("owned", subject, msg))
+
+    def raw(self, subject, data):
+        if data.endswith(b"!boom"):
+            raise RuntimeError("sink failed")
+        self.log.append(("raw", subject, data))
 
     def shared(self, msg, data, sessions):
         self.log.append(("shared", msg, sessions))
@@ -98,6 +107,23 @@ def test_routes_cache_misses_and_counts(path):
     assert misses == [wire(b"A"), wire(b"B"), wire(b"C"), b"drop-me"]
 
 
+def test_a_raw_route_takes_the_bytes_undecoded(path):
+    """A session that wants the wire bytes (a routing daemon) gets them as they came: not
+    decoded, so not counted malformed here (it reads and reports them itself)."""
+    rec = Recorder({b"R": ("raw", ("router",)), b"A": (True, ("s1",))})
+    payloads = [wire(b"R"), wire(b"R", b"!bad"), wire(b"A"), wire(b"R", b"!boom"), wire(b"R")]
+    result, log, misses = rec.run(path, payloads)
+    assert result == (5, 0, 0)
+    assert log == [
+        ("raw", b"R", wire(b"R")),
+        ("raw", b"R", wire(b"R", b"!bad")),
+        ("owned", b"A", wire(b"A")),
+        ("contained", "RuntimeError", wire(b"R", b"!boom")),
+        ("raw", b"R", wire(b"R")),
+    ]
+    assert misses == [wire(b"R"), wire(b"A")]
+
+
 def make_payload(draw_item):
     kind, subject, tail = draw_item
     if kind == "garbage":
@@ -120,6 +146,7 @@ def test_pure_and_native_agree(batches):
         b"B": (False, ("s1", "s2")),
         b"C": (False, ()),
         b"D.E": (True, ("s3",)),
+        b"F": ("raw", ("s4",)),
     }
     outcomes = []
     for impl in IMPLS:

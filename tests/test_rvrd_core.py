@@ -16,7 +16,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from rvasync.protocol.rvrd import Deliver, Loss, NetworkPolicy, RouterCore, SendFrame
+from rvasync.protocol.rvrd import (
+    Deliver,
+    DeliverRun,
+    Loss,
+    NetworkPolicy,
+    RouterCore,
+    SendFrame,
+)
 from rvasync.protocol.rvrd.patterns import intersects
 from rvasync.subjects import subject_matches
 from tests.rvrd_sim import Domain
@@ -351,6 +358,23 @@ def test_deliver_carries_tag() -> None:
     outs_b = domain.cores["b"].receive("a", frames[0].frame)
     (deliver,) = [o for o in outs_b if isinstance(o, Deliver)]
     assert deliver.tag[0] == "A" and deliver.tag[1] == "a"
+
+
+def test_a_batch_passing_through_is_one_deliver_run() -> None:
+    """A BATCH frame is delivered as one DeliverRun (not one output per message), whose
+    messages carry the tags single deliveries would: consecutive sequence numbers."""
+    domain = Domain({"a": ["A"], "b": ["B"]})
+    domain.link_up("a", "b")
+    domain.listen("B", "X")
+    outs = domain.cores["a"].import_batch("A", "X", ["m1", "m2", "m3"])
+    (frame,) = [o.frame for o in outs if isinstance(o, SendFrame)]
+    assert frame[0] == "BATCH"
+    outs_b = domain.cores["b"].receive("a", frame)
+    (run,) = [o for o in outs_b if isinstance(o, DeliverRun)]
+    assert not [o for o in outs_b if isinstance(o, Deliver)]
+    assert (run.network, run.subject, run.payloads) == ("B", "X", ["m1", "m2", "m3"])
+    assert [d.tag for d in run.deliveries()] == [("A", "a", frame[3] + i, 2) for i in range(3)]
+    assert [d.payload for d in run.deliveries()] == ["m1", "m2", "m3"]
 
 
 def _redundant_lan(weights: dict) -> Domain:

@@ -413,6 +413,47 @@ async def test_messages_pass_through_with_their_fields_and_one_tag() -> None:
         for msg in (first, second):
             (tag,) = msg.get_all("_rvrd")
             assert tag.endswith(f" {msg.subject}")
+        # Both were edited in their bytes, origin and all (every send stamps one): none
+        # was decoded and encoded again on its way into B.
+        assert rb.attachments["B"].published >= 2
+        assert rb.attachments["B"].decoded_out == 0
+        # On the way in, only the one whose bytes hold the tag's name was decoded (to look
+        # for a tag among its fields); the other was routed from its head alone.
+        assert ra.attachments["A"].decoded_in == 1
+    finally:
+        await pa.close()
+        await pb.close()
+        await rb.close()
+        await ra.close()
+
+
+async def test_a_burst_crosses_in_order_with_consecutive_tags() -> None:
+    """A burst published in one loop turn crosses as batches (one routing decision, one
+    BATCH frame, one DeliverRun at the far router): every message arrives, in order, each
+    with its own tag (consecutive sequence numbers of the importing router, two hops: the
+    link and the delivery), and none is
+    decoded on either router."""
+    (sa, sb), ra, rb = await _pair()
+    pa, pb = await Program(sa).open(), await Program(sb).open()
+    try:
+        lb = await pb.listen("BURST.X")
+        await ra.wait_for(lambda: "BURST.X" in ra.listening("A"), WAIT)
+        count = 300  # over MAX_BATCH: more than one BATCH frame
+
+        async def burst() -> None:
+            assert pa.t is not None
+            for i in range(count):
+                await pa.t.send(rv.Message("BURST.X", {"i": i, "data": b"x" * 128}))
+
+        await pa.thread.run(burst())
+        got = [await pb.next(lb) for _ in range(count)]
+        assert [msg["i"] for msg in got] == list(range(count))
+        tags = [msg["_rvrd"].split(" ") for msg in got]
+        assert all(t[0] == "A" and t[1] == "ra" and t[3] == "2" and t[4] == "BURST.X" for t in tags)
+        seqs = [int(t[2]) for t in tags]
+        assert seqs == list(range(seqs[0], seqs[0] + count))
+        assert ra.attachments["A"].decoded_in == 0
+        assert rb.attachments["B"].decoded_out == 0
     finally:
         await pa.close()
         await pb.close()

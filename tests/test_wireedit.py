@@ -17,7 +17,7 @@ import rvasync as rv
 from rvasync._accel import implementations
 from rvasync.fieldtypes import FieldType
 from rvasync.message import CmLabel, Message
-from rvasync.wireedit import StringField, read_head, rewrite
+from rvasync.wireedit import StringField, plain_subject, read_head, rewrite, tag_run
 
 IMPLS = implementations("codec")
 
@@ -39,6 +39,8 @@ values = st.one_of(
 @st.composite
 def messages(draw: st.DrawFn) -> Message:
     msg = Message(draw(texts), reply_subject=draw(st.none() | texts))
+    # What every send stamps (rv.Transport.send): an origin in the label slot.
+    msg.origin = draw(st.none() | st.integers(0, 2**128 - 1))
     # 0..20 fields: the field array's header goes from fixarray to array16 on the way.
     for _ in range(draw(st.integers(0, 20))):
         value, ftype = draw(values)
@@ -82,8 +84,22 @@ def test_the_edit_gives_the_bytes_a_re_encoding_would(
         for other in IMPLS:
             back = other.decode(edited)
             assert back.subject == new_subject
+            assert back.origin == msg.origin
             if tag is not None:
                 assert back.get_all("_rvrd")[-1] == tag
+
+
+def test_a_sent_message_is_read_with_its_origin(impl: ModuleType) -> None:
+    """A message a transport sent carries its origin in the label slot: read here, and kept
+    (a router passing it on must not take the general path for every message)."""
+    msg = Message("A.B", {"data": b"x" * 128}, reply_subject="_INBOX.x.y.1")
+    msg.origin = (12345 << 64) | 678
+    data = impl.encode(msg)
+    head = read_head(data)
+    assert head is not None and head.reply == "_INBOX.x.y.1"
+    edited = rewrite(data, head, "C.D", None, StringField("_rvrd").encode("t"))
+    assert edited == _expected(impl, data, "C.D", None, "t")
+    assert impl.decode(edited).origin == msg.origin
 
 
 def test_a_long_subject_and_the_array16_boundary(impl: ModuleType) -> None:
@@ -107,8 +123,12 @@ def test_unchanged_address_without_a_field_is_the_same_bytes(impl: ModuleType) -
 def test_what_is_not_read_here_is_declined(impl: ModuleType) -> None:
     certified = Message("A.B", {"n": 1})
     certified.cm = CmLabel("sender", 5, 0.0)
+    stamped = Message("A.B", {"n": 1})
+    stamped.cm = CmLabel("sender", 6, 0.0)
+    stamped.origin = 99
     for data in (
         impl.encode(certified),  # a certified-delivery label: the general path
+        impl.encode(stamped),  # a label with an origin as its 4th element: the same
         "not bytes",
         None,
         b"",
@@ -167,3 +187,67 @@ async def test_send_encoded_through_a_standalone_daemon(
         await _send_encoded_round_trip(t)
     finally:
         await t.close()
+
+
+@settings(max_examples=150, deadline=None)
+@given(msg=messages(), before=st.text(max_size=20), first=st.integers(0, 2**40))
+def test_a_tag_run_gives_the_bytes_of_each_rewrite(msg: Message, before: str, first: int) -> None:
+    """tag_run (the batch fast path) gives exactly what rewrite gives message by message, or
+    None; and for the usual shape (no reply subject, a fixarray of fields left) never None."""
+    field = StringField("_rvrd")
+    after = f" 2 {msg.subject}"
+    for impl in IMPLS:
+        datas = [impl.encode(msg), impl.encode(msg)]
+        subject: str = msg.subject  # type: ignore[assignment]  # the strategy always sets one
+        got = tag_run(datas, subject, field, before, first, after)
+        usual = msg.reply_subject is None and len(msg) <= 2
+        try:
+            f"{before}{after}".encode()
+        except UnicodeEncodeError:
+            usual = False
+        if got is None:
+            assert not usual
+            continue
+        for i, (data, edited) in enumerate(zip(datas, got, strict=True)):
+            head = read_head(data)
+            assert head is not None
+            value = f"{before}{first + i}{after}"
+            assert edited == rewrite(data, head, subject, head.reply, field.encode(value))
+            assert edited == _expected(impl, data, subject, None, value)
+
+
+def test_a_tag_run_declines_another_subject_or_a_reply(impl: ModuleType) -> None:
+    field = StringField("_rvrd")
+    plain = impl.encode(Message("A.B", {"data": b"x"}))
+    assert tag_run([plain], "A.B", field, "A r ", 1, " 2 A.B") is not None
+    for other in (
+        impl.encode(Message("A.C", {"data": b"x"})),
+        impl.encode(Message("A.B", {"data": b"x"}, reply_subject="R")),
+        impl.encode(Message("A.B", {f"f{i}": i for i in range(3)})),  # no fixarray with one more
+        plain[:9],  # cut inside the head (the body is not read: rewrite does not either)
+        b"junk",
+    ):
+        assert tag_run([plain, other], "A.B", field, "A r ", 1, " 2 A.B") is None
+
+
+@settings(max_examples=150, deadline=None)
+@given(msg=messages())
+def test_plain_subject_is_the_subject_of_a_message_without_reply(msg: Message) -> None:
+    for impl in IMPLS:
+        data = impl.encode(msg)
+        found = plain_subject(data)
+        subject: str = msg.subject  # type: ignore[assignment]
+        short = 0 < len(subject.encode("utf-8", "surrogatepass")) <= 31
+        if msg.reply_subject is None and short:
+            assert found == subject
+        else:
+            assert found is None
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=60))
+def test_the_fast_paths_never_raise_on_garbage(junk: bytes) -> None:
+    field = StringField("_rvrd")
+    for data in (junk, b"\xc1RV\x01\x94" + junk):
+        plain_subject(data)
+        tag_run([data], "A", field, "x ", 0, " y")

@@ -123,8 +123,8 @@ class Router:
         #: service's publish path reads it directly (``routes.get``); it is only ever
         #: cleared, never replaced, so a reference to it stays valid.
         self.routes: dict[str, tuple[ClientSession, ...]] = {}
-        #: received subjects (encoded bytes) -> (owned sink or None, sessions)
-        self._inbound: dict[bytes, tuple[Any, tuple[ClientSession, ...]]] = {}
+        #: received subjects (encoded bytes) -> (owned sink or None, raw sink or None, sessions)
+        self._inbound: dict[bytes, tuple[Any, Any, tuple[ClientSession, ...]]] = {}
 
     # ------------------------------------------------------------------ interest
 
@@ -277,10 +277,10 @@ class Router:
             exc_info=exc,
         )
 
-    def _inbound_route(self, data: bytes) -> tuple[Any, tuple[ClientSession, ...]] | None:
+    def _inbound_route(self, data: bytes) -> tuple[Any, Any, tuple[ClientSession, ...]] | None:
         """Route of a received multicast message the cache did not know: (owned sink or None,
-        sessions); None to drop it (undecodable, or an inbox/_LOCAL subject, which never
-        travel by multicast)."""
+        raw sink or None, sessions); None to drop it (undecodable, or an inbox/_LOCAL
+        subject, which never travel by multicast)."""
         key = _subject_key(data)
         subject = peek_subject(data)
         if subject is None or subject[:1] == "_":
@@ -290,11 +290,15 @@ class Router:
         sessions = self.routes.get(subject)
         if sessions is None:
             sessions = self.route(subject)
-        owned = None
+        owned = raw = None
         if len(sessions) == 1:
-            # The decoded message goes to one session only: it may keep it as is.
-            owned = getattr(sessions[0].owner, "deliver_owned", None)
-        entry = (owned, sessions)
+            owner = sessions[0].owner
+            # One session only that wants the bytes as they came (a routing daemon): no
+            # decode at all. Else the decoded message goes to it alone: it may keep it as is.
+            raw = getattr(owner, "deliver_raw", None)
+            if raw is None:
+                owned = getattr(owner, "deliver_owned", None)
+        entry = (owned, raw, sessions)
         if key is not None:
             inbound = self._inbound
             if len(inbound) >= ROUTE_CACHE:

@@ -107,7 +107,11 @@ class SessionOwner(Protocol):
     * ``deliver_wire(data)``: what ``deliver`` gets, as the message's wire bytes
       (an owner that forwards bytes: no Payload is made when the bytes are known);
     * ``deliver_wires(list)``: with ``deliver_wire``, several messages' bytes in
-      order (what a client published in one frame for this session alone).
+      order (what a client published in one frame for this session alone);
+    * ``deliver_raw(data)``: the wire bytes of a message received from the network
+      that this session alone receives, neither decoded nor checked by the daemon
+      (a routing daemon passing messages on reads what it needs and reports what
+      it cannot read itself).
     """
 
     def deliver(self, payload: Payload) -> None:

@@ -42,9 +42,9 @@ def subject_key(data: bytes) -> bytes | None:
 
 def deliver_multicast(
     payloads: list[bytes],
-    inbound: dict[bytes, tuple[Any, tuple[Any, ...]]],
+    inbound: dict[bytes, tuple[Any, Any, tuple[Any, ...]]],
     decode: Callable[[bytes], Any],
-    slow: Callable[[bytes], tuple[Any, tuple[Any, ...]] | None],
+    slow: Callable[[bytes], tuple[Any, Any, tuple[Any, ...]] | None],
     shared: Callable[[Any, bytes, tuple[Any, ...]], None],
     contain: Callable[[BaseException, Any], None],
     malformed_error: type[BaseException],
@@ -52,15 +52,18 @@ def deliver_multicast(
     """Deliver each received message in ``payloads``; return (deliveries, unwanted, malformed).
 
     ``inbound`` maps subject bytes (see :func:`subject_key`) to a route
-    ``(owned, sessions)``; on a miss ``slow(data)`` computes (and caches) the
+    ``(owned, raw, sessions)``; on a miss ``slow(data)`` computes (and caches) the
     route, or returns None to drop the message (it counts why). A message with
     the same subject bytes as the one just before it takes the same route
     (routes are a snapshot for a run of one subject). A route with
-    no sessions counts the message as unwanted, undecoded. ``decode`` failing
-    with ``malformed_error`` counts it as malformed. Then ``owned(msg)`` takes a
-    message that one session alone receives; otherwise ``shared(msg, data,
-    sessions)`` delivers it. An exception from either goes to
-    ``contain(exc, msg)`` and delivery goes on with the next message.
+    no sessions counts the message as unwanted, undecoded. ``raw(data)`` takes
+    the wire bytes of a message that one session alone receives and wants them
+    undecoded (a router passing messages on: it reads what it needs itself).
+    Otherwise ``decode`` failing with ``malformed_error`` counts it as malformed;
+    then ``owned(msg)`` takes a message that one session alone receives, or
+    ``shared(msg, data, sessions)`` delivers it. An exception from any of the
+    three goes to ``contain(exc, msg)`` (``contain(exc, data)`` for ``raw``) and
+    delivery goes on with the next message.
     """
     deliveries = unwanted = malformed = 0
     prev_key = prev_entry = None
@@ -83,9 +86,16 @@ def deliver_multicast(
                 continue
         if key:
             prev_key, prev_entry = key, entry
-        owned, sessions = entry
+        owned, raw, sessions = entry
         if not sessions:
             unwanted += 1
+            continue
+        if raw is not None:
+            deliveries += 1
+            try:
+                raw(data)
+            except Exception as exc:
+                contain(exc, data)
             continue
         try:
             msg = decode(data)

@@ -19,9 +19,14 @@ never announced as the network's interest. Through it, it
   network know the message is already inside the domain. The message is
   passed through in the wire form it crossed the link in: the new address
   and the tag are written into its bytes (:mod:`rvasync.wireedit`), so a
-  hop never decodes a message into fields and encodes it again. On the way
-  in, the message the daemon decoded is encoded once, and the routing tag
-  is looked for in those bytes before the fields are searched.
+  hop never decodes a message into fields and encodes it again.
+
+On the way in, with an in-process daemon, the router listens through a
+:class:`~rvasync.rvrd.tap.Tap`: the daemon hands over each message's wire
+bytes undecoded, the routing tag is looked for in them and only the head is
+read (subject, reply subject), so a message a program published crosses
+without ever becoming a Message in the router. Through a standalone daemon,
+the router listens with its transport and encodes what the daemon decoded.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from collections.abc import Callable
 from typing import Any
 
 from rvasync._wire import FIXSTR
+from rvasync.codec import decode as _decode
 from rvasync.codec import encode as _encode
 from rvasync.daemon.interestadv import LISTEN_START, LISTEN_STOP, ROUTER_MARK
 from rvasync.errors import RvError
@@ -44,9 +50,10 @@ from rvasync.protocol.rvrd.inbox import (
 )
 from rvasync.protocol.rvrd.topology import INBOX_ROUTE
 from rvasync.rvrd.config import NetworkConfig
+from rvasync.rvrd.tap import Tap
 from rvasync.transport.listener import Listener
 from rvasync.transport.network import Transport
-from rvasync.wireedit import StringField, read_head, rewrite
+from rvasync.wireedit import StringField, plain_subject, read_head, rewrite, tag_run
 
 # FieldType members as module globals, read per message: on Python 3.11 reading a
 # member through its class costs about 0.2 us (EnumType defines __getattr__, which
@@ -135,6 +142,10 @@ class Attachment:
             description=f"{ROUTER_MARK}{router}/{config.name}",
         )
         self._listens: dict[str, Listener] = {}
+        #: With an in-process daemon: the routed subjects are listened to through this
+        #: (the wire bytes, undecoded) instead of listeners (see module).
+        self._tap: Tap | None = None
+        self._tapped: set[str] = set()
         #: daemon address -> subjects it announced
         self._daemons: dict[str, set[str]] = {}
         self.prefix = ""
@@ -143,10 +154,23 @@ class Attachment:
         self._loop = asyncio.get_running_loop()
         self.published = 0
         self.publish_failures = 0
+        #: Of :attr:`published`: those that took the general path (decoded, changed and
+        #: encoded again: bytes :func:`read_head` does not read, such as a certified
+        #: label). A message a program sent plainly never should.
+        self.decoded_out = 0
+        #: Messages taken here to route that were decoded on the way in (all of them
+        #: through a standalone daemon; through the tap, only those that may carry a
+        #: routing tag or whose head is not read here).
+        self.decoded_in = 0
 
     async def open(self) -> None:
         t = self.transport
         await t.open()
+        if self.config.daemon is None:
+            self._tap = Tap(
+                self.config.service, self.config.network, t.description or "", self._take_wire
+            )
+            await self._tap.open()
         inboxes = t.listen_inboxes(callback=self._reply)
         inboxes.intercept(self._reply)  # at once, as they are delivered (see set_listens)
         self.prefix = inboxes.subject[:-2]
@@ -156,6 +180,8 @@ class Attachment:
         t.listen("_RV.INFO.SYSTEM.LISTEN.>", callback=self._announcement)
 
     async def close(self) -> None:
+        if self._tap is not None:
+            self._tap.close()
         await self.transport.close()
 
     def interest(self) -> set[str]:
@@ -225,6 +251,20 @@ class Attachment:
 
     def set_listens(self, subjects: frozenset[str]) -> None:
         """Listen to exactly ``subjects`` (what the rest of the domain wants from here)."""
+        tap = self._tap
+        if tap is not None:
+            tapped = self._tapped
+            for subject in sorted(tapped - subjects):
+                tapped.discard(subject)
+                tap.remove_interest(subject)
+            for subject in sorted(subjects - tapped):
+                try:
+                    tap.add_interest(subject)
+                except RvError:
+                    self._on_error("cannot listen", network=self.name, subject=subject)
+                    continue
+                tapped.add(subject)
+            return
         for subject in list(self._listens):
             if subject not in subjects:
                 self._listens.pop(subject).close_now()
@@ -243,11 +283,12 @@ class Attachment:
 
     @property
     def listening(self) -> frozenset[str]:
-        return frozenset(self._listens)
+        return frozenset(self._tapped if self._tap is not None else self._listens)
 
     # ------------------------------------------------------------------ messages in
 
     def _take(self, msg: Message) -> None:
+        self.decoded_in += 1
         subject = msg.subject
         if subject is None:
             return
@@ -280,6 +321,49 @@ class Attachment:
         self._turn = True
         self._loop.call_soon(self._end_turn)
         self._on_batch(self.name, subject, [payload])
+
+    def _take_wire(self, data: bytes) -> None:
+        """:meth:`_take` for a message's wire bytes (from the tap): the same outcome, and for a
+        message a program published plainly, only its head is read."""
+        if _TAG_MARK not in data:
+            subject = plain_subject(data)
+            if subject is not None:
+                # The usual case (no reply subject to make a domain one): sent on as it came.
+                if self._turn:
+                    pending = self._pending  # _gather, written out
+                    if pending and pending[-1][0] == subject:
+                        pending[-1][1].append(data)
+                    else:
+                        pending.append((subject, [data]))
+                    return
+                self._turn = True
+                self._loop.call_soon(self._end_turn)
+                self._on_batch(self.name, subject, [data])
+                return
+        head = None if _TAG_MARK in data else read_head(data)
+        if head is None or head.subject is None:
+            # Maybe tagged (or not read here): decided from the fields, as _take does.
+            try:
+                msg = _decode(data)
+            except RvError:
+                self._on_error("cannot decode a message to route", network=self.name)
+                return
+            self._take(msg)
+            return
+        subject = head.subject
+        reply = head.reply
+        if reply is not None and reply.startswith("_INBOX."):
+            data = rewrite(data, head, subject, f"{self._inbox_route}{reply}")
+        if self._turn:
+            pending = self._pending  # _gather, written out
+            if pending and pending[-1][0] == subject:
+                pending[-1][1].append(data)
+            else:
+                pending.append((subject, [data]))
+            return
+        self._turn = True
+        self._loop.call_soon(self._end_turn)
+        self._on_batch(self.name, subject, [data])
 
     def _gather(self, subject: str, payload: bytes) -> None:
         """Add a message to this turn's runs of one subject."""
@@ -411,8 +495,63 @@ class Attachment:
         self.published += n
         return 0
 
+    def deliver_batch(
+        self, subject: str, payloads: list[bytes], origin: str, importer: str, seq: int, hops: int
+    ) -> int:
+        """:meth:`deliver_run` for a batch passing through: ``payloads[i]`` is tagged
+        ``(origin, importer, seq + i, hops)``, with no tag tuple made per message; returns
+        how many could not be published."""
+        n = len(payloads)
+        route = self._inbox_route
+        local = subject[len(route) :] if subject.startswith(route) else subject
+        inbox = local.startswith("_INBOX.")
+        # The tag's value is "origin importer seq hops subject": only seq changes.
+        before, after = f"{origin} {importer} ", f" {hops} {local}"
+        datas = None
+        if local == subject and not inbox:
+            datas = tag_run(payloads, subject, _TAG, before, seq, after)  # the usual batch
+        if datas is None:
+            datas = self._edit_each(payloads, local, None if inbox else (before, seq, after))
+        if datas is None:
+            # Not all read here: one by one, each reported on its own (in order).
+            return sum(
+                not self.deliver(subject, p, (origin, importer, seq + i, hops))
+                for i, p in enumerate(payloads)
+            )
+        try:
+            self.transport.send_encoded_run(local, datas)
+        except Exception:
+            self.publish_failures += n
+            self._on_error("cannot publish routed messages", network=self.name, subject=subject)
+            return n
+        self.published += n
+        return 0
+
+    def _edit_each(
+        self, payloads: list[bytes], local: str, tag: tuple[str, int, str] | None
+    ) -> list[bytes] | None:
+        """Each payload with its address for this network and, unless ``tag`` is None, the
+        tag field ``f"{before}{seq + i}{after}"`` (``tag``: before, seq, after); None when
+        one of them is not read here (:func:`read_head`)."""
+        datas: list[bytes] = []
+        name, prefix, tag_field = self.name, self.prefix, _TAG.encode
+        try:
+            for i, payload in enumerate(payloads):
+                head = read_head(payload)
+                if head is None:
+                    return None
+                reply = head.reply
+                if reply is not None:
+                    reply = network_reply(name, reply, prefix)
+                field = None if tag is None else tag_field(f"{tag[0]}{tag[1] + i}{tag[2]}")
+                datas.append(rewrite(payload, head, local, reply, field))
+        except Exception:
+            return None
+        return datas
+
     def _deliver_decoded(self, subject: str, payload: bytes, tag: Tag) -> None:
         """:meth:`deliver` through a Message (bytes :func:`read_head` does not read)."""
+        self.decoded_out += 1
         msg = Message.from_bytes(payload)
         msg.subject = network_subject(self.name, subject)
         msg.reply_subject = network_reply(self.name, msg.reply_subject, self.prefix)

@@ -31,6 +31,7 @@ from rvasync.fieldtypes import FieldType
 from rvasync.message import Message
 from rvasync.protocol.rvrd import (
     Deliver,
+    DeliverRun,
     ListenSet,
     Loss,
     NetworkPolicy,
@@ -192,7 +193,9 @@ class Router:
             if run:
                 self._deliver(run)
                 run = []
-            if cls is SendFrame:
+            if cls is DeliverRun:
+                self._deliver_batch(out)
+            elif cls is SendFrame:
                 link = self._links.get(out.neighbor)
                 if link is None or not link.send(out.frame):
                     kind = out.frame[0]
@@ -227,6 +230,14 @@ class Router:
             )
         if lost:
             self._lost(lost, f"cannot publish into {first.network}", first.subject)
+
+    def _deliver_batch(self, out: DeliverRun) -> None:
+        """Publish a batch passing through into one network."""
+        lost = self.attachments[out.network].deliver_batch(
+            out.subject, out.payloads, out.origin, out.importer, out.seq, out.hops
+        )
+        if lost:
+            self._lost(lost, f"cannot publish into {out.network}", out.subject)
 
     def _on_message(self, network: str, subject: str, payload: bytes, tag: Tag | None) -> None:
         if self._closed:

@@ -14,6 +14,7 @@ cross which neighbor links between routers that join separate networks:
 
 from rvasync.protocol.rvrd.core import (
     Deliver,
+    DeliverRun,
     ListenSet,
     Loss,
     NetworkPolicy,
@@ -25,6 +26,7 @@ from rvasync.protocol.rvrd.core import (
 
 __all__ = [
     "Deliver",
+    "DeliverRun",
     "ListenSet",
     "Loss",
     "NetworkPolicy",

@@ -12,7 +12,8 @@ A driver feeds it four kinds of input and carries out what it returns:
   forgetting routers that stayed unreachable.
 
 It returns :class:`SendFrame` (a frame to one neighbor), :class:`Deliver`
-(publish a message into an attached network), :class:`ListenSet` (the
+(publish a message into an attached network; :class:`DeliverRun` for a
+batch passing through), :class:`ListenSet` (the
 subjects the router must listen to on an attached network: what the rest of
 the domain wants and the network exports) and :class:`Loss` (messages that
 could not cross: the driver presents DATALOSS).
@@ -31,6 +32,7 @@ from __future__ import annotations
 import itertools
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Any, NamedTuple
 
 from rvasync.protocol.rvrd.patterns import overlapping
@@ -45,6 +47,7 @@ from rvasync.subjects import subject_matches
 
 __all__ = [
     "Deliver",
+    "DeliverRun",
     "ListenSet",
     "Loss",
     "NetworkPolicy",
@@ -110,6 +113,35 @@ class Deliver(NamedTuple):
     subject: str
     payload: Any
     tag: tuple[str, str, int, int]
+
+
+class DeliverRun(NamedTuple):
+    """:class:`Deliver` for consecutive messages of one subject (a BATCH passing through):
+    ``payloads[i]`` is tagged ``(origin, importer, seq + i, hops)``. One output per batch,
+    however many messages it holds."""
+
+    network: str
+    subject: str
+    payloads: list[Any]
+    origin: str
+    importer: str
+    seq: int
+    hops: int
+
+    def deliveries(self) -> list[Deliver]:
+        """The same, one :class:`Deliver` per message."""
+        net, subject, origin, importer, seq, hops = (
+            self.network,
+            self.subject,
+            self.origin,
+            self.importer,
+            self.seq,
+            self.hops,
+        )
+        return [
+            Deliver(net, subject, payload, (origin, importer, seq + i, hops))
+            for i, payload in enumerate(self.payloads)
+        ]
 
 
 class ListenSet(NamedTuple):
@@ -522,7 +554,7 @@ class RouterCore:
         neighbor: str,
     ) -> list[Any]:
         """A BATCH frame from ``neighbor``: as many DATA frames, decided once."""
-        keys = [(importer, s) for s in range(seq, seq + len(payloads))]
+        keys = list(zip(repeat(importer), range(seq, seq + len(payloads))))
         if not self._seen.keys().isdisjoint(keys):
             # Some already seen (records still flooding): take them one by one.
             out: list[Any] = []
@@ -543,6 +575,7 @@ class RouterCore:
             payloads,
             False,
             router_node(neighbor) if off_tree else None,
+            keys,
         )
 
     def _forward_batch(
@@ -555,12 +588,16 @@ class RouterCore:
         payloads: list[Any],
         fresh: bool,
         off_tree_from: str | None,
+        keys: list[tuple[str, int]] | None = None,
     ) -> list[Any]:
-        """:meth:`_forward` for consecutive sequence numbers ``seq``.. of one subject."""
+        """:meth:`_forward` for consecutive sequence numbers ``seq``.. of one subject
+        (``keys``: their dedup keys, when the caller has them already)."""
         n = len(payloads)
         seen = self._seen
-        for s in range(seq, seq + n):
-            seen[(importer, s)] = None
+        # Remembered in order, as _remember does one by one (a C loop, not a Python one).
+        seen.update(
+            dict.fromkeys(zip(repeat(importer), range(seq, seq + n)) if keys is None else keys)
+        )
         excess = len(seen) - self._dedup_window
         for _ in range(excess):
             seen.popitem(last=False)  # the oldest first, as _remember does one by one
@@ -583,8 +620,7 @@ class RouterCore:
                     self._left[peer] = self._left.get(peer, 0) + n
         for net in nets:
             self.stats.delivered += n
-            for i, payload in enumerate(payloads):
-                out.append(Deliver(net, subject, payload, (origin, importer, seq + i, hops + 1)))
+            out.append(DeliverRun(net, subject, payloads, origin, importer, seq, hops + 1))
         for neighbor in routers:
             link = self._links.get(neighbor)
             if link is None:
