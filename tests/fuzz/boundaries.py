@@ -550,7 +550,10 @@ def _daemonpath_boundary(twin: str, path: ModuleType) -> Boundary:
         ]
 
     def run(module: ModuleType, payloads: list[bytes]) -> tuple:
-        inbound: dict[bytes, tuple] = {b"CACHED": (None, ("s1", "s2")), b"NOBODY": (None, ())}
+        inbound: dict[bytes, tuple] = {
+            b"CACHED": (None, None, ("s1", "s2")),
+            b"NOBODY": (None, None, ()),
+        }
         seen: list = []
 
         def slow(data: bytes):
@@ -562,7 +565,13 @@ def _daemonpath_boundary(twin: str, path: ModuleType) -> Boundary:
                     return None
             if not subject or subject.startswith("_"):
                 return None
-            entry = (seen.append, ("s1",)) if len(subject) % 2 else (None, ("s1", "s2"))
+            # Three kinds of route: one owner (decoded), one raw sink (wire bytes), shared.
+            if len(subject) % 3 == 1:
+                entry = (seen.append, None, ("s1",))
+            elif len(subject) % 3 == 2:
+                entry = (None, seen.append, ("s1",))
+            else:
+                entry = (None, None, ("s1", "s2"))
             key = module.subject_key(data)
             if key is not None:
                 inbound[key] = entry
