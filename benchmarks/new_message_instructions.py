@@ -13,7 +13,9 @@ each for the in-process daemon and, with ``--standalone``, for a client of a
 standalone daemon (``rvasync daemon``, not measured itself). ``--daemon-side``
 counts the standalone daemon instead, for ``new`` and ``prebuilt``: its
 instructions per message from a sender to one subscriber (a third process,
-listening to the subject), the path of the ``pubsub-128B-1sub`` standalone row. Like
+listening to the subject), the path of the ``pubsub-128B-1sub`` standalone row;
+``--subscriber-side`` counts that subscriber instead (it receives with
+``async for`` and reads the payload field, as the row's subscriber does). Like
 ``benchmarks.reqrep_instructions`` it runs a short and a long series and
 prints the difference divided by the extra messages, which cancels start-up
 and shut-down. Instruction counts, unlike wall-clock rates, do not drift with
@@ -22,7 +24,8 @@ the load of a shared machine.
 Needs valgrind (``apt-get install valgrind``). Usage::
 
     python -m benchmarks.new_message_instructions [--short 2000] [--long 12000]
-        [--standalone | --daemon-side] [--modes new,prebuilt,build,roundtrip]
+        [--standalone | --daemon-side | --subscriber-side]
+        [--modes new,prebuilt,build,roundtrip]
 """
 
 from __future__ import annotations
@@ -119,6 +122,33 @@ async def main():
 uvloop.run(main())
 """
 
+#: The subscriber of the pubsub rows: ``async for`` on the listener, the payload field read.
+ITERATING_SUBSCRIBER = r"""
+import asyncio, sys
+import uvloop
+import rvasync as rv
+
+count, daemon = int(sys.argv[1]), sys.argv[2]
+
+async def main():
+    t = rv.Transport(service=sys.argv[3], daemon=daemon)
+    await t.open()
+    listener = t.listen("ORDERS.X")
+    await t.send(rv.Message("ORDERS.X", {"ready": True}))
+    await listener.get(600)
+    print("ready", flush=True)
+    got = 0
+    async for msg in listener:
+        msg["payload"]
+        got += 1
+        if got >= count:
+            break
+    print(got, flush=True)
+    await t.close()
+
+uvloop.run(main())
+"""
+
 COLLECTED = re.compile(r"Collected : (\d+)")
 MODES = ("new", "prebuilt", "build", "roundtrip")
 
@@ -164,22 +194,26 @@ def instructions(mode: str, count: int, workdir: Path, daemon: str) -> int:
     return int(found.group(1))
 
 
-def daemon_instructions(mode: str, count: int, workdir: Path) -> int:
-    """Instructions a standalone daemon ran while ``count`` messages of ``mode`` went from a
-    sender to one subscriber (whole daemon process; the clients are not measured)."""
+def daemon_instructions(mode: str, count: int, workdir: Path, measured: str = "daemon") -> int:
+    """Instructions a standalone daemon (``measured="daemon"``) or the subscriber
+    (``"subscriber"``) ran while ``count`` messages of ``mode`` went from a sender
+    through the daemon to one subscriber (whole process; the others are not measured)."""
     sender = workdir / "sender.py"
     sender.write_text(SENDER)
     subscriber = workdir / "subscriber.py"
-    subscriber.write_text(SUBSCRIBER)
+    subscriber.write_text(SUBSCRIBER if measured == "daemon" else ITERATING_SUBSCRIBER)
     service = str(free_port(socket.SOCK_DGRAM))
     daemon_port = free_port()
     where = f"127.0.0.1:{daemon_port}"
-    out = workdir / f"callgrind.daemon.{mode}.{count}.out"
-    daemon = start_measured_daemon(daemon_port, True, out)
+    out = workdir / f"callgrind.{measured}.{mode}.{count}.out"
+    daemon = start_measured_daemon(daemon_port, measured == "daemon", out)
     sub: subprocess.Popen[str] | None = None
+    sub_argv = [sys.executable, str(subscriber), str(count), where, service]
+    if measured != "daemon":
+        sub_argv = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", *sub_argv]
     try:
         sub = subprocess.Popen(
-            [sys.executable, str(subscriber), str(count), where, service],
+            sub_argv,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -199,6 +233,8 @@ def daemon_instructions(mode: str, count: int, workdir: Path) -> int:
         sub.wait(900)
         if got != str(count):
             raise RuntimeError(f"the subscriber got {got!r} of {count}: {sub.stderr.read()}")
+        if measured != "daemon":
+            return _collected(sub.stderr.read(), "subscriber")
         daemon.send_signal(signal.SIGTERM)
         daemon.wait(300)
         assert daemon.stderr is not None
@@ -222,6 +258,11 @@ def main(argv: list[str] | None = None) -> int:
         help="count a standalone daemon passing the messages to one subscriber (new, prebuilt)",
     )
     parser.add_argument(
+        "--subscriber-side",
+        action="store_true",
+        help="count the subscriber of --daemon-side's layout (new, prebuilt)",
+    )
+    parser.add_argument(
         "--modes", default=",".join(MODES), help=f"comma-separated subset of {','.join(MODES)}"
     )
     args = parser.parse_args(argv)
@@ -231,15 +272,19 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(modes) - set(MODES))
     if unknown:
         parser.error(f"unknown modes: {', '.join(unknown)}")
-    if args.daemon_side:
+    if args.daemon_side or args.subscriber_side:
         if not set(modes) <= {"new", "prebuilt"}:
-            parser.error("--daemon-side counts the modes new and prebuilt only")
+            parser.error(
+                "--daemon-side and --subscriber-side count the modes new and prebuilt only"
+            )
+        measured = "daemon" if args.daemon_side else "subscriber"
         with tempfile.TemporaryDirectory() as tmp:
             for mode in modes:
-                short = daemon_instructions(mode, args.short, Path(tmp))
-                long = daemon_instructions(mode, args.long, Path(tmp))
+                short = daemon_instructions(mode, args.short, Path(tmp), measured)
+                long = daemon_instructions(mode, args.long, Path(tmp), measured)
                 per = (long - short) / (args.long - args.short)
-                print(f"{mode} (standalone daemon): {per:,.0f} instructions per message")
+                where = "standalone daemon" if args.daemon_side else "standalone, subscriber"
+                print(f"{mode} ({where}): {per:,.0f} instructions per message", flush=True)
         return 0
     daemon_proc: subprocess.Popen[bytes] | None = None
     daemon = ""

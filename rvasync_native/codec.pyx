@@ -933,11 +933,58 @@ cdef str _kind_name(Item* it):
     return "list"
 
 
+cdef extern from *:
+    """
+    /* Short ASCII strings decoded lately (subjects, field names), by a hash of their
+       bytes: a stream repeats a few of them in every message, and a hit saves the
+       decode, the allocation and (the str keeps it) the hash of every dict lookup. */
+    #define RV_TEXT_SLOTS 256
+    #define RV_TEXT_MAX 64
+    static PyObject *rv_text_cache[RV_TEXT_SLOTS];
+
+    static inline unsigned int rv_text_slot(const unsigned char *p, Py_ssize_t n) {
+        return ((unsigned int)n * 131u + p[0] * 31u + p[n - 1] * 7u + p[n >> 1])
+               & (RV_TEXT_SLOTS - 1);
+    }
+
+    /* A new reference to the cached str equal to the n bytes at p, or NULL. */
+    static inline PyObject *rv_text_hit(const unsigned char *p, Py_ssize_t n) {
+        PyObject *s;
+        if (n <= 0 || n > RV_TEXT_MAX) return NULL;
+        s = rv_text_cache[rv_text_slot(p, n)];
+        if (s == NULL || PyUnicode_GET_LENGTH(s) != n || memcmp(PyUnicode_DATA(s), p, n) != 0)
+            return NULL;
+        Py_INCREF(s);
+        return s;
+    }
+
+    /* Remember s (just decoded from the n bytes at p) if it is short and ASCII: its
+       characters are then those bytes, which is what rv_text_hit compares. */
+    static inline void rv_text_keep(const unsigned char *p, Py_ssize_t n, PyObject *s) {
+        unsigned int slot;
+        if (n <= 0 || n > RV_TEXT_MAX || !PyUnicode_IS_COMPACT_ASCII(s)) return;
+        slot = rv_text_slot(p, n);
+        Py_INCREF(s);
+        Py_XSETREF(rv_text_cache[slot], s);
+    }
+    """
+    PyObject* rv_text_hit(const unsigned char* p, Py_ssize_t n)
+    void rv_text_keep(const unsigned char* p, Py_ssize_t n, object s)
+
+
 cdef inline object _text(Item* it):
+    cdef object text
+    cdef PyObject* hit = rv_text_hit(it.ptr, it.n)
+    if hit != NULL:
+        text = <object>hit
+        Py_XDECREF(hit)  # <object> took a reference of its own
+        return text
     try:
-        return PyUnicode_DecodeUTF8(<char*>it.ptr, it.n, NULL)
+        text = PyUnicode_DecodeUTF8(<char*>it.ptr, it.n, NULL)
     except UnicodeDecodeError as exc:
         raise MalformedMessage(f"invalid msgpack body: a string is not valid UTF-8 ({exc.reason})") from None
+    rv_text_keep(it.ptr, it.n, text)
+    return text
 
 
 cdef int _check_text(Item* it) except -1:

@@ -818,3 +818,41 @@ def test_check_agrees_with_decode_on_message_like_trees(tree: Any, data: st.Data
         junk = data.draw(bad_utf8)[:length]
         spliced = encoded[: pos + 1] + junk + encoded[pos + 1 + len(junk) :]
         assert_check_agrees(spliced)
+
+
+# -- short strings decoded lately are reused (native) -----------------------------------
+
+
+@given(
+    texts=st.lists(
+        st.text(alphabet="abcé\u00ff.X\U0001f600", min_size=1, max_size=70), min_size=1, max_size=12
+    ),
+    order=st.lists(st.integers(0, 11), max_size=40),
+)
+@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
+def test_decoded_strings_are_right_whatever_was_decoded_before(
+    texts: list[str], order: list[int]
+) -> None:
+    """The native decoder keeps recent short ASCII strings and hands the same str out
+    again for the same bytes: strings that share a length and the bytes the cache looks
+    at first, non-ASCII ones, and long ones decode to their own value in any order."""
+    wires = [Message(f"S.{t}", {t: t, "v": [t, t[:1]]}).to_bytes() for t in texts]
+    for k in [*order, *range(len(texts))]:
+        k %= len(texts)
+        for impl in IMPLS:
+            back = impl.decode(wires[k])
+            assert back.subject == f"S.{texts[k]}"
+            assert back[texts[k]] == texts[k]
+            assert back["v"] == [texts[k], texts[k][:1]]
+
+
+def test_strings_that_share_a_cache_slot_stay_apart() -> None:
+    # Same length and same first, middle and last bytes: the same slot of the cache.
+    pairs = [("aXbYc", "aZbWc"), ("S.a.b", "S.c.b"), ("q" * 64, "q" * 31 + "r" + "q" * 32)]
+    for first, second in pairs:
+        wires = [Message(s, {s: s}).to_bytes() for s in (first, second)]
+        for _ in range(3):
+            for s, wire in zip((first, second), wires, strict=True):
+                for impl in IMPLS:
+                    back = impl.decode(wire)
+                    assert back.subject == s and back[s] == s

@@ -295,6 +295,41 @@ async def test_every_illegal_publish_is_refused_also_when_its_verdict_is_remembe
         writer.close()
 
 
+async def test_a_run_of_one_subject_is_checked_message_by_message():
+    """A run of one subject skips the subject's checks after its first message, not the
+    rest: an illegal subject inside a run, or a malformed message of the run's subject,
+    is still refused; the legal messages are delivered in order."""
+    async with serving() as (_, server):
+        good = [Message("RUN.A", {"n": n}).to_bytes() for n in range(6)]
+        bad = Message("_RV.FAKE.ADVISORY", {"x": 1}).to_bytes()
+        reader, writer = await raw_client(
+            server.port,
+            cp.Hello(),
+            cp.Listen("RUN.>"),
+            cp.Publish([good[0], good[1], bad, bad, good[2], good[3]]),
+            cp.Ping(5),
+        )
+        frames = await read_frames(reader, lambda fs: any(type(f) is cp.Pong for f in fs))
+        delivered = [m for f in frames if type(f) is cp.Deliver for m in f.messages]
+        assert delivered == good[:4]
+        advisories = [Message.from_bytes(f.message) for f in frames if type(f) is cp.Advisory]
+        illegal = [a for a in advisories if a.subject.endswith("CLIENT.ILLEGAL_PUBLISH")]
+        assert [a["sub"] for a in illegal] == ["_RV.FAKE.ADVISORY"] * 2
+        writer.close()
+        # A malformed message of the run's subject, in the middle of the run.
+        reader, writer = await raw_client(
+            server.port,
+            cp.Hello(),
+            cp.Publish([good[4], good[5], good[5][:-2], good[5]]),
+            cp.Ping(6),
+        )
+        frames = await read_frames(
+            reader, lambda fs: any(type(f) in (cp.Pong, cp.Error) for f in fs)
+        )
+        assert [f.code for f in frames if type(f) is cp.Error] == ["PROTOCOL"]
+        writer.close()
+
+
 @pytest.mark.parametrize(
     "junk",
     [

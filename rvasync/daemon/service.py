@@ -394,28 +394,40 @@ class ServiceEndpoint:
             raise TransportClosed(f"service {self.spec.text} of this daemon is closed")
         if len(subjects) != len(wires):
             raise ValueError("publish_wires needs one subject per message")
+        if wires and max(map(len, wires)) > MAX_MESSAGE:
+            size = next(len(data) for data in wires if len(data) > MAX_MESSAGE)
+            self._too_large(session, size)
+            raise MessageTooLarge(
+                f"message is {size} bytes, over the {MAX_MESSAGE}-byte (64 MiB) limit"
+            )
         router: bool | None = None
-        # Lengths checked above; zip's strict= keyword costs a keyword parse per call.
-        for subject, data in zip(subjects, wires):  # noqa: B905
-            if len(data) > MAX_MESSAGE:
-                self._too_large(session, len(data))
-                raise MessageTooLarge(
-                    f"message is {len(data)} bytes, over the {MAX_MESSAGE}-byte (64 MiB) limit"
-                )
-            if subject[:3] == "_RV":  # what check_client_subject may refuse (not an inbox)
+        checked = None  # the last subject checked: a run of one subject is checked once
+        for subject in subjects:
+            # "_RV...": what check_client_subject may refuse (not an inbox).
+            if subject[:3] == "_RV" and subject != checked:
                 if router is None:
                     router = is_router(session.description)
                 if not router:
                     check_client_subject(subject)
+                checked = subject
         routes = self._routes
         multicast: list[bytes] = []
-        total = 0
         # A message whose only receiver here takes batches of bytes (a TCP client) joins
         # that receiver's batch, handed over once: before any other delivery (which could
         # reach the same session, and must not overtake), and at the end.
         batches: dict[Any, list[bytes]] = {}
         local = False  # given to a local session (whose write is still to come)
-        for subject, data in zip(subjects, wires):  # noqa: B905 (as above)
+        # A run of one subject whose only receiver takes batches: the run's subject and
+        # that batch (the rest of the run joins it with no lookup).
+        run: str | None = None
+        run_batch: list[bytes] | None = None
+        # Lengths checked above; zip's strict= keyword costs a keyword parse per call.
+        for subject, data in zip(subjects, wires):  # noqa: B905
+            if subject == run and run_batch is not None:
+                run_batch.append(data)
+                multicast.append(data)
+                continue
+            run = run_batch = None
             if subject[:1] == "_":
                 if batches:
                     self.router.deliver_wires(batches)
@@ -431,19 +443,20 @@ class ServiceEndpoint:
                 if sink is not None:
                     batch = batches.get(sink)
                     if batch is None:
-                        batches[sink] = [data]
+                        batch = batches[sink] = [data]
                     else:
                         batch.append(data)
+                    run, run_batch = subject, batch
                 else:
                     if batches:
                         self.router.deliver_wires(batches)
                         batches = {}
                     self._deliver_local(sessions, None, data)
             multicast.append(data)
-            total += len(data)
         if batches:
             self.router.deliver_wires(batches)
         if multicast:
+            total = sum(map(len, multicast))
             counters = self.counters
             counters.messages_out += len(multicast)
             counters.bytes_out += total
