@@ -309,18 +309,7 @@ class Attachment:
         if _TAG_MARK in payload:
             self._take_tagged(original, subject)
             return
-        if self._turn:
-            pending = self._pending  # _gather, written out
-            if pending and pending[-1][0] == subject:
-                pending[-1][1].append(payload)
-            else:
-                pending.append((subject, [payload]))
-            return
-        # The turn's first message leaves at once (latency); the rest of a burst is
-        # gathered and handed over at the end of the turn (throughput).
-        self._turn = True
-        self._loop.call_soon(self._end_turn)
-        self._on_batch(self.name, subject, [payload])
+        self._forward(subject, payload)
 
     def _take_wire(self, data: bytes) -> None:
         """:meth:`_take` for a message's wire bytes (from the tap): the same outcome, and for a
@@ -329,16 +318,7 @@ class Attachment:
             subject = plain_subject(data)
             if subject is not None:
                 # The usual case (no reply subject to make a domain one): sent on as it came.
-                if self._turn:
-                    pending = self._pending  # _gather, written out
-                    if pending and pending[-1][0] == subject:
-                        pending[-1][1].append(data)
-                    else:
-                        pending.append((subject, [data]))
-                    return
-                self._turn = True
-                self._loop.call_soon(self._end_turn)
-                self._on_batch(self.name, subject, [data])
+                self._forward(subject, data)
                 return
         head = None if _TAG_MARK in data else read_head(data)
         if head is None or head.subject is None:
@@ -354,16 +334,17 @@ class Attachment:
         reply = head.reply
         if reply is not None and reply.startswith("_INBOX."):
             data = rewrite(data, head, subject, f"{self._inbox_route}{reply}")
+        self._forward(subject, data)
+
+    def _forward(self, subject: str, payload: bytes) -> None:
+        """Hand an untagged message on: the turn's first message leaves at once (latency);
+        the rest of a burst is gathered and handed over at the end of the turn (throughput)."""
         if self._turn:
-            pending = self._pending  # _gather, written out
-            if pending and pending[-1][0] == subject:
-                pending[-1][1].append(data)
-            else:
-                pending.append((subject, [data]))
+            self._gather(subject, payload)
             return
         self._turn = True
         self._loop.call_soon(self._end_turn)
-        self._on_batch(self.name, subject, [data])
+        self._on_batch(self.name, subject, [payload])
 
     def _gather(self, subject: str, payload: bytes) -> None:
         """Add a message to this turn's runs of one subject."""
@@ -393,12 +374,7 @@ class Attachment:
             self._on_error("cannot encode a message to route", subject=subject)
             return
         if tag is None:
-            if self._turn:
-                self._gather(subject, payload)
-                return
-            self._turn = True
-            self._loop.call_soon(self._end_turn)
-            self._on_batch(self.name, subject, [payload])
+            self._forward(subject, payload)
             return
         self.flush()  # what came before it leaves first
         self._on_message(self.name, subject, payload, tag)
