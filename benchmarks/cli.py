@@ -65,6 +65,12 @@ def parser() -> argparse.ArgumentParser:
     report_cmd.add_argument("--results", type=Path, default=DEFAULT_OUT)
     report_cmd.add_argument("--page", type=Path, default=DEFAULT_PAGE)
     report_cmd.add_argument("--images", type=Path, default=DEFAULT_IMAGES)
+    report_cmd.add_argument(
+        "--update",
+        type=Path,
+        help="a partial run's results: its scenarios replace those in --results, which is "
+        "rewritten, each marked with the run that measured it",
+    )
     return top
 
 
@@ -146,6 +152,14 @@ def main(argv: list[str] | None = None) -> int:
         return _list()
     if args.command == "report":
         document = json.loads(args.results.read_text())
+        if args.update is not None:
+            try:
+                document = report.merge(document, json.loads(args.update.read_text()))
+            except ValueError as exc:
+                print(f"cannot update {args.results}: {exc}", file=sys.stderr)
+                return 2
+            args.results.write_text(json.dumps(document, indent=1) + "\n")
+            print(f"results: {args.results} updated from {args.update}", file=sys.stderr)
         report.write_page(document, args.page, args.images)
         print(f"page: {args.page}", file=sys.stderr)
         return 0

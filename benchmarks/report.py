@@ -6,6 +6,12 @@ ratios, and per scenario a table (median over repetitions, min-max, ratio,
 secondary metrics) with a chart. Everything is computed from the JSON alone, so
 ``python -m benchmarks report`` can regenerate the page without measuring.
 
+A partial run (``--only``) can replace its scenarios in a full run's
+document (:func:`merge`, ``python -m benchmarks report --update PARTIAL``):
+each replaced scenario keeps the date and command of the run that measured
+it, and the page names them, so every figure still comes with the run it
+was measured in and every row of one table with its peers of the same run.
+
 Ratios are rvasync's headline row over each row: for "higher is better"
 metrics a ratio above 1 means rvasync is ahead, for "lower is better" ones a
 ratio below 1 does; every table says which.
@@ -176,6 +182,53 @@ def anchor(scenario: ScenarioDoc) -> str:
     return f"scenario-{scenario['name']}".lower()
 
 
+def merge(full: Mapping[str, Any], partial: Mapping[str, Any]) -> dict[str, Any]:
+    """``full`` with each scenario that ``partial`` measured replaced by ``partial``'s.
+
+    A replaced scenario carries ``measured`` (the partial run's start, end and
+    command), which the page shows under its table; the partial run must be a
+    full-mode run on a machine of the same description, or the figures would
+    not be comparable with the rest of the page (ValueError says which).
+    """
+    if partial.get("mode") != "full":
+        raise ValueError(f"a {partial.get('mode')!r} run cannot update a page of full runs")
+    keys = ("cpu_model", "cores", "python", "event_loop")
+    mine, theirs = full.get("machine", {}), partial.get("machine", {})
+    differ = [k for k in keys if mine.get(k) != theirs.get(k)]
+    if differ:
+        raise ValueError(f"the partial run's machine differs in {', '.join(differ)}")
+    later = {s["name"]: s for s in partial.get("scenarios", [])}
+    if not later:
+        raise ValueError("the partial run measured no scenario")
+    unknown = sorted(set(later) - {s["name"] for s in full.get("scenarios", [])})
+    if unknown:
+        raise ValueError(f"scenarios not in the full run: {', '.join(unknown)}")
+    stamp = {
+        "started": partial.get("started", "?"),
+        "finished": partial.get("finished", "?"),
+        "command": partial.get("command", "?"),
+    }
+    merged = dict(full)
+    merged["scenarios"] = [
+        {**later[s["name"]], "measured": stamp} if s["name"] in later else s
+        for s in full["scenarios"]
+    ]
+    return merged
+
+
+def _later_runs(document: Mapping[str, Any]) -> list[str]:
+    runs: dict[tuple[str, str], list[str]] = {}
+    for scenario in document["scenarios"]:
+        stamp = scenario.get("measured")
+        if stamp:
+            key = (f"{stamp['started']} to {stamp['finished']}", stamp["command"])
+            runs.setdefault(key, []).append(f"`{scenario['name']}`")
+    return [
+        f"- Re-measured {when} (UTC) with `{command}`: {', '.join(names)}"
+        for (when, command), names in runs.items()
+    ]
+
+
 def machine_lines(document: Mapping[str, Any]) -> list[str]:
     """The run's machine, software and command."""
     m = document.get("machine", {})
@@ -194,6 +247,7 @@ def machine_lines(document: Mapping[str, Any]) -> list[str]:
         f"- Versions: {shown or '?'}",
         f"- rvasync native hot paths built: {native}",
     ]
+    lines.extend(_later_runs(document))
     if document.get("mode") == "quick":
         lines.append(
             "- **Quick mode**: smoke-test sizes and one repetition; these numbers only show "
@@ -232,6 +286,12 @@ def render(document: Mapping[str, Any], chart_links: Mapping[str, str] | None = 
             f"Primary metric: {scenario['primary']['label']} in {scenario['primary']['unit']}, "
             f"{_better(scenario['primary'])}. Parameters: {params}.\n"
         )
+        stamp = scenario.get("measured")
+        if stamp:
+            out.append(
+                f"Measured in a later run than the rest of the page: {stamp['started']} to "
+                f"{stamp['finished']} (UTC), `{stamp['command']}`.\n"
+            )
         link = chart_links.get(scenario["name"])
         if link:
             out.append(f"![{scenario['title']}]({link})\n")

@@ -7,6 +7,7 @@ check is ``python -m benchmarks run --quick``.
 from __future__ import annotations
 
 import copy
+import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -21,6 +22,7 @@ if _ROOT not in sys.path:
     sys.path.insert(0, _ROOT)
 
 from benchmarks import report, stats  # noqa: E402
+from benchmarks.cli import main as cli_main  # noqa: E402
 from benchmarks.cli import parser  # noqa: E402
 from benchmarks.interfaces import Match  # noqa: E402
 from benchmarks.machine import cpu_model  # noqa: E402
@@ -423,6 +425,67 @@ def test_write_page_writes_markdown_and_charts(tmp_path: Path) -> None:
         return
     assert (images / "perf-pubsub-x.png").read_bytes()[:4] == b"\x89PNG"
     assert "](img/perf-pubsub-x.png)" in text
+
+
+def _partial_run(**changes: Any) -> dict[str, Any]:
+    later = copy.deepcopy(FAKE_RESULTS["scenarios"][0])
+    later["rows"][0]["summary"]["rate"].update(median=300_000.0, min=290_000.0, max=310_000.0)
+    run = {
+        **copy.deepcopy(FAKE_RESULTS),
+        "started": "2026-02-01T00:00:00+00:00",
+        "finished": "2026-02-01T00:01:00+00:00",
+        "command": "python -m benchmarks run --only pubsub-x",
+        "scenarios": [later],
+    }
+    run.update(changes)
+    return run
+
+
+def test_a_partial_run_replaces_its_scenarios_and_the_page_names_its_run() -> None:
+    merged = report.merge(FAKE_RESULTS, _partial_run())
+    first, second = merged["scenarios"]
+    assert first["rows"][0]["summary"]["rate"]["median"] == 300_000.0
+    assert first["measured"]["command"] == "python -m benchmarks run --only pubsub-x"
+    assert second == FAKE_RESULTS["scenarios"][1] and "measured" not in second
+    assert FAKE_RESULTS["scenarios"][0]["rows"][0]["summary"]["rate"]["median"] == 200_000.0
+    page = report.render(merged)
+    assert page.count("2026-02-01T00:00:00+00:00 to 2026-02-01T00:01:00+00:00") == 2
+    assert "Re-measured" in page and "`pubsub-x`" in page
+    assert "Measured in a later run" in page.split("### Pub/sub X")[1].split("###")[0]
+    assert "Measured in a later run" not in page.split("### Later capability")[1]
+
+
+@pytest.mark.parametrize(
+    ("changes", "problem"),
+    [
+        ({"mode": "quick"}, "'quick' run"),
+        ({"machine": {**FAKE_RESULTS["machine"], "cores": 8}}, "differs in cores"),
+        ({"scenarios": []}, "measured no scenario"),
+        (
+            {"scenarios": [{**FAKE_RESULTS["scenarios"][0], "name": "nope"}]},
+            "not in the full run: nope",
+        ),
+    ],
+)
+def test_a_partial_run_that_does_not_fit_is_refused(changes: dict, problem: str) -> None:
+    with pytest.raises(ValueError, match=problem):
+        report.merge(FAKE_RESULTS, _partial_run(**changes))
+
+
+def test_report_update_rewrites_the_results_and_the_page(tmp_path: Path) -> None:
+    results, partial = tmp_path / "latest.json", tmp_path / "partial.json"
+    results.write_text(json.dumps(FAKE_RESULTS))
+    partial.write_text(json.dumps(_partial_run()))
+    page, images = tmp_path / "performance.md", tmp_path / "img"
+    argv = ["report", "--results", str(results), "--update", str(partial)]
+    argv += ["--page", str(page), "--images", str(images)]
+    assert cli_main(argv) == 0
+    assert json.loads(results.read_text())["scenarios"][0]["measured"]["started"].startswith(
+        "2026-02-01"
+    )
+    assert "Re-measured" in page.read_text()
+    partial.write_text(json.dumps(_partial_run(mode="quick")))
+    assert cli_main(argv) == 2
 
 
 # -- command line and machine -----------------------------------------------------------
