@@ -73,7 +73,14 @@ def session(master: str):
 def step_batch(spark, capture_dir: str) -> dict:
     from pyspark.sql import functions as F
 
-    df = spark.read.format("rvasync").option("fields", "id, region, amount").load(capture_dir)
+    # Partitions of a few thousand rows (the default is 1,048,576), so this small
+    # capture is read by several tasks on both executors.
+    df = (
+        spark.read.format("rvasync")
+        .option("fields", "id, region, amount")
+        .option("rowsPerPartition", "4096")
+        .load(capture_dir)
+    )
     rows = df.select("id", "subject", "region", "amount", "data").collect()
     ids = [r["id"] for r in rows]
     # Executors registered with the driver (the driver's own entry left out).
@@ -239,7 +246,13 @@ def step_kill(spark, capture_dir: str, work: str, gate_id: int, whole_worker: bo
     the capture files; the counts must stay exact.
     """
     name = "kill-worker" if whole_worker else "kill"
-    df = spark.read.format("rvasync").option("fields", "id").load(capture_dir).select("id")
+    df = (
+        spark.read.format("rvasync")
+        .option("fields", "id")
+        .option("rowsPerPartition", "4096")
+        .load(capture_dir)
+        .select("id")
+    )
     df = gated(df, os.path.join(work, f"gate-{name}"), gate_id)
     rows, report = killing(
         os.path.join(work, f"gate-{name}"),

@@ -319,6 +319,24 @@ def test_pushdown_reads_less_and_returns_exactly_what_spark_filters(spark, tmp_p
         ).count()
 
 
+def _pieces(parts) -> list[list[tuple[str, tuple[int, ...]]]]:
+    return [[(piece.path, piece.groups) for piece in part.pieces] for part in parts]
+
+
+def test_partitions_spanning_files_read_every_row_once_in_order(tmp_path):
+    from rvasync.spark.scan import BASE_SCHEMA, plan, read_part
+
+    rows = _timed_capture(tmp_path)
+    files = capture.committed_files(tmp_path)
+    schema = T.StructType([BASE_SCHEMA["received_at"], BASE_SCHEMA["subject"]])
+    for per_part in (7, 25, 45, 1000):
+        seen = []
+        for part in plan(files, rows_per_part=per_part):
+            for batch in read_part(part, schema):
+                seen.extend(batch.column(1).to_pylist())
+        assert seen == [subject for _, subject, _, _ in rows], per_part
+
+
 def test_planning_prunes_row_groups_by_time_and_splits_by_rows(tmp_path):
     import datetime as dt
 
@@ -329,14 +347,23 @@ def test_planning_prunes_row_groups_by_time_and_splits_by_rows(tmp_path):
     files = capture.committed_files(tmp_path)
     everything = plan(files, rows_per_part=10)
     assert len(everything) == 9  # 3 files x 3 row groups of 10 rows
-    assert len(plan(files, rows_per_part=1000)) == 3  # a partition never spans files
+    # Partitions span files: as many as the row count asks for, as even as row groups allow.
+    assert _pieces(plan(files, rows_per_part=1000)) == [
+        [(str(files[0]), (0, 1, 2)), (str(files[1]), (0, 1, 2)), (str(files[2]), (0, 1, 2))]
+    ]
+    assert _pieces(plan(files, rows_per_part=45)) == [
+        [(str(files[0]), (0, 1, 2)), (str(files[1]), (0, 1))],
+        [(str(files[1]), (2,)), (str(files[2]), (0, 1, 2))],
+    ]
+    assert _pieces(plan(files, rows_per_part=40)) == [[(str(f), (0, 1, 2))] for f in files]
     late = Predicate("received_at", "ge", dt.datetime.fromtimestamp(1_700_000_000 + 65, dt.UTC))
     pruned = plan(files, rows_per_part=10, predicates=[late])
     # Rows 60..89 live in the last file's three row groups; 65 is in its first.
-    assert [(p.path, p.groups) for p in pruned] == [
-        (str(files[2]), (0,)),
-        (str(files[2]), (1,)),
-        (str(files[2]), (2,)),
+    assert _pieces(pruned) == [
+        [(str(files[2]), (0,))],
+        [(str(files[2]), (1,))],
+        [(str(files[2]), (2,))],
     ]
+    assert all(piece.predicates == (late,) for part in pruned for piece in part.pieces)
     nobody = Predicate("subject", "eq", "NOT.THERE")
     assert plan(files, predicates=[nobody]) == []

@@ -19,6 +19,11 @@ from rvasync.subjects import check_send_subject
 
 __all__ = ["FieldSpec", "ReadOptions", "WriteOptions", "parse_daemon"]
 
+#: Default rows per read partition (``rowsPerPartition``): every Spark task costs tens of
+#: milliseconds of CPU on the JVM and in the Python worker, so partitions are large and
+#: may span files (docs/spark.md, "Partitions and pushdown").
+ROWS_PER_PARTITION = 1048576
+
 # Spark adds these itself: the load() path, the streaming sink's checkpoint.
 _READ_KEYS = {
     "path",
@@ -153,7 +158,7 @@ class ReadOptions:
     starting_offsets: str = "earliest"
     max_files_per_trigger: int | None = None
     pushdown: bool = False
-    rows_per_partition: int = 262144
+    rows_per_partition: int = ROWS_PER_PARTITION
     #: The capture columns kept (all of them, in capture order, by default).
     columns: tuple[str, ...] = CAPTURE_COLUMN_NAMES
 
@@ -174,7 +179,9 @@ class ReadOptions:
             )
         sample = _positive_int(options, "samplerows", "sampleRows", 1000)
         assert sample is not None
-        per_part = _positive_int(options, "rowsperpartition", "rowsPerPartition", 262144)
+        per_part = _positive_int(
+            options, "rowsperpartition", "rowsPerPartition", ROWS_PER_PARTITION
+        )
         assert per_part is not None
         pushdown = str(options.get("pushdown", "false")).strip().lower()
         if pushdown not in ("true", "false"):

@@ -21,11 +21,11 @@ from rvasync.errors import InvalidArgument, RvError
 from rvasync.fieldtypes import FieldType
 from rvasync.message import Message
 from rvasync.spark import capture
-from rvasync.spark.options import FieldSpec, ReadOptions
+from rvasync.spark.options import ROWS_PER_PARTITION, FieldSpec, ReadOptions
 from rvasync.spark.pushdown import Predicate, mask, row_group_may_match
 from rvasync.spark.typemap import METADATA_KEY, column_converter, field_to_spark
 
-__all__ = ["BASE_SCHEMA", "FilePart", "plan", "read_part", "read_schema"]
+__all__ = ["BASE_SCHEMA", "FilePart", "ScanPart", "plan", "read_part", "read_schema"]
 
 FIELD_KEY = "rvasync.field"
 BATCH_ROWS = 8192
@@ -186,8 +186,8 @@ def arrow_schema(schema: T.StructType) -> pa.Schema:
 
 @dataclass
 class FilePart(InputPartition):
-    """Row groups ``groups`` of committed capture file ``path`` (one Spark task), keeping
-    only rows that match ``predicates`` (pushed-down filters; Spark checks them again)."""
+    """Row groups ``groups`` of committed capture file ``path``, keeping only rows that
+    match ``predicates`` (pushed-down filters; Spark checks them again)."""
 
     path: str
     groups: tuple[int, ...]
@@ -201,25 +201,37 @@ class FilePart(InputPartition):
         self.predicates = predicates
 
 
+@dataclass
+class ScanPart(InputPartition):
+    """One Spark task: runs of row groups (:class:`FilePart`) of one or more consecutive
+    committed files, read in order."""
+
+    pieces: tuple[FilePart, ...]
+
+    def __init__(self, pieces: tuple[FilePart, ...]) -> None:
+        self.pieces = pieces
+
+
 def plan(
     files: Sequence[os.PathLike[str] | str],
     *,
-    rows_per_part: int = 262144,
+    rows_per_part: int = ROWS_PER_PARTITION,
     predicates: Sequence[Predicate] = (),
 ) -> list[Any]:
-    """Partitions over committed files: whole row groups, about ``rows_per_part`` rows each
-    (a partition never spans files, so many small files give many small partitions).
+    """Partitions over committed files: runs of whole row groups in capture order, as
+    many as ``rows_per_part`` asks for (the row count over it, rounded up) and as even
+    as whole row groups allow; a partition may span files.
 
-    Row groups whose statistics rule out ``predicates`` are left out. Opening
-    every footer here also means a damaged committed file fails the job at
-    its start, naming the file, rather than half-way through.
+    Every Spark task costs a fixed amount on the JVM and in the Python worker
+    (tens of milliseconds of CPU), so partitions are sized by rows, not by
+    files. Row groups whose statistics rule out ``predicates`` are left out.
+    Opening every footer here also means a damaged committed file fails the
+    job at its start, naming the file, rather than half-way through.
     """
     pushed = tuple(predicates)
-    parts: list[Any] = []
+    groups: list[tuple[str, int, int]] = []  # (path, row group, rows) to read, in order
     for path in files:
         parquet = capture.open_committed(path)
-        group: list[int] = []
-        rows = 0
         try:
             counts = [parquet.metadata.row_group(i).num_rows for i in range(parquet.num_row_groups)]
         except capture.UNREADABLE as exc:
@@ -227,16 +239,33 @@ def plan(
                 f"committed capture file {os.fspath(path)!r} is unreadable: {exc}"
             ) from None
         for index, count in enumerate(counts):
-            if not row_group_may_match(parquet.metadata, index, pushed):
-                continue
-            group.append(index)
-            rows += count
-            if rows >= rows_per_part:
-                parts.append(FilePart(os.fspath(path), tuple(group), pushed))
-                group, rows = [], 0
-        if group:
-            parts.append(FilePart(os.fspath(path), tuple(group), pushed))
+            if row_group_may_match(parquet.metadata, index, pushed):
+                groups.append((os.fspath(path), index, count))
+    total = sum(count for _, _, count in groups)
+    count_parts = max(1, -(-total // rows_per_part))
+    parts: list[Any] = []
+    current: list[tuple[str, int]] = []
+    seen = 0
+    for path, index, count in groups:
+        current.append((path, index))
+        seen += count
+        # Cut where the running row count reaches the next of count_parts even shares.
+        if seen and seen * count_parts >= total * (len(parts) + 1):
+            parts.append(_scan_part(current, pushed))
+            current = []
+    if current:
+        parts.append(_scan_part(current, pushed))
     return parts
+
+
+def _scan_part(groups: list[tuple[str, int]], pushed: tuple[Predicate, ...]) -> ScanPart:
+    pieces: list[FilePart] = []
+    for path, index in groups:
+        if pieces and pieces[-1].path == path:
+            pieces[-1].groups += (index,)
+        else:
+            pieces.append(FilePart(path, (index,), pushed))
+    return ScanPart(tuple(pieces))
 
 
 # -- reading --------------------------------------------------------------------------
@@ -310,32 +339,40 @@ def _read_batches(part: FilePart, columns: list[str]) -> Iterator[pa.RecordBatch
 
 
 def read_part(part: Any, schema: T.StructType) -> Iterator[pa.RecordBatch]:
-    """Record batches of one partition, shaped exactly as Spark expects ``schema``.
+    """Record batches of one partition (a :class:`ScanPart`, or a single
+    :class:`FilePart`), shaped exactly as Spark expects ``schema``.
 
     Only the Parquet columns the schema needs are decoded: the capture
     columns it keeps, ``data`` when fields are projected, and the columns
     pushed-down predicates test.
     """
-    if not isinstance(part, FilePart):
+    if isinstance(part, ScanPart):
+        pieces = part.pieces
+    elif isinstance(part, FilePart):
+        pieces = (part,)
+    else:
         return
     target = arrow_schema(schema)
     plan_ = layout(schema)
     fields = plan_.fields
-    wanted = set(plan_.capture_columns) | {p.column for p in part.predicates}
-    if fields:
-        wanted.add("data")
-    columns = [name for name in capture.CAPTURE_COLUMNS if name in wanted]
     field_types = [
         target.field(i).type for i, c in enumerate(plan_.columns) if not isinstance(c, str)
     ]
-    for batch in _read_batches(part, columns):
-        if not batch.num_rows:
-            continue
-        projected = iter(_project(batch, fields, field_types) if fields else ())
-        arrays = [
-            _conform(batch.column(batch.schema.get_field_index(c)), target.field(i).type, part.path)
-            if isinstance(c, str)
-            else next(projected)
-            for i, c in enumerate(plan_.columns)
-        ]
-        yield pa.RecordBatch.from_arrays(arrays, schema=target)
+    for piece in pieces:
+        wanted = set(plan_.capture_columns) | {p.column for p in piece.predicates}
+        if fields:
+            wanted.add("data")
+        columns = [name for name in capture.CAPTURE_COLUMNS if name in wanted]
+        for batch in _read_batches(piece, columns):
+            if not batch.num_rows:
+                continue
+            projected = iter(_project(batch, fields, field_types) if fields else ())
+            arrays = [
+                _conform(
+                    batch.column(batch.schema.get_field_index(c)), target.field(i).type, piece.path
+                )
+                if isinstance(c, str)
+                else next(projected)
+                for i, c in enumerate(plan_.columns)
+            ]
+            yield pa.RecordBatch.from_arrays(arrays, schema=target)
