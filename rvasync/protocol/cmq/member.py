@@ -126,6 +126,9 @@ class QueueMemberCore:
         self._next_status = math.inf
         self._next_sweep = math.inf
         self._peers: dict[str, PeerView] = {}
+        #: every task some peer's latest STATUS reports held or done, or None when a
+        #: STATUS or a departure changed those (rebuilt on demand, see _reported_ids)
+        self._reported: set[TaskId] | None = set()
         self._gone: dict[str, float] = {}
         self._held: dict[TaskId, Task] = {}
         #: who assigned each held task (a member id; this member's own for its own book)
@@ -454,6 +457,7 @@ class QueueMemberCore:
             return
         held = {tid for tid, _ in rec.tasks}
         done = dict(rec.done)
+        self._reported = None
         if peer is None:
             peer = PeerView(rec.member, rec.seq, rec.weight, rec.capacity, held, done, now)
             self._peers[rec.member] = peer
@@ -475,6 +479,7 @@ class QueueMemberCore:
     def _peer_left(self, member: str, now: float, out: QueueOutputs) -> None:
         if self._peers.pop(member, None) is None and member not in self._gone:
             return
+        self._reported = None
         book = self._book
         if book is None:
             return
@@ -549,10 +554,14 @@ class QueueMemberCore:
         # Already completed by a worker (heard in its COMPLETE or STATUS)?
         early = book.early_done.pop(tid, None)
         doer = early[0] if early is not None else None
+        # Whether a peer reports the task (held or done) is known from one set
+        # look-up; only a reported task needs the scan of every peer's sets.
+        ids = self._reported
+        reported = tid in (self._reported_ids() if ids is None else ids)
         if doer is None:
             if tid in self._done_memory and tid not in self._held:
                 doer = self.member_id
-            else:
+            elif reported:
                 doer = next((p.member for p in self._peers.values() if tid in p.done), None)
         self.stats.tasks += 1
         if doer is not None:
@@ -562,7 +571,7 @@ class QueueMemberCore:
             self._ack(doer, tid, task.certified, out)
             return
         holder = self.member_id if tid in self._held else None
-        if holder is None:
+        if holder is None and reported:
             holder = next((p.member for p in self._peers.values() if tid in p.held), None)
         if (
             holder is None
@@ -589,10 +598,21 @@ class QueueMemberCore:
             return
         self._assign(book, a, now, out)
 
+    def _reported_ids(self) -> set[TaskId]:
+        reported: set[TaskId] = set()
+        for p in self._peers.values():
+            reported.update(p.held)
+            reported.update(p.done)
+        self._reported = reported
+        return reported
+
     def _pick(self, book: SchedulerBook, exclude: str | None) -> str | None:
         # Once per assignment and per backlog step. A peer's load: what this book
         # gave it plus what it holds that the book does not know (PeerView.unknown).
-        best: tuple[int, int, str] | None = None
+        # The best is the least (-weight, last pick, member), compared field by field
+        # without building the tuples (this runs per task).
+        best: str | None = None
+        best_weight = best_last = 0
         by_worker, last_pick = book.by_worker, book.last_pick
         for p in self._peers.values():
             member = p.member
@@ -601,11 +621,19 @@ class QueueMemberCore:
             mine = by_worker.get(member)
             if p.capacity <= (len(mine) if mine else 0) + p.unknown:
                 continue
-            key = (-p.weight, last_pick.get(member, -1), member)
-            if best is None or key < best:
-                best = key
+            weight = p.weight
+            last = last_pick.get(member, -1)
+            if (
+                best is None
+                or weight > best_weight
+                or (
+                    weight == best_weight
+                    and (last < best_last or (last == best_last and member < best))
+                )
+            ):
+                best, best_weight, best_last = member, weight, last
         if best is not None:
-            return best[2]
+            return best
         if exclude != self.member_id and len(self._held) < self._worker_tasks:
             return self.member_id
         return None
