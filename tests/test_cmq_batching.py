@@ -32,18 +32,58 @@ def test_one_record_per_kind_and_destination_in_first_seen_order() -> None:
             assign("w1", 1, b"a"),
             assign("w2", 2, b"b"),
             assign("w1", 3, b"c"),
-            QueueRecord(RecordKind.ACK, Q, "sched", "w1", tasks=((tid(9), True),)),
+            QueueRecord(RecordKind.ACK, Q, "sched", "w3", tasks=((tid(9), True),)),
         ]
     )
     assert [(r.kind, r.to) for r in merged] == [
         (RecordKind.ASSIGN, "w1"),
         (RecordKind.ASSIGN, "w2"),
-        (RecordKind.ACK, "w1"),
+        (RecordKind.ACK, "w3"),
     ]
     w1 = merged[0]
     assert [t.seq for t, _ in w1.tasks] == [1, 3]
     assert w1.task_payloads() == (b"a", b"c")
     assert merged[1].payload == b"b" and merged[1].payloads == ()  # one task: the plain form
+
+
+def test_acknowledgements_ride_on_an_assign_to_the_same_worker() -> None:
+    ack = QueueRecord(RecordKind.ACK, Q, "sched", "w1", tasks=((tid(9), True), (tid(8), False)))
+    merged = coalesce([ack, assign("w2", 2), assign("w1", 1)])
+    assert [(r.kind, r.to) for r in merged] == [
+        (RecordKind.ASSIGN, "w2"),
+        (RecordKind.ASSIGN, "w1"),
+    ]
+    assert merged[0].done == ()
+    assert merged[1].done == ((tid(9), True), (tid(8), False))
+    assert QueueRecord.from_fields(merged[1].to_fields()) == merged[1]
+    # Too many to ride along: they leave as an ACK of their own.
+    acks = [
+        QueueRecord(RecordKind.ACK, Q, "sched", "w1", tasks=((tid(n), True),))
+        for n in range(MAX_TASKS + 1)
+    ]
+    merged = coalesce([*acks, assign("w1", 1)])
+    assert [r.kind for r in merged] == [RecordKind.ACK, RecordKind.ACK, RecordKind.ASSIGN]
+    assert merged[2].done == ()
+
+
+def test_a_worker_takes_acknowledgements_riding_on_an_assign() -> None:
+    core = QueueMemberCore(Q, member_id="w1", worker_tasks=4)
+    core.join(0.0)
+
+    def reported_done() -> list[TaskId]:
+        status = [r for r in core.set_worker_tasks(4, 1.0).records if r.kind is RecordKind.STATUS]
+        return [t for t, _ in status[-1].done]
+
+    core.receive(assign("w1", 1), 0.0)
+    core.complete(tid(1), 0.1)
+    assert reported_done() == [tid(1)]
+    merged = coalesce(
+        [QueueRecord(RecordKind.ACK, Q, "sched", "w1", tasks=((tid(1), True),)), assign("w1", 2)]
+    )
+    assert [r.kind for r in merged] == [RecordKind.ASSIGN]
+    out = core.receive(QueueRecord.from_fields(merged[0].to_fields()), 0.2)
+    assert [t.id for t in out.deliveries] == [tid(2)]
+    assert reported_done() == []
 
 
 def test_accept_superseded_by_completion_in_the_same_batch_is_left_out() -> None:

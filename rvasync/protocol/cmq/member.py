@@ -243,6 +243,9 @@ class QueueMemberCore:
         if kind is _STATUS:
             self._on_status(rec, now, out)
         elif kind is _ASSIGN:
+            for tid, _ in rec.done:
+                # Acknowledgements riding on the ASSIGN (coalesce): as in an ACK.
+                self._done_unacked.pop(tid, None)
             for (tid, certified), payload in zip(rec.tasks, rec.task_payloads(), strict=False):
                 self._accept(Task(tid, certified, payload), rec.member, now, out)
         elif kind is _ACCEPT:

@@ -31,10 +31,12 @@ from rvasync.errors import MalformedMessage
 
 __all__ = ["GROUP", "RECORD_VERSION", "SCHEDULER", "QueueRecord", "RecordKind", "TaskId"]
 
-RECORD_VERSION = 2
+RECORD_VERSION = 3
 """2: task lists travel grouped by (sender, subject, certified), one run of sequence
-numbers per group (version 1 spelled out every task in full). Members of one queue
-run one version; a record of another version is refused by name."""
+numbers per group (version 1 spelled out every task in full). 3: an ASSIGN's
+``done`` lists completions the scheduler acknowledges to that worker (an ACK
+merged into it, see coalesce); version 2 ignored it. Members of one queue run
+one version; a record of another version is refused by name."""
 
 GROUP = ""
 """Destination of a record for every member."""
@@ -82,10 +84,11 @@ class QueueRecord:
     ``to`` is :data:`GROUP`, :data:`SCHEDULER` or a member id. ``tasks`` lists
     (task id, certified) pairs: the held tasks of a STATUS, the task of an
     ASSIGN or ACCEPT, the completions of a COMPLETE or ACK. ``done`` is the
-    unacknowledged completions of a STATUS. An ASSIGN carries its task's
-    message in ``payload``, or, listing several tasks, their messages in
-    ``payloads`` (in the order of ``tasks``); :meth:`task_payloads` gives
-    either as one tuple.
+    unacknowledged completions of a STATUS, or on an ASSIGN the completions
+    the scheduler acknowledges to that worker (an ACK riding along, version
+    3). An ASSIGN carries its task's message in ``payload``, or, listing
+    several tasks, their messages in ``payloads`` (in the order of
+    ``tasks``); :meth:`task_payloads` gives either as one tuple.
     """
 
     kind: RecordKind
