@@ -476,19 +476,9 @@ class CmQueueTransport:
             self._arrivals_handle = None
         arrivals = self._arrivals
         taken = [arrivals.popleft() for _ in range(min(len(arrivals), limit))]
-        task_arrived = self._core.task_arrived
-
-        def step(now: float) -> QueueOutputs:
-            # One input for the slice: the outputs of each arrival, in order, merged.
-            out = QueueOutputs()
-            for tid, subject, payload in taken:
-                each = task_arrived(tid, subject, payload, now)
-                if each:
-                    out.extend(each)
-            return out
-
         if taken:
-            self._input(step)
+            # One input for the slice: the outputs of each arrival, in order, merged.
+            self._input(lambda now: self._core.tasks_arrived(taken, now))
         if arrivals and not self._closed:
             self._arrivals_handle = self._loop.call_soon(self._take_arrivals)
 
@@ -683,18 +673,9 @@ class CmQueueTransport:
             self._completions_handle.cancel()
             self._completions_handle = None
         taken, self._completions = self._completions, {}
-        core = self._core
-
-        def step(now: float) -> QueueOutputs:
-            out = QueueOutputs()
-            for tid in taken:
-                if not core.holds(tid):
-                    continue  # the worker lost it meanwhile (reassigned, withdrawn)
-                out.extend(core.complete(tid, now))
-            return out
-
         if taken:
-            self._input(step)
+            # Those the worker lost meanwhile (reassigned, withdrawn) are skipped.
+            self._input(lambda now: self._core.complete_held(taken, now))
 
     def _confirm_later(self, listener_id: int, sender: str, subject: str, sequence: int) -> None:
         self._complete(TaskId(sender, subject, sequence))

@@ -41,6 +41,7 @@ reaches *another* worker through one of the exceptions above.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 from rvasync.errors import InvalidArgument, NotPermitted
 from rvasync.protocol.cmq.book import Assignment, PeerView, SchedulerBook, SchedulerStats
@@ -289,10 +290,30 @@ class QueueMemberCore:
         uncertified one lost (SCHEDULER.OVERFLOW, ``stats.dropped_uncertified``).
         """
         out = QueueOutputs()
+        if self._active_input():
+            self._arrived(tid, subject, payload, self._clock(now), out)
+        return out
+
+    def tasks_arrived(
+        self, arrivals: Iterable[tuple[TaskId | None, str, bytes]], now: float
+    ) -> QueueOutputs:
+        """:meth:`task_arrived` for each (tid, subject, payload) in order, as one input.
+
+        The outputs are those of the calls one by one, merged field by field
+        (a driver feeding a slice of arrivals carries them out together).
+        """
+        out = QueueOutputs()
+        if self._active_input():
+            now = self._clock(now)
+            arrived = self._arrived
+            for tid, subject, payload in arrivals:
+                arrived(tid, subject, payload, now, out)
+        return out
+
+    def _arrived(
+        self, tid: TaskId | None, subject: str, payload: bytes, now: float, out: QueueOutputs
+    ) -> None:
         book = self._book
-        if not self._active_input():
-            return out
-        now = self._clock(now)
         if book is None:
             if tid is None:
                 # Nothing can send it again: its loss is reported, never silent. (The
@@ -301,7 +322,7 @@ class QueueMemberCore:
                 self.stats.dropped_uncertified += 1
                 lost = Task(TaskId(PLAIN_PREFIX + self.member_id, subject, 0), False, payload)
                 out.advisories.append(self._overflow(lost, NOT_SCHEDULER_REASON))
-            return out
+            return
         if tid is None:
             book.plain_counter += 1
             plain = TaskId(PLAIN_PREFIX + self.member_id, subject, book.plain_counter)
@@ -309,7 +330,6 @@ class QueueMemberCore:
         else:
             task = Task(tid, True, payload)
         self._new_task(book, task, now, out)
-        return out
 
     def complete(self, tid: TaskId, now: float) -> QueueOutputs:
         """This member's program finished task ``tid`` (it confirmed the message).
@@ -322,6 +342,25 @@ class QueueMemberCore:
             raise NotPermitted(f"task {tid} is not held by this worker of queue {self.name!r}")
         now = self._clock(now)
         out = QueueOutputs()
+        self._complete_held(tid, task, now, out)
+        return out
+
+    def complete_held(self, tids: Iterable[TaskId], now: float) -> QueueOutputs:
+        """:meth:`complete` for each of ``tids`` this worker still holds, as one input.
+
+        Tasks it does not hold (any more: reassigned, or completed already) are
+        skipped. The outputs are those of the calls one by one, merged.
+        """
+        now = self._clock(now)
+        out = QueueOutputs()
+        held = self._held
+        for tid in tids:
+            task = held.get(tid)
+            if task is not None:
+                self._complete_held(tid, task, now, out)
+        return out
+
+    def _complete_held(self, tid: TaskId, task: Task, now: float, out: QueueOutputs) -> None:
         del self._held[tid]
         assigner = self._assigner.pop(tid, self.member_id)
         self._done_memory[tid] = now
@@ -345,7 +384,6 @@ class QueueMemberCore:
                     tasks=((tid, task.certified),),
                 )
             )
-        return out
 
     def set_worker_weight(self, weight: int, now: float) -> QueueOutputs:
         self._worker_weight = validate_worker_weight(weight)
