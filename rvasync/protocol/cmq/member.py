@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from heapq import heapify, heappop, heappush
 
 from rvasync.errors import InvalidArgument, NotPermitted
 from rvasync.protocol.cmq.book import Assignment, PeerView, SchedulerBook, SchedulerStats
@@ -748,16 +749,46 @@ class QueueMemberCore:
         self._drain_backlog(book, now, out)
 
     def _drain_backlog(self, book: SchedulerBook, now: float, out: QueueOutputs) -> None:
-        while book.backlog:
-            a = book.tasks.get(book.backlog[0])
+        # The picks _pick(book, None) would make one by one, from a heap of the
+        # available peers built once: an assignment changes only its worker's
+        # load and last pick, so that worker goes back in with its new key
+        # (-weight, last pick, member) while it has room. A busy scheduler assigns
+        # most tasks here, and the scan of every peer per task was its dearest step.
+        backlog = book.backlog
+        tasks = book.tasks
+        heap: list[tuple[int, int, str, int]] | None = None
+        while backlog:
+            a = tasks.get(backlog[0])
             if a is None or a.worker is not None:
-                book.backlog.popleft()
+                backlog.popleft()
                 continue
-            worker = self._pick(book, None)
-            if worker is None:
+            if heap is None:
+                heap = self._available(book)
+            if heap:
+                worker = heap[0][2]
+            elif len(self._held) < self._worker_tasks:
+                worker = self.member_id
+            else:
                 return
-            book.backlog.popleft()
+            backlog.popleft()
             self._assign(book, a, now, out, picked=worker)
+            if heap:
+                weight, _, member, room = heappop(heap)
+                if room > 1:
+                    heappush(heap, (weight, book.tick, member, room - 1))
+
+    def _available(self, book: SchedulerBook) -> list[tuple[int, int, str, int]]:
+        """(-weight, last pick, member, room) of each peer _pick could choose, as a heap."""
+        by_worker, last_pick = book.by_worker, book.last_pick
+        heap = []
+        for p in self._peers.values():
+            member = p.member
+            mine = by_worker.get(member)
+            room = p.capacity - (len(mine) if mine else 0) - p.unknown
+            if room > 0:
+                heap.append((-p.weight, last_pick.get(member, -1), member, room))
+        heapify(heap)
+        return heap
 
     def _completed(
         self,
