@@ -11,7 +11,8 @@ records (:mod:`rvasync.protocol.ft`); these records carry the work:
              the next one, and a new scheduler learns at once who holds what.
 ``ASSIGN``   scheduler to one worker: the task, its payload and whether it is
              certified. Repeated until accepted. Several tasks for the same
-             worker may travel in one ASSIGN (``payloads``, one per task).
+             worker may travel in one ASSIGN (``payloads``, one per task), and
+             acknowledgements for that worker with them (``done``, as an ACK).
 ``ACCEPT``   worker to the scheduler that assigned: the worker has the task.
 ``COMPLETE`` worker to the scheduler: the worker's program finished tasks.
 ``ACK``      scheduler to a worker: these completions are confirmed to their
@@ -23,9 +24,10 @@ from __future__ import annotations
 
 import enum
 import json
+import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from rvasync.errors import MalformedMessage
 
@@ -109,9 +111,11 @@ class QueueRecord:
 
     def to_fields(self) -> dict[str, str | int | bytes]:
         """A flat mapping of simple values, ready to become message fields."""
-        body = json.dumps(
-            [self.seq, self.weight, self.capacity, _grouped(self.tasks), _grouped(self.done)],
-            separators=(",", ":"),
+        # The text json.dumps(..., separators=(",", ":")) gives, written directly:
+        # json.dumps builds a new encoder per call, most of a small record's cost.
+        body = (
+            f"[{_int_text(self.seq)},{_int_text(self.weight)},{_int_text(self.capacity)},"
+            f"{_groups_text(_grouped(self.tasks))},{_groups_text(_grouped(self.done))}]"
         )
         fields: dict[str, str | int | bytes] = {
             "v": RECORD_VERSION,
@@ -181,18 +185,44 @@ class QueueRecord:
             raise MalformedMessage(f"distributed queue record body is malformed: {exc}") from None
 
 
+_U32 = struct.Struct(">I")
+_ESCAPED = json.encoder.encode_basestring_ascii  # json.dumps's string writer (ensure_ascii)
+_int_text = int.__repr__  # json.dumps's integer writer
+
+
+def _groups_text(groups: list[list[Any]]) -> str:
+    """``json.dumps(groups, separators=(",", ":"))`` for :func:`_grouped`'s output."""
+    return (
+        "["
+        + ",".join(
+            [
+                f"[{_ESCAPED(sender)},{_ESCAPED(subject)},{'true' if certified else 'false'},"
+                f"[{','.join(map(_int_text, seqs))}]]"
+                for sender, subject, certified, seqs in groups
+            ]
+        )
+        + "]"
+    )
+
+
 def _frame(payloads: tuple[bytes, ...]) -> bytes:
     """Payloads one after another, each after its length (4 bytes, big-endian)."""
-    return b"".join(len(p).to_bytes(4, "big") + p for p in payloads)
+    pack = _U32.pack
+    parts = []
+    for p in payloads:
+        parts.append(pack(len(p)))
+        parts.append(p)
+    return b"".join(parts)
 
 
 def _unframe(data: bytes) -> tuple[bytes, ...]:
     out = []
     at, end = 0, len(data)
+    unpack = _U32.unpack_from
     while at < end:
         if at + 4 > end:
             raise MalformedMessage("distributed queue record payloads are truncated")
-        size = int.from_bytes(data[at : at + 4], "big")
+        (size,) = unpack(data, at)
         at += 4
         if at + size > end:
             raise MalformedMessage("distributed queue record payloads are truncated")
@@ -229,7 +259,8 @@ def _tasks(groups: object) -> tuple[tuple[TaskId, bool], ...]:
     """The (task id, certified) pairs of a grouped task list (see :func:`_grouped`)."""
     if not isinstance(groups, list):
         raise TypeError("task list must be a list")
-    out = []
+    out: list[tuple[TaskId, bool]] = []
+    new = tuple.__new__  # TaskId(...) runs a Python-level __new__, this does not
     for group in groups:
         sender, subject, certified, seqs = group
         if not (
@@ -240,8 +271,11 @@ def _tasks(groups: object) -> tuple[tuple[TaskId, bool], ...]:
             and seqs
         ):
             raise TypeError(f"bad task group {group!r}")
-        for seq in seqs:
-            if seq.__class__ is not int:
-                raise TypeError(f"bad sequence number {seq!r} in task group for {subject!r}")
-            out.append((TaskId(sender, subject, seq), certified))
+        if {*map(type, seqs)} != _INT_ONLY:
+            bad = next(seq for seq in seqs if seq.__class__ is not int)
+            raise TypeError(f"bad sequence number {bad!r} in task group for {subject!r}")
+        out += [(new(TaskId, (sender, subject, seq)), certified) for seq in seqs]
     return tuple(out)
+
+
+_INT_ONLY = {int}
