@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -10,6 +12,7 @@ from rvasync.cmqdriver.routes import MAX_ROUTES, PeerRoutes
 from rvasync.errors import MalformedMessage
 from rvasync.protocol.cmq import GROUP, SCHEDULER, QueueMemberCore, QueueRecord, RecordKind, TaskId
 from rvasync.protocol.cmq.coalesce import MAX_BYTES, MAX_TASKS, coalesce
+from rvasync.protocol.cmq.records import _grouped
 
 Q = "JOBS"
 
@@ -32,18 +35,58 @@ def test_one_record_per_kind_and_destination_in_first_seen_order() -> None:
             assign("w1", 1, b"a"),
             assign("w2", 2, b"b"),
             assign("w1", 3, b"c"),
-            QueueRecord(RecordKind.ACK, Q, "sched", "w1", tasks=((tid(9), True),)),
+            QueueRecord(RecordKind.ACK, Q, "sched", "w3", tasks=((tid(9), True),)),
         ]
     )
     assert [(r.kind, r.to) for r in merged] == [
         (RecordKind.ASSIGN, "w1"),
         (RecordKind.ASSIGN, "w2"),
-        (RecordKind.ACK, "w1"),
+        (RecordKind.ACK, "w3"),
     ]
     w1 = merged[0]
     assert [t.seq for t, _ in w1.tasks] == [1, 3]
     assert w1.task_payloads() == (b"a", b"c")
     assert merged[1].payload == b"b" and merged[1].payloads == ()  # one task: the plain form
+
+
+def test_acknowledgements_ride_on_an_assign_to_the_same_worker() -> None:
+    ack = QueueRecord(RecordKind.ACK, Q, "sched", "w1", tasks=((tid(9), True), (tid(8), False)))
+    merged = coalesce([ack, assign("w2", 2), assign("w1", 1)])
+    assert [(r.kind, r.to) for r in merged] == [
+        (RecordKind.ASSIGN, "w2"),
+        (RecordKind.ASSIGN, "w1"),
+    ]
+    assert merged[0].done == ()
+    assert merged[1].done == ((tid(9), True), (tid(8), False))
+    assert QueueRecord.from_fields(merged[1].to_fields()) == merged[1]
+    # Too many to ride along: they leave as an ACK of their own.
+    acks = [
+        QueueRecord(RecordKind.ACK, Q, "sched", "w1", tasks=((tid(n), True),))
+        for n in range(MAX_TASKS + 1)
+    ]
+    merged = coalesce([*acks, assign("w1", 1)])
+    assert [r.kind for r in merged] == [RecordKind.ACK, RecordKind.ACK, RecordKind.ASSIGN]
+    assert merged[2].done == ()
+
+
+def test_a_worker_takes_acknowledgements_riding_on_an_assign() -> None:
+    core = QueueMemberCore(Q, member_id="w1", worker_tasks=4)
+    core.join(0.0)
+
+    def reported_done() -> list[TaskId]:
+        status = [r for r in core.set_worker_tasks(4, 1.0).records if r.kind is RecordKind.STATUS]
+        return [t for t, _ in status[-1].done]
+
+    core.receive(assign("w1", 1), 0.0)
+    core.complete(tid(1), 0.1)
+    assert reported_done() == [tid(1)]
+    merged = coalesce(
+        [QueueRecord(RecordKind.ACK, Q, "sched", "w1", tasks=((tid(1), True),)), assign("w1", 2)]
+    )
+    assert [r.kind for r in merged] == [RecordKind.ASSIGN]
+    out = core.receive(QueueRecord.from_fields(merged[0].to_fields()), 0.2)
+    assert [t.id for t in out.deliveries] == [tid(2)]
+    assert reported_done() == []
 
 
 def test_accept_superseded_by_completion_in_the_same_batch_is_left_out() -> None:
@@ -143,8 +186,8 @@ _task_rows = st.lists(
     st.tuples(
         st.builds(
             TaskId,
-            st.sampled_from(["A", "B.C", "plain:m1"]),
-            st.sampled_from(["JOBS.RUN", "JOBS.X"]),
+            st.sampled_from(["A", "B.C", "plain:m1", 'q"\\\u00e9\u2603']),
+            st.sampled_from(["JOBS.RUN", "JOBS.X", "J\u00fc.\n"]),
             st.integers(0, 2**63),
         ),
         st.booleans(),
@@ -162,7 +205,12 @@ def test_grouped_task_lists_round_trip_in_order(
     """Tasks travel grouped by sender, subject and certification (record version 2): any
     list, interleaved or repeated, comes back the same, in the same order."""
     rec = QueueRecord(kind, Q, "m", "w1", seq=1, tasks=tuple(tasks), done=tuple(done))
-    assert QueueRecord.from_fields(rec.to_fields()) == rec
+    fields = rec.to_fields()
+    assert QueueRecord.from_fields(fields) == rec
+    # The body is written by hand: the text json.dumps would give.
+    assert fields["b"] == json.dumps(
+        [1, 0, 0, _grouped(rec.tasks), _grouped(rec.done)], separators=(",", ":")
+    )
 
 
 def test_grouping_sends_the_names_once_per_run() -> None:

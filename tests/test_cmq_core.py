@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections import Counter
 
 import pytest
@@ -211,7 +212,8 @@ def test_records_round_trip_and_malformed_ones_are_named() -> None:
     fields = rec.to_fields()
     for broken in (
         {**fields, "v": 1},  # version 1 spelled tasks out one by one
-        {**fields, "v": 3},
+        {**fields, "v": 2},  # version 2 had no acknowledgements on an ASSIGN
+        {**fields, "v": 4},
         {**fields, "k": "NOPE"},
         {**fields, "b": "[1,2"},
         {**fields, "b": '[1,2,3,[["S","X",true,["1"]]],[]]'},  # a sequence as text
@@ -255,3 +257,29 @@ def test_an_uncertified_task_at_a_member_that_is_not_scheduler_is_reported_lost(
     assert dict(advisory.fields)["reason"] == NOT_SCHEDULER_REASON
     assert dict(advisory.fields)["subject"] == "JOBS.RUN"
     assert core.stats.dropped_uncertified == 1
+
+
+def test_batched_inputs_equal_the_calls_one_by_one() -> None:
+    # tasks_arrived and complete_held (the driver's per-turn inputs) against the
+    # one-task calls, on copies of the same scheduler and of the same worker.
+    sim = QueueSim([sched(), MemberSpec(worker_tasks=3), MemberSpec(worker_tasks=3)], work=(9, 9))
+    for i in range(4):
+        sim.task_at(3.0 + 0.01 * i, i + 1)
+    sim.run_until(3.5)
+    core = sim.members["m0"]
+    assert core.is_scheduler
+    arrivals = [(TaskId("S", "X", n), "X", b"p") for n in (2, 10, 11, 12, 13, 10)]
+    arrivals.append((None, "X", b"plain"))
+    one, many = copy.deepcopy(core), copy.deepcopy(core)
+    merged = [one.task_arrived(tid, subject, payload, 4.0) for tid, subject, payload in arrivals]
+    batched = many.tasks_arrived(arrivals, 4.0)
+    for name in ("records", "confirms", "deliveries", "advisories", "assigned"):
+        assert getattr(batched, name) == [x for out in merged for x in getattr(out, name)]
+    worker = sim.members["m1"]
+    held = list(worker.held)
+    assert held
+    one, many = copy.deepcopy(worker), copy.deepcopy(worker)
+    merged = [one.complete(tid, 4.0) for tid in held]
+    batched = many.complete_held([*held, TaskId("S", "X", 99), held[0]], 4.0)
+    assert batched.records == [r for out in merged for r in out.records]
+    assert one.held == many.held == ()

@@ -139,6 +139,14 @@ async def test_kill_9_of_a_busy_worker_and_of_the_scheduler_loses_no_task(spawn)
         survivors = members[2:]
         await until(lambda: any(m.scheduler for m in survivors), "a new scheduler")
         await until(lambda: unconfirmed(sender) == 0, "every task confirmed")
+        # A worker reports "done" before it confirms, but the report travels on its
+        # stdout and the confirmation on the network: the last report may still be
+        # on its way to this process when the sender's ledger empties.
+        await until(
+            lambda: {n for m in members for n in m.of("done")} >= set(range(TASKS)),
+            "every confirmed task reported done",
+            on_timeout=lambda: set(range(TASKS)) - {n for m in members for n in m.of("done")},
+        )
         done = Counter(n for m in members for n in m.of("done"))
         assert set(done) == set(range(TASKS)), f"lost: {set(range(TASKS)) - set(done)}"
         # Duplicates: only tasks a killed member had, or in flight at the replacement.

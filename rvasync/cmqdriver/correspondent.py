@@ -28,6 +28,8 @@ __all__ = ["SchedulerCorrespondent"]
 
 TaskCallback = Callable[[TaskId | None, Message], None]
 
+_new = tuple.__new__
+
 
 class SchedulerCorrespondent:
     """The internal CM transport of an active scheduler, its listeners and pending confirms."""
@@ -57,9 +59,13 @@ class SchedulerCorrespondent:
         cm = self._cm
         if cm is None or subject in self._listeners:
             return
-        self._listeners[subject] = cm.listen(
-            subject, explicit_confirm=True, callback=self._on_message
-        )
+        # Each task is taken as the transport delivers it: no queue and dispatcher
+        # task in between (_on_message only notes it; the core gets it in a later
+        # handle, _on_task). Nothing is confirmed on taking: the listener confirms
+        # explicitly, once a worker completed the task.
+        listener = cm.listen(subject, explicit_confirm=True)
+        listener.intercept(self._on_message)
+        self._listeners[subject] = listener
 
     def stop(self) -> None:
         """Stop being the correspondent; unconfirmed tasks stay with their senders."""
@@ -100,7 +106,8 @@ class SchedulerCorrespondent:
     def _on_message(self, msg: Message) -> None:
         cm = msg.cm
         if cm is not None and cm.sequence is not None:
-            tid = TaskId(cm.sender, msg.subject or "", cm.sequence)
+            # (tuple.__new__: TaskId(...) runs a Python-level __new__, per task)
+            tid = _new(TaskId, (cm.sender, msg.subject or "", cm.sequence))
             self._pending[tid] = msg
             self._on_task(tid, msg)
         else:

@@ -66,6 +66,9 @@ __all__ = ["CmQueueTransport"]
 
 _SWEEP_INTERVAL = 0.5
 
+#: Task subjects whose listener a worker remembers (the cache starts over beyond).
+_LISTENER_CACHE = 1024
+
 ARRIVALS_PER_TURN = 256
 """Tasks the scheduler's core takes in one loop turn; the rest wait for the next turns.
 
@@ -171,6 +174,9 @@ class CmQueueTransport:
         self._listeners: list[CmListener] = []
         self._next_listener_id = 0
         self._unrouted: list[Task] = []
+        #: task subject -> the listener _hand_over found for it (cleared when the
+        #: listeners change; a cached one that closed is looked up again)
+        self._listener_of: dict[str, CmListener] = {}
         self._tracking: set[CmListener] = set()
         self._sweep_handle: asyncio.TimerHandle | None = None
         self._internal: list[Listener] = []
@@ -306,6 +312,7 @@ class CmQueueTransport:
             callback=callback,
         )
         self._listeners.append(listener)
+        self._listener_of.clear()
         if self._correspondent.active:
             self._correspondent.add_subject(subject)
         waiting, self._unrouted = self._unrouted, []
@@ -476,19 +483,9 @@ class CmQueueTransport:
             self._arrivals_handle = None
         arrivals = self._arrivals
         taken = [arrivals.popleft() for _ in range(min(len(arrivals), limit))]
-        task_arrived = self._core.task_arrived
-
-        def step(now: float) -> QueueOutputs:
-            # One input for the slice: the outputs of each arrival, in order, merged.
-            out = QueueOutputs()
-            for tid, subject, payload in taken:
-                each = task_arrived(tid, subject, payload, now)
-                if each:
-                    out.extend(each)
-            return out
-
         if taken:
-            self._input(step)
+            # One input for the slice: the outputs of each arrival, in order, merged.
+            self._input(lambda now: self._core.tasks_arrived(taken, now))
         if arrivals and not self._closed:
             self._arrivals_handle = self._loop.call_soon(self._take_arrivals)
 
@@ -634,14 +631,22 @@ class CmQueueTransport:
 
     def _hand_over(self, task: Task) -> None:
         subject = task.id.subject
-        listener = next(
-            (
-                lst
-                for lst in self._listeners
-                if not lst.closed and subject_matches(lst.subject, subject)
-            ),
-            None,
-        )
+        listener = self._listener_of.get(subject)
+        if listener is None or listener.closed:
+            # The first open listener whose subject matches (listeners only ever
+            # close, and the cache is cleared when one is added or dropped).
+            listener = next(
+                (
+                    lst
+                    for lst in self._listeners
+                    if not lst.closed and subject_matches(lst.subject, subject)
+                ),
+                None,
+            )
+            if listener is not None:
+                if len(self._listener_of) >= _LISTENER_CACHE:
+                    self._listener_of.clear()
+                self._listener_of[subject] = listener
         if listener is None:
             # The program has no listener for it (yet): keep it until one appears.
             self._unrouted.append(task)
@@ -683,18 +688,9 @@ class CmQueueTransport:
             self._completions_handle.cancel()
             self._completions_handle = None
         taken, self._completions = self._completions, {}
-        core = self._core
-
-        def step(now: float) -> QueueOutputs:
-            out = QueueOutputs()
-            for tid in taken:
-                if not core.holds(tid):
-                    continue  # the worker lost it meanwhile (reassigned, withdrawn)
-                out.extend(core.complete(tid, now))
-            return out
-
         if taken:
-            self._input(step)
+            # Those the worker lost meanwhile (reassigned, withdrawn) are skipped.
+            self._input(lambda now: self._core.complete_held(taken, now))
 
     def _confirm_later(self, listener_id: int, sender: str, subject: str, sequence: int) -> None:
         self._complete(TaskId(sender, subject, sequence))
@@ -712,6 +708,7 @@ class CmQueueTransport:
         listener.mark_closed()
         with contextlib.suppress(ValueError):
             self._listeners.remove(listener)
+        self._listener_of.clear()
         self._tracking.discard(listener)
         queue = listener.queue
         self._transport.detach_queue(

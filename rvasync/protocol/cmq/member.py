@@ -41,6 +41,8 @@ reaches *another* worker through one of the exceptions above.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
+from heapq import heapify, heappop, heappush
 
 from rvasync.errors import InvalidArgument, NotPermitted
 from rvasync.protocol.cmq.book import Assignment, PeerView, SchedulerBook, SchedulerStats
@@ -126,6 +128,9 @@ class QueueMemberCore:
         self._next_status = math.inf
         self._next_sweep = math.inf
         self._peers: dict[str, PeerView] = {}
+        #: every task some peer's latest STATUS reports held or done, or None when a
+        #: STATUS or a departure changed those (rebuilt on demand, see _reported_ids)
+        self._reported: set[TaskId] | None = set()
         self._gone: dict[str, float] = {}
         self._held: dict[TaskId, Task] = {}
         #: who assigned each held task (a member id; this member's own for its own book)
@@ -240,6 +245,9 @@ class QueueMemberCore:
         if kind is _STATUS:
             self._on_status(rec, now, out)
         elif kind is _ASSIGN:
+            for tid, _ in rec.done:
+                # Acknowledgements riding on the ASSIGN (coalesce): as in an ACK.
+                self._done_unacked.pop(tid, None)
             for (tid, certified), payload in zip(rec.tasks, rec.task_payloads(), strict=False):
                 self._accept(Task(tid, certified, payload), rec.member, now, out)
         elif kind is _ACCEPT:
@@ -283,10 +291,30 @@ class QueueMemberCore:
         uncertified one lost (SCHEDULER.OVERFLOW, ``stats.dropped_uncertified``).
         """
         out = QueueOutputs()
+        if self._active_input():
+            self._arrived(tid, subject, payload, self._clock(now), out)
+        return out
+
+    def tasks_arrived(
+        self, arrivals: Iterable[tuple[TaskId | None, str, bytes]], now: float
+    ) -> QueueOutputs:
+        """:meth:`task_arrived` for each (tid, subject, payload) in order, as one input.
+
+        The outputs are those of the calls one by one, merged field by field
+        (a driver feeding a slice of arrivals carries them out together).
+        """
+        out = QueueOutputs()
+        if self._active_input():
+            now = self._clock(now)
+            arrived = self._arrived
+            for tid, subject, payload in arrivals:
+                arrived(tid, subject, payload, now, out)
+        return out
+
+    def _arrived(
+        self, tid: TaskId | None, subject: str, payload: bytes, now: float, out: QueueOutputs
+    ) -> None:
         book = self._book
-        if not self._active_input():
-            return out
-        now = self._clock(now)
         if book is None:
             if tid is None:
                 # Nothing can send it again: its loss is reported, never silent. (The
@@ -295,7 +323,7 @@ class QueueMemberCore:
                 self.stats.dropped_uncertified += 1
                 lost = Task(TaskId(PLAIN_PREFIX + self.member_id, subject, 0), False, payload)
                 out.advisories.append(self._overflow(lost, NOT_SCHEDULER_REASON))
-            return out
+            return
         if tid is None:
             book.plain_counter += 1
             plain = TaskId(PLAIN_PREFIX + self.member_id, subject, book.plain_counter)
@@ -303,7 +331,6 @@ class QueueMemberCore:
         else:
             task = Task(tid, True, payload)
         self._new_task(book, task, now, out)
-        return out
 
     def complete(self, tid: TaskId, now: float) -> QueueOutputs:
         """This member's program finished task ``tid`` (it confirmed the message).
@@ -316,6 +343,25 @@ class QueueMemberCore:
             raise NotPermitted(f"task {tid} is not held by this worker of queue {self.name!r}")
         now = self._clock(now)
         out = QueueOutputs()
+        self._complete_held(tid, task, now, out)
+        return out
+
+    def complete_held(self, tids: Iterable[TaskId], now: float) -> QueueOutputs:
+        """:meth:`complete` for each of ``tids`` this worker still holds, as one input.
+
+        Tasks it does not hold (any more: reassigned, or completed already) are
+        skipped. The outputs are those of the calls one by one, merged.
+        """
+        now = self._clock(now)
+        out = QueueOutputs()
+        held = self._held
+        for tid in tids:
+            task = held.get(tid)
+            if task is not None:
+                self._complete_held(tid, task, now, out)
+        return out
+
+    def _complete_held(self, tid: TaskId, task: Task, now: float, out: QueueOutputs) -> None:
         del self._held[tid]
         assigner = self._assigner.pop(tid, self.member_id)
         self._done_memory[tid] = now
@@ -339,7 +385,6 @@ class QueueMemberCore:
                     tasks=((tid, task.certified),),
                 )
             )
-        return out
 
     def set_worker_weight(self, weight: int, now: float) -> QueueOutputs:
         self._worker_weight = validate_worker_weight(weight)
@@ -454,6 +499,7 @@ class QueueMemberCore:
             return
         held = {tid for tid, _ in rec.tasks}
         done = dict(rec.done)
+        self._reported = None
         if peer is None:
             peer = PeerView(rec.member, rec.seq, rec.weight, rec.capacity, held, done, now)
             self._peers[rec.member] = peer
@@ -475,6 +521,7 @@ class QueueMemberCore:
     def _peer_left(self, member: str, now: float, out: QueueOutputs) -> None:
         if self._peers.pop(member, None) is None and member not in self._gone:
             return
+        self._reported = None
         book = self._book
         if book is None:
             return
@@ -549,10 +596,14 @@ class QueueMemberCore:
         # Already completed by a worker (heard in its COMPLETE or STATUS)?
         early = book.early_done.pop(tid, None)
         doer = early[0] if early is not None else None
+        # Whether a peer reports the task (held or done) is known from one set
+        # look-up; only a reported task needs the scan of every peer's sets.
+        ids = self._reported
+        reported = tid in (self._reported_ids() if ids is None else ids)
         if doer is None:
             if tid in self._done_memory and tid not in self._held:
                 doer = self.member_id
-            else:
+            elif reported:
                 doer = next((p.member for p in self._peers.values() if tid in p.done), None)
         self.stats.tasks += 1
         if doer is not None:
@@ -562,7 +613,7 @@ class QueueMemberCore:
             self._ack(doer, tid, task.certified, out)
             return
         holder = self.member_id if tid in self._held else None
-        if holder is None:
+        if holder is None and reported:
             holder = next((p.member for p in self._peers.values() if tid in p.held), None)
         if (
             holder is None
@@ -589,10 +640,21 @@ class QueueMemberCore:
             return
         self._assign(book, a, now, out)
 
+    def _reported_ids(self) -> set[TaskId]:
+        reported: set[TaskId] = set()
+        for p in self._peers.values():
+            reported.update(p.held)
+            reported.update(p.done)
+        self._reported = reported
+        return reported
+
     def _pick(self, book: SchedulerBook, exclude: str | None) -> str | None:
         # Once per assignment and per backlog step. A peer's load: what this book
         # gave it plus what it holds that the book does not know (PeerView.unknown).
-        best: tuple[int, int, str] | None = None
+        # The best is the least (-weight, last pick, member), compared field by field
+        # without building the tuples (this runs per task).
+        best: str | None = None
+        best_weight = best_last = 0
         by_worker, last_pick = book.by_worker, book.last_pick
         for p in self._peers.values():
             member = p.member
@@ -601,11 +663,19 @@ class QueueMemberCore:
             mine = by_worker.get(member)
             if p.capacity <= (len(mine) if mine else 0) + p.unknown:
                 continue
-            key = (-p.weight, last_pick.get(member, -1), member)
-            if best is None or key < best:
-                best = key
+            weight = p.weight
+            last = last_pick.get(member, -1)
+            if (
+                best is None
+                or weight > best_weight
+                or (
+                    weight == best_weight
+                    and (last < best_last or (last == best_last and member < best))
+                )
+            ):
+                best, best_weight, best_last = member, weight, last
         if best is not None:
-            return best[2]
+            return best
         if exclude != self.member_id and len(self._held) < self._worker_tasks:
             return self.member_id
         return None
@@ -679,16 +749,46 @@ class QueueMemberCore:
         self._drain_backlog(book, now, out)
 
     def _drain_backlog(self, book: SchedulerBook, now: float, out: QueueOutputs) -> None:
-        while book.backlog:
-            a = book.tasks.get(book.backlog[0])
+        # The picks _pick(book, None) would make one by one, from a heap of the
+        # available peers built once: an assignment changes only its worker's
+        # load and last pick, so that worker goes back in with its new key
+        # (-weight, last pick, member) while it has room. A busy scheduler assigns
+        # most tasks here, and the scan of every peer per task was its dearest step.
+        backlog = book.backlog
+        tasks = book.tasks
+        heap: list[tuple[int, int, str, int]] | None = None
+        while backlog:
+            a = tasks.get(backlog[0])
             if a is None or a.worker is not None:
-                book.backlog.popleft()
+                backlog.popleft()
                 continue
-            worker = self._pick(book, None)
-            if worker is None:
+            if heap is None:
+                heap = self._available(book)
+            if heap:
+                worker = heap[0][2]
+            elif len(self._held) < self._worker_tasks:
+                worker = self.member_id
+            else:
                 return
-            book.backlog.popleft()
+            backlog.popleft()
             self._assign(book, a, now, out, picked=worker)
+            if heap:
+                weight, _, member, room = heappop(heap)
+                if room > 1:
+                    heappush(heap, (weight, book.tick, member, room - 1))
+
+    def _available(self, book: SchedulerBook) -> list[tuple[int, int, str, int]]:
+        """(-weight, last pick, member, room) of each peer _pick could choose, as a heap."""
+        by_worker, last_pick = book.by_worker, book.last_pick
+        heap = []
+        for p in self._peers.values():
+            member = p.member
+            mine = by_worker.get(member)
+            room = p.capacity - (len(mine) if mine else 0) - p.unknown
+            if room > 0:
+                heap.append((-p.weight, last_pick.get(member, -1), member, room))
+        heapify(heap)
+        return heap
 
     def _completed(
         self,

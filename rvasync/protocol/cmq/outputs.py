@@ -13,9 +13,14 @@ from rvasync.protocol.ft import FtAdvisory, FtRecord
 __all__ = ["QueueAdvisory", "QueueOutputs", "Task"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Task:
-    """A task: its identity, whether a certified agreement covers it, the encoded message."""
+    """A task: its identity, whether a certified agreement covers it, the encoded message.
+
+    A value: nothing changes one once built. Not declared frozen, as the
+    scheduler and the worker build one per task and a frozen dataclass's
+    ``__init__`` costs three times as much (see QueueRecord).
+    """
 
     id: TaskId
     certified: bool
