@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import shlex
 import signal
 import sys
@@ -21,6 +22,7 @@ from typing import Any
 from benchmarks import report
 from benchmarks.registry import discover
 from benchmarks.runner import RunOptions, failures, run
+from benchmarks.scenarios.capture import ROWS_ENV as SPARK_ROWS_ENV
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS_DIR = ROOT / "benchmarks" / "results"
@@ -110,6 +112,18 @@ async def _run_stoppable(options: RunOptions) -> dict[str, Any]:
         loop.remove_signal_handler(signal.SIGTERM)
 
 
+#: Environment variables that change what a run measures: a run's recorded command names
+#: those that were set.
+SIZING_ENV = (SPARK_ROWS_ENV,)
+
+
+def _settings() -> str:
+    """``NAME=value `` for each sizing variable set here, as a shell would prefix them."""
+    return "".join(
+        f"{name}={shlex.quote(os.environ[name])} " for name in SIZING_ENV if os.environ.get(name)
+    )
+
+
 def _run(args: argparse.Namespace, argv: list[str]) -> int:
     repeat = args.repeat if args.repeat is not None else (1 if args.quick else FULL_REPEAT)
     if repeat < 1:
@@ -120,7 +134,7 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
         repeat=repeat,
         only=args.only,
         systems=args.systems,
-        command="python -m benchmarks " + shlex.join(argv),
+        command=_settings() + "python -m benchmarks " + shlex.join(argv),
     )
     try:
         document = asyncio.run(_run_stoppable(options))

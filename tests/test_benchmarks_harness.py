@@ -491,6 +491,15 @@ def test_report_update_rewrites_the_results_and_the_page(tmp_path: Path) -> None
 # -- command line and machine -----------------------------------------------------------
 
 
+def test_a_run_records_the_sizing_variables_it_ran_with(monkeypatch: pytest.MonkeyPatch) -> None:
+    from benchmarks import cli
+
+    monkeypatch.delenv("RVASYNC_BENCH_SPARK_ROWS", raising=False)
+    assert cli._settings() == ""
+    monkeypatch.setenv("RVASYNC_BENCH_SPARK_ROWS", "10000000")
+    assert cli._settings() == "RVASYNC_BENCH_SPARK_ROWS=10000000 "
+
+
 def test_command_line_parses_lists() -> None:
     args = parser().parse_args(
         ["run", "--quick", "--only", "pubsub,fanout", "--systems", "rvasync,nats", "--repeat", "2"]
