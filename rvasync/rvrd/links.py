@@ -7,6 +7,15 @@ back to back (msgpack delimits them itself); a streaming unpacker splits
 what arrives. The first frame of a loop turn is written at once; the rest of
 a burst is gathered and leaves in one ``write`` at the end of the turn.
 
+An ``ACK`` never leaves at once. It tells the neighbor that the messages it
+counts are this router's to deliver, and the neighbor stops answering for
+them (a link that breaks later reports only what was not acknowledged). The
+deliveries of the same loop turn are still in the daemon's buffers, which it
+sends at the end of the turn; an ``ACK`` written before them and a router
+killed in between lose those messages with nobody counting them. So an
+``ACK`` is written by a callback scheduled after those deliveries, which
+runs after the daemon's flush.
+
 Both ends send ``HELLO`` first (``["HELLO", version, router name]``); the
 router decides whether to accept the name. A ``PING`` every heartbeat keeps
 an idle link known to be alive; the router fails a link silent for the
@@ -23,6 +32,7 @@ from typing import Any, cast
 import msgpack
 
 from rvasync.protocol.rvrd import frames
+from rvasync.protocol.rvrd.core import ACK
 
 __all__ = ["LinkError", "NeighborLink"]
 
@@ -152,6 +162,10 @@ class NeighborLink(asyncio.Protocol):
             return False
         if frame[0] in _DATA_KINDS and transport.get_write_buffer_size() > MAX_BACKLOG:
             return False
+        if frame[0] == ACK:
+            # After everything this turn handed to the daemons so far (module docstring).
+            self._loop.call_soon(self._write_late, _pack(frame))
+            return True
         if self._turn:
             self._out.append(_pack(frame))
         else:
@@ -161,6 +175,11 @@ class NeighborLink(asyncio.Protocol):
             self._loop.call_soon(self._flush)
             transport.write(_pack(frame))
         return True
+
+    def _write_late(self, data: bytes) -> None:
+        transport = self._transport
+        if transport is not None and not self.closed and not transport.is_closing():
+            transport.write(data)
 
     def _flush(self) -> None:
         self._turn = False
