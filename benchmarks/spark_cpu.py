@@ -23,6 +23,7 @@ reading with ``option("rowsPerPartition", N)``, beside the default. Usage::
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import statistics
 import time
@@ -78,24 +79,17 @@ def main() -> None:
     parser.add_argument("--dir", default=None)
     args = parser.parse_args()
     directory = args.dir or f"/tmp/rvasync-spark-cpu-{args.rows}"
-    rv = RvCaptureScan.__new__(RvCaptureScan)  # the adapter, outside the benchmark runner
-    rv.variant, rv.params = LOCAL, {}
-    if not os.path.exists(f"{directory}/full"):
-        rv.write_capture(f"{directory}/full", args.rows)
-        rv.write_capture(f"{directory}/warm", 20_000)
+    rv = RvCaptureScan({}, {}, LOCAL)  # the adapter, outside the benchmark runner
     full, warm = f"{directory}/full", f"{directory}/warm"
+    if not os.path.exists(full):
+        rv.write_capture(full, args.rows)
+        rv.write_capture(warm, 20_000)
     rv.start_engine()
-    parquet = ParquetCaptureScan.__new__(ParquetCaptureScan)
-    parquet.variant, parquet._spark, parquet._cluster = LOCAL, rv._spark, None
+    parquet = ParquetCaptureScan({}, {}, LOCAL)
+    parquet.share_engine(rv)
 
     def with_rows(per_part: str) -> Callable[[], int]:
-        def scan() -> int:
-            reader = rv._session().read.format("rvasync").option("columns", "received_at, data")
-            df = reader.option("rowsPerPartition", per_part).load(full)
-            query = ("count(*) AS n", "sum(length(data))", "max(received_at)")
-            return int(df.selectExpr(*query).first()["n"])  # type: ignore[index]
-
-        return scan
+        return lambda: rv.scan(full, False, True, options={"rowsPerPartition": per_part})
 
     queries: dict[str, Callable[[], int]] = {
         "rvasync": lambda: rv.scan(full, False, True),
@@ -140,7 +134,7 @@ def main() -> None:
             cpu = statistics.median(c for c, _ in runs) / base[0]
             wall = statistics.median(w for _, w in runs) / base[1]
             print(f"{name:40s} / parquet: cpu {cpu:.2f}x  wall {wall:.2f}x")
-    rv._spark.stop()
+    asyncio.run(rv.close())
 
 
 if __name__ == "__main__":

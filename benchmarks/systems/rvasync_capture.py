@@ -13,7 +13,7 @@ import asyncio
 import os
 import shutil
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -160,6 +160,13 @@ class _SparkScan(CaptureScan):
         self._spark.sparkContext.setLogLevel("ERROR")
         register(self._spark)
 
+    def share_engine(self, other: _SparkScan) -> None:
+        """Run on ``other``'s started Spark session instead of starting one (a tool
+        interleaving two readers in one JVM, benchmarks/spark_cpu.py); ``other``
+        alone stops it."""
+        self._spark, self._cluster = other._spark, None
+        self._shared = True
+
     def _session(self) -> Any:
         spark = self._spark
         # asyncio.to_thread runs this in a fresh thread: Python data sources are
@@ -168,6 +175,8 @@ class _SparkScan(CaptureScan):
         return spark
 
     async def close(self) -> None:
+        if getattr(self, "_shared", False):
+            return
         spark = getattr(self, "_spark", None)
         if spark is not None:
             await asyncio.to_thread(spark.stop)
@@ -187,8 +196,18 @@ class RvCaptureScan(_SparkScan):
     def unavailable(cls) -> str | None:
         return _spark_unavailable()
 
-    def scan(self, directory: str, project: bool, prune: bool = True) -> int:
+    def scan(
+        self,
+        directory: str,
+        project: bool,
+        prune: bool = True,
+        options: Mapping[str, str] | None = None,
+    ) -> int:
+        """:meth:`CaptureScan.scan`; ``options``: more reader options (tools comparing
+        settings, such as ``rowsPerPartition``; the benchmark passes none)."""
         reader = self._session().read.format("rvasync")
+        for key, value in (options or {}).items():
+            reader = reader.option(key, value)
         if project:
             # The query uses no capture column; one must be kept, the smallest.
             if prune:
