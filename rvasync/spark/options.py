@@ -58,6 +58,7 @@ _WRITE_KEYS = {
     "subject",
     "fieldtypes",
     "cm_name",
+    "rowidfield",
     "path",
     "checkpointlocation",
 }
@@ -66,7 +67,11 @@ _READ_NAMES = (
     "storageOptions, mode, columnNameOfCorruptRecord, strictTypes, and for streams "
     "startingOffsets, maxFilesPerTrigger"
 )
-_WRITE_NAMES = "daemon, service, network, subject, fieldTypes, cm_name, cm_listeners, cm_timeout"
+_WRITE_NAMES = (
+    "daemon, service, network, subject, fieldTypes, rowIdField, cm_name, cm_listeners, cm_timeout"
+)
+#: The field every published message gets, naming its row (option rowIdField).
+ROW_ID_FIELD = "rvasync_row"
 
 
 def _lower(options: Mapping[str, str]) -> dict[str, str]:
@@ -369,6 +374,8 @@ class WriteOptions:
     cm_name: str | None = None
     cm_listeners: tuple[str, ...] = ()
     cm_timeout: float = 60.0
+    #: The field naming each message's row ('' for none).
+    row_id_field: str = ROW_ID_FIELD
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> WriteOptions:
@@ -405,6 +412,11 @@ class WriteOptions:
                 type_text, f"option fieldTypes, column {column.strip()!r}"
             )
         cm_name, listeners, timeout = _certified_options(options)
+        row_id = str(options.get("rowidfield", ROW_ID_FIELD)).strip()
+        if row_id.startswith("_"):
+            raise InvalidArgument(
+                f"option rowIdField {row_id!r}: field names starting with '_' are reserved"
+            )
         return cls(
             daemon=str(daemon),
             service=options.get("service"),
@@ -414,6 +426,7 @@ class WriteOptions:
             cm_name=cm_name,
             cm_listeners=listeners,
             cm_timeout=timeout,
+            row_id_field=row_id,
         )
 
     def check_reachable(self, timeout: float = 3.0) -> None:
