@@ -181,3 +181,16 @@ def test_explain_shows_the_filters_the_source_took(spark, tmp_path):
         spark.conf.set("spark.sql.python.filterPushdown.enabled", "false")
     pushed = next(line for line in plan.splitlines() if "PushedFilters" in line)
     assert "EqualTo(subject,IN.X)" in pushed, plan
+
+
+def test_a_fields_entry_is_a_name_a_type_and_a_column_or_refused():
+    import rvasync as rv
+    from rvasync.spark.options import FieldSpec, parse_fields
+
+    assert parse_fields("qty:I32 AS q, amount") == [
+        FieldSpec("qty", FieldType.I32, "q"),
+        FieldSpec("amount", None, "amount"),
+    ]
+    for bad in ("amount as", "amount as x y", "my field", "qty:"):
+        with pytest.raises(rv.InvalidArgument, match="option fields: entry"):
+            parse_fields(bad)
