@@ -37,9 +37,26 @@ from rvasync.errors import InvalidArgument
 from rvasync.message import Message
 from rvasync.queues import Queue
 
-__all__ = ["CmCallback", "CmListener", "ListenerHooks"]
+__all__ = ["CmCallback", "CmListener", "ListenerHooks", "present_in"]
 
 CmCallback = Callable[[Message], Awaitable[None] | None]
+
+
+def present_in(queue: Queue) -> set[int]:
+    """Ids of the items waiting in ``queue``, for :meth:`CmListener.sweep` (driver API).
+
+    O(n): it scans the queue without removing anything. The CM transports and
+    the distributed queue members call it to find which tracked deliveries a
+    program has consumed straight from its queue.
+    """
+    present: set[int] = set()
+
+    def note(item: object) -> bool:
+        present.add(id(item))
+        return False
+
+    queue.discard_where(note)
+    return present
 
 
 class ListenerHooks:

@@ -24,11 +24,13 @@ from typing import Any
 
 from rvasync._logging import stderr_logger
 from rvasync.cmdriver import CmListener
-from rvasync.cmdriver.listener import CmCallback, ListenerHooks
+from rvasync.cmdriver.listener import CmCallback, ListenerHooks, present_in
 from rvasync.cmdriver.wire import make_label
 from rvasync.cmqdriver.correspondent import SchedulerCorrespondent
 from rvasync.cmqdriver.routes import PeerRoutes
 from rvasync.cmqdriver.wire import QueueSubjects, record_message
+from rvasync.driverkit.channel import ORIGIN_MEMORY, GroupChannel
+from rvasync.driverkit.deadline import DeadlineTimer
 from rvasync.errors import (
     InvalidArgument,
     MalformedMessage,
@@ -36,8 +38,6 @@ from rvasync.errors import (
     RvError,
     TransportClosed,
 )
-from rvasync.ftdriver._channel import ORIGIN_MEMORY, GroupChannel
-from rvasync.ftdriver._deadline import DeadlineTimer
 from rvasync.message import Message
 from rvasync.protocol.cm.names import check_listen_pattern
 from rvasync.protocol.cmq import (
@@ -701,7 +701,7 @@ class CmQueueTransport:
     async def _close_listener(self, listener: CmListener, cancel_agreements: bool) -> None:
         listener.settle()
         if listener.tracking:
-            listener.sweep(_present_in(listener.queue))
+            listener.sweep(present_in(listener.queue))
         self._drop_listener(listener)
 
     def _drop_listener(self, listener: CmListener) -> None:
@@ -730,24 +730,12 @@ class CmQueueTransport:
             if not listener.tracking:
                 self._tracking.discard(listener)
             else:
-                listener.sweep(_present_in(listener.queue))
+                listener.sweep(present_in(listener.queue))
         if self._tracking and not self._closed:
             self._sweep_handle = self._loop.call_later(_SWEEP_INTERVAL, self._sweep)
 
     def _queue_discarded(self, queue: Queue) -> None:
-        present = _present_in(queue)
+        present = present_in(queue)
         for listener in list(self._tracking):
             if listener.queue is queue:
                 listener.sweep(present)
-
-
-def _present_in(queue: Queue) -> set[int]:
-    """Ids of the items in ``queue`` (a scan that removes nothing)."""
-    present: set[int] = set()
-
-    def note(item: object) -> bool:
-        present.add(id(item))
-        return False
-
-    queue.discard_where(note)
-    return present

@@ -14,9 +14,9 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 
 from rvasync._logging import stderr_logger
+from rvasync.driverkit.channel import ORIGIN_MEMORY, GroupChannel
+from rvasync.driverkit.deadline import DeadlineTimer
 from rvasync.errors import InvalidArgument, NotPermitted
-from rvasync.ftdriver._channel import ORIGIN_MEMORY, GroupChannel
-from rvasync.ftdriver._deadline import DeadlineTimer
 from rvasync.ftdriver._serial import SerialCallback
 from rvasync.ftdriver.member import check_transport
 from rvasync.protocol.ft import FtMonitorCore, FtRecord
