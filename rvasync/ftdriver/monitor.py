@@ -39,7 +39,9 @@ class FtMonitor:
     iterator from the moment the monitor starts; with one, the iterator sees
     the changes from ``aiter()`` on (so a callback-only monitor stores
     nothing). ``lost_interval`` (normally the group's activation
-    interval) is how long a silent member keeps being counted.
+    interval) is how long a silent member keeps being counted; never less
+    than the activation interval the member announces, so a punctual member
+    is never counted lost.
     """
 
     def __init__(
