@@ -60,3 +60,39 @@ def test_console_script_runs():
 def test_no_command_is_usage_error():
     with pytest.raises(SystemExit):
         main([])
+
+
+def test_info_says_why_a_native_module_did_not_import(monkeypatch, capsys):
+    """A compiled module that fails to import (a wheel for another Python, a missing
+    library) falls back to its twin, and ``rvasync info`` shows the reason."""
+    import importlib
+
+    from rvasync import _accel
+
+    real_import = importlib.import_module
+
+    def failing(name, *args):
+        if name == "rvasync_native.codec":
+            raise ImportError("undefined symbol: PyFake_Thing")
+        return real_import(name, *args)
+
+    monkeypatch.setattr(_accel.importlib, "import_module", failing)
+    monkeypatch.setattr(_accel, "_loaded", {})
+    monkeypatch.setattr(_accel, "_native_used", {})
+    monkeypatch.setattr(_accel, "_import_errors", {})
+    monkeypatch.delenv("RVASYNC_PURE", raising=False)
+    assert main(["info", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["modules"]["codec"] == "rvasync.fallback.codec"
+    assert report["native_errors"]["codec"] == "ImportError: undefined symbol: PyFake_Thing"
+    assert main(["info"]) == 0
+    out = capsys.readouterr().out
+    assert "native not used: ImportError: undefined symbol: PyFake_Thing" in out
+
+
+def test_info_names_an_unbuilt_native_module(monkeypatch):
+    from rvasync import _accel
+
+    monkeypatch.setattr(_accel, "_import_errors", {})
+    assert _accel.native_module("no_such_hot_path") is None
+    assert _accel.native_import_error("no_such_hot_path").startswith("not built")
