@@ -4,7 +4,8 @@
 
 * ``/``: an HTML page for a person (refreshes itself every few seconds):
   clients, their subjects and counters, services with retransmissions and
-  data loss, hosts heard through HOST.STATUS, uptime;
+  data loss, hosts heard through HOST.STATUS, uptime
+  (:func:`rvasync.daemon.status_page.render_html`, a Jinja2 template);
 * ``/api/status``: the same as JSON (:func:`rvasync.daemon.status.snapshot`);
 * ``/metrics``: counters in the Prometheus text format.
 
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import html
 import socket
 import ssl
 from collections.abc import Awaitable, Callable
@@ -31,198 +31,12 @@ from rvasync._logging import stderr_logger
 from rvasync.daemon.auth import LoginRefused
 from rvasync.daemon.engine import Daemon
 from rvasync.daemon.status import HostWatcher, snapshot
+from rvasync.daemon.status_page import REFRESH_SECONDS, render_html
 
-__all__ = ["StatusServer", "metrics_text", "render_html"]
+__all__ = ["REFRESH_SECONDS", "StatusServer", "metrics_text", "render_html"]
 
-#: Seconds between the HTML page's refreshes.
-REFRESH_SECONDS = 2
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 _REALM = 'Basic realm="rvasync daemon", charset="UTF-8"'
-
-
-def _e(value: Any) -> str:
-    return html.escape("" if value is None else str(value))
-
-
-def _bytes(n: int) -> str:
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if size < 1024 or unit == "GiB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{n} B"
-
-
-def _uptime(seconds: float) -> str:
-    s = int(seconds)
-    days, s = divmod(s, 86400)
-    hours, s = divmod(s, 3600)
-    minutes, s = divmod(s, 60)
-    text = f"{hours:02d}:{minutes:02d}:{s:02d}"
-    return f"{days} d {text}" if days else text
-
-
-def _table(headers: list[str], rows: list[list[Any]], empty: str, table_id: str) -> str:
-    if not rows:
-        return f'<p class="empty" id="{table_id}-empty">{_e(empty)}</p>'
-    head = "".join(f"<th>{_e(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in row) + "</tr>" for row in rows)
-    return f'<table id="{table_id}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
-
-
-def render_html(status: dict[str, Any]) -> str:
-    """The status page for ``status`` (a :func:`snapshot`)."""
-    totals = status["totals"]
-    security = status["security"]
-    mode = (
-        "secure (TLS, users)"
-        if security.get("tls") and security.get("users")
-        else "TLS"
-        if security.get("tls")
-        else "plain (no TLS, no users)"
-    )
-    clients = [
-        [
-            c["id"],
-            c["user"] or "-",
-            c["peer"],
-            "yes" if c["tls"] else "no",
-            c["description"] or "",
-            ", ".join(c["subjects"]) or "-",
-            c["messages_in"],
-            _bytes(c["bytes_in"]),
-            c["messages_out"],
-            _bytes(c["bytes_out"]),
-        ]
-        for c in status["clients"]
-    ]
-    services = [
-        [
-            s["service"],
-            s["network"],
-            s["clients"],
-            s["messages_out"],
-            s["messages_in"],
-            s["retransmissions"],
-            s["data_loss_inbound"],
-            s["data_loss_outbound"],
-            s["peers"],
-        ]
-        for s in status["services"]
-    ]
-    hosts = [
-        [
-            h["host"],
-            h.get("hostaddr", ""),
-            h.get("ver", ""),
-            h.get("cc", ""),
-            h.get("ms", ""),
-            h.get("mr", ""),
-            h.get("rx", ""),
-            h.get("idl", ""),
-            h.get("odl", ""),
-            f"{h['seconds_ago']:.0f} s ago",
-        ]
-        for h in status["hosts"]
-    ]
-    summary = [
-        ("Uptime", _uptime(status["uptime_seconds"])),
-        ("Client port", status["listen"] or "-"),
-        ("Mode", mode),
-        ("Clients", totals["clients"]),
-        ("Messages in / out", f"{totals['messages_in']} / {totals['messages_out']}"),
-        ("Bytes in / out", f"{_bytes(totals['bytes_in'])} / {_bytes(totals['bytes_out'])}"),
-        ("Retransmissions", totals["retransmissions"]),
-        ("Data loss (datagrams)", totals["data_loss"]),
-    ]
-    if security.get("users"):
-        summary.append(("Failed logins", security.get("failed_logins", 0)))
-    summary_html = "".join(
-        f'<div class="card"><div class="k">{_e(k)}</div><div class="v" id="sum-{i}">{_e(v)}</div>'
-        "</div>"
-        for i, (k, v) in enumerate(summary)
-    )
-    return f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8">
-<meta http-equiv="refresh" content="{REFRESH_SECONDS}">
-<title>rvasync daemon {_e(status["listen"] or "")}</title>
-<style>
-body {{ font-family: system-ui, sans-serif; margin: 1.5em; color: #222; }}
-h1 {{ font-size: 1.4em; }} h2 {{ font-size: 1.1em; margin-top: 1.5em; }}
-.cards {{ display: flex; flex-wrap: wrap; gap: .6em; }}
-.card {{ border: 1px solid #ccd; border-radius: 6px; padding: .5em .8em; min-width: 9em; }}
-.k {{ font-size: .8em; color: #667; }} .v {{ font-size: 1.2em; font-weight: 600; }}
-table {{ border-collapse: collapse; }}
-th, td {{ border: 1px solid #ccd; padding: .25em .6em; text-align: left; }}
-th {{ background: #eef; }} .empty {{ color: #888; }}
-footer {{ margin-top: 2em; font-size: .8em; color: #888; }}
-</style></head>
-<body>
-<h1>rvasync daemon {_e(status["version"])} (pid {_e(status["pid"])})</h1>
-<div class="cards">{summary_html}</div>
-<h2>Clients</h2>
-{
-        _table(
-            [
-                "#",
-                "User",
-                "Address",
-                "TLS",
-                "Description",
-                "Subjects",
-                "Msgs in",
-                "Bytes in",
-                "Msgs out",
-                "Bytes out",
-            ],
-            clients,
-            "No client is connected.",
-            "clients",
-        )
-    }
-<h2>Services</h2>
-{
-        _table(
-            [
-                "Service",
-                "Network",
-                "Clients",
-                "Msgs sent",
-                "Msgs received",
-                "Retransmissions",
-                "Inbound loss",
-                "Outbound loss",
-                "Peers",
-            ],
-            services,
-            "No service is open.",
-            "services",
-        )
-    }
-<h2>Hosts seen (HOST.STATUS)</h2>
-{
-        _table(
-            [
-                "Host id",
-                "Address",
-                "Version",
-                "Clients",
-                "Msgs sent",
-                "Msgs received",
-                "Retransmitted",
-                "Inbound loss",
-                "Outbound loss",
-                "Heard",
-            ],
-            hosts,
-            "No HOST.STATUS heard yet.",
-            "hosts",
-        )
-    }
-<footer>Refreshes every {REFRESH_SECONDS} s. JSON: <a href="api/status">/api/status</a>,
-Prometheus: <a href="metrics">/metrics</a>.</footer>
-</body></html>
-"""
 
 
 def _metric_name(name: str) -> str:
