@@ -654,6 +654,28 @@ async def test_a_restricted_user_gets_replies_on_its_own_inbox(pki, users_file):
         assert reply["answer"] == 42
 
 
+async def test_listening_to_someone_elses_inbox_takes_none_of_its_replies(pki, users_file):
+    """Any concrete inbox may be listened to (so that a user's own works without a
+    pattern): that is safe only because an inbox's messages go to the session owning
+    it, by address. eve on alice's inbox, and carol on it and on '>', get nothing."""
+    async with (
+        secure_daemon(pki, users_file) as (_, addr),
+        rv.Transport(daemon=addr, security=by_password(pki, "alice")) as alice,
+        rv.Transport(daemon=addr, security=by_password(pki, "eve")) as eve,
+        rv.Transport(daemon=addr, security=by_password(pki, "carol")) as carol,
+    ):
+        inbox = alice.create_inbox()
+        mine = alice.listen(inbox)
+        spies = [eve.listen(inbox), carol.listen(inbox), carol.listen(">")]
+        for t in (alice, eve, carol):
+            await t.link.ping(WAIT)
+        await carol.send(rv.Message(inbox, {"n": 1}))
+        await eve.send(rv.Message(inbox, {"n": 2}))
+        assert sorted([(await mine.get(WAIT))["n"], (await mine.get(WAIT))["n"]]) == [1, 2]
+        for spy in spies:
+            assert await heard(spy, 0.3) == []
+
+
 async def test_errors_after_a_certificate_login_name_its_user(pki, users_file):
     cert, key = pki.client("bob")
     bob = rv.Security(daemon_cert=pki.ca_cert, user_cert=cert, user_key=key)

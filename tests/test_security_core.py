@@ -13,6 +13,7 @@ from rvasync.daemon.auth import (
     parse_users,
     verify_password,
 )
+from rvasync.daemon.rights import RouterGrant
 from rvasync.errors import InvalidArgument
 from rvasync.protocol import clientproto as cp
 from rvasync.protocol.authcheck import (
@@ -174,6 +175,35 @@ def test_the_reserved_table_is_what_the_engine_enforces_for_every_session():
         assert (refusal is not None) == (family.publish is Access.ROUTERS), family
         assert reserved_publish_refusal(subject, router=True) is None
     assert reserved_publish_refusal("ORDINARY.X", router=False) is None
+
+
+def test_the_router_role_is_granted_by_the_users_file_or_by_router_hosts():
+    users = parse_users(
+        {
+            "users": {
+                "r1": {"cert_subject": "CN=r1", "router": True},
+                "alice": {"cert_subject": "CN=alice"},
+            }
+        },
+        "test",
+    )
+    with_users = RouterGrant(None, with_users=True)
+    assert with_users.refusal(False, users.by_name["alice"], "10.0.0.1") == ""  # not asked
+    assert with_users.refusal(True, users.by_name["r1"], "10.0.0.1") == ""
+    assert "router = true" in with_users.refusal(True, users.by_name["alice"], "127.0.0.1")
+    assert "only a user" in with_users.refusal(True, None, "127.0.0.1")
+    # Without users: the daemon's own configuration (default: this host).
+    loopback = RouterGrant(None, with_users=False)
+    assert loopback.refusal(True, None, "127.9.8.7") == ""
+    assert loopback.refusal(True, None, "::1") == ""
+    assert "router_hosts" in loopback.refusal(True, None, "192.0.2.1")
+    assert "router_hosts" in loopback.refusal(True, None, "?")  # address unknown: refused
+    lan = RouterGrant(["192.0.2.0/24"], with_users=False)
+    assert lan.refusal(True, None, "192.0.2.1") == ""
+    assert "router_hosts" in lan.refusal(True, None, "127.0.0.1")
+    assert "router_hosts" in RouterGrant((), with_users=False).refusal(True, None, "127.0.0.1")
+    with pytest.raises(InvalidArgument, match="router_hosts"):
+        RouterGrant(["no network"], with_users=False)
 
 
 @pytest.mark.parametrize("bad", ["", "a..b", ">.a", 7])

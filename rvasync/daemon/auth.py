@@ -10,13 +10,13 @@ and listen to what are :mod:`rvasync.protocol.authcheck`.
 
 from __future__ import annotations
 
-import ipaddress
 import os
 import ssl
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 from rvasync._logging import stderr_logger
 from rvasync.daemon.login import FAILED_LOGIN_DELAY, LoginGate
+from rvasync.daemon.rights import LOOPBACK_ROUTERS, router_networks
 from rvasync.daemon.users import (
     LoginRefused,
     User,
@@ -44,24 +44,6 @@ __all__ = [
     "router_networks",
     "verify_password",
 ]
-
-#: Who may take the router role on a daemon without users, by default: its own host.
-LOOPBACK_ROUTERS = ("127.0.0.0/8", "::1/128")
-
-
-def router_networks(
-    hosts: Iterable[str] | None,
-) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
-    """Parse the networks whose clients may connect as routing daemons (None: loopback)."""
-    if isinstance(hosts, str):
-        raise InvalidArgument("router_hosts must be a list of networks, not one str")
-    try:
-        return tuple(
-            ipaddress.ip_network(h, strict=False)
-            for h in (LOOPBACK_ROUTERS if hosts is None else hosts)
-        )
-    except (TypeError, ValueError) as exc:
-        raise InvalidArgument(f"router_hosts: {exc}") from None
 
 
 class DaemonSecurity:

@@ -5,17 +5,27 @@ permissions and the reserved subjects, in one place). :class:`ConnectionRights`
 is the client port's use of them: it checks a subject's syntax first, keeps
 the verdict on each subject a client publishes (a client publishes few
 subjects many times, and the checks cost more than a lookup), and follows a
-reload of the users file.
+reload of the users file. :class:`RouterGrant` decides who may take the
+routing daemon's role when a HELLO asks for it.
 """
 
 from __future__ import annotations
 
+import ipaddress
+from collections.abc import Iterable
+
 from rvasync.daemon.users import User, Users
-from rvasync.errors import InvalidSubject, NotPermitted
+from rvasync.errors import InvalidArgument, InvalidSubject, NotPermitted
 from rvasync.protocol.authcheck import SubjectRights
 from rvasync.subjects import validate_subject
 
-__all__ = ["ConnectionRights", "NotAllowed"]
+__all__ = [
+    "LOOPBACK_ROUTERS",
+    "ConnectionRights",
+    "NotAllowed",
+    "RouterGrant",
+    "router_networks",
+]
 
 #: Subjects whose publish verdict one connection remembers (then it starts over).
 VERDICTS_KEPT = 1024
@@ -79,6 +89,61 @@ class ConnectionRights:
         self.replies = _replies(self.rights)
         self.verdicts.clear()
         return True
+
+
+#: Who may take the router role on a daemon without users, by default: its own host.
+LOOPBACK_ROUTERS = ("127.0.0.0/8", "::1/128")
+
+
+def router_networks(
+    hosts: Iterable[str] | None,
+) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+    """Parse the networks whose clients may connect as routing daemons (None: loopback)."""
+    if isinstance(hosts, str):
+        raise InvalidArgument("router_hosts must be a list of networks, not one str")
+    try:
+        return tuple(
+            ipaddress.ip_network(h, strict=False)
+            for h in (LOOPBACK_ROUTERS if hosts is None else hosts)
+        )
+    except (TypeError, ValueError) as exc:
+        raise InvalidArgument(f"router_hosts: {exc}") from None
+
+
+class RouterGrant:
+    """Who may take the router role on one client port (docs/security.md, "The router
+    role"): with users, a user the users file gives ``router = true``; without, a
+    client from one of the ``router_hosts`` networks (None: loopback)."""
+
+    def __init__(self, router_hosts: Iterable[str] | None, *, with_users: bool) -> None:
+        self._networks = router_networks(router_hosts)
+        self._with_users = with_users
+
+    def may_route(self, host: str) -> bool:
+        """Without users: may a client from ``host`` take the router role?"""
+        try:
+            address = ipaddress.ip_address(host)
+        except ValueError:
+            return False
+        return any(address in network for network in self._networks)
+
+    def refusal(self, asked: bool, user: User | None, host: str) -> str:
+        """Why a client from ``host`` logged in as ``user`` (None: no login) may not
+        take the router role it ``asked`` for ("": it may, or it did not ask)."""
+        if not asked:
+            return ""
+        if user is not None:
+            if user.permissions.router:
+                return ""
+            return (
+                f"user {user.name!r} may not connect as a routing daemon "
+                "(the users file does not give it router = true)"
+            )
+        if self._with_users:
+            return "only a user of this daemon may connect as a routing daemon"
+        if self.may_route(host):
+            return ""
+        return f"clients from {host} may not connect as routing daemons (see router_hosts)"
 
 
 def _replies(rights: SubjectRights) -> bool:

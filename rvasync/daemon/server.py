@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import itertools
 import os
 import socket
@@ -43,8 +42,8 @@ from rvasync.advisories import AdvisoryClass, build_advisory
 from rvasync.busypoll import poller_for
 from rvasync.daemon.accept import GatedServer, HostSlots, Slot, descriptor_limit, host_of
 from rvasync.daemon.advisories import slow_consumer
-from rvasync.daemon.auth import DaemonSecurity, LoginRefused, User, Users, router_networks
-from rvasync.daemon.rights import ConnectionRights, NotAllowed
+from rvasync.daemon.auth import DaemonSecurity, LoginRefused, User, Users
+from rvasync.daemon.rights import ConnectionRights, NotAllowed, RouterGrant
 from rvasync.daemon.routing import subject_of
 from rvasync.daemon.users import cert_subject
 from rvasync.errors import (
@@ -155,8 +154,10 @@ class ClientServer:
         self.security = security
         #: Live connections (with or without a session yet).
         self.sessions: set[ClientConnection] = set()
-        #: Without users: the networks whose clients may take the router role.
-        self._router_networks = router_networks(router_hosts)
+        #: Who may take the router role (the users file, or ``router_hosts`` without users).
+        self.router_grant = RouterGrant(
+            router_hosts, with_users=security is not None and security.requires_login
+        )
         #: Connections not logged in yet (TLS handshake, HELLO, login under way).
         self.unauthenticated = HostSlots(
             per_host=MAX_UNAUTHENTICATED_PER_HOST,
@@ -211,14 +212,6 @@ class ClientServer:
         self._users_timer = asyncio.get_running_loop().call_later(
             USERS_FILE_CHECK, self._check_users_file
         )
-
-    def may_route(self, host: str) -> bool:
-        """Without users: may a client from ``host`` take the router role (``router_hosts``)?"""
-        try:
-            address = ipaddress.ip_address(host)
-        except ValueError:
-            return False
-        return any(address in network for network in self._router_networks)
 
     def _users_reloaded(self, users: Users) -> None:
         """Apply a reloaded users file to the users already logged in."""
@@ -603,26 +596,9 @@ class ClientConnection(asyncio.Protocol):
             return
         self._attach(hello, None)
 
-    def _router_refusal(self, hello: cp.Hello, user: User | None) -> str:
-        """Why this client may not take the router role it asked for ("": it may)."""
-        if not hello.router:
-            return ""
-        if user is not None:
-            if user.permissions.router:
-                return ""
-            return (
-                f"user {user.name!r} may not connect as a routing daemon "
-                "(the users file does not give it router = true)"
-            )
-        if self.server.security is not None and self.server.security.requires_login:
-            return "only a user of this daemon may connect as a routing daemon"
-        host = host_of(self._transport) if self._transport is not None else "?"
-        if self.server.may_route(host):
-            return ""
-        return f"clients from {host} may not connect as routing daemons (see router_hosts)"
-
     def _attach(self, hello: cp.Hello, user: User | None) -> None:
-        refusal = self._router_refusal(hello, user)
+        host = host_of(self._transport) if self._transport is not None else "?"
+        refusal = self.server.router_grant.refusal(hello.router, user, host)
         if refusal:
             self.server.stats.router_refused += 1
             stderr_logger().warning("router role refused", client=self.peer, problem=refusal)
