@@ -365,6 +365,46 @@ def test_the_brake_holds_per_user_across_many_hosts():
     assert brake.admit("127.0.1.1", "carol", True, now).wait == 0
 
 
+def _sustained_checks(brake: LoginBrake, guess, minutes: int) -> list[int]:
+    """Password checks per simulated minute of one guess every 0.1 s (``guess(i)``: the
+    host and the real user name of the i-th guess), every one failing."""
+    per_minute = [0] * minutes
+    for i in range(minutes * 600):
+        now = i * 0.1
+        host, user = guess(i)
+        if brake.admit(host, user, True, now).wait == 0:
+            brake.failed(host, user, True, now, trusted=False)
+            per_minute[int(now // 60)] += 1
+    return per_minute
+
+
+def test_a_sustained_attack_gets_about_one_check_a_minute_after_the_first():
+    """The counts of a key under attack do not start over every window: the free
+    failures come back only after a quiet window (before: 11 checks a minute per user
+    and 16 per host for ever, the count restarting each time a block ended past the
+    window). docs/security.md quotes these figures."""
+    per_user = _sustained_checks(
+        LoginBrake(), lambda i: (f"127.0.{i % 250}.{i // 250 % 250 + 1}", "alice"), 10
+    )
+    assert per_user[0] == 5 + 1 + 5  # 5 free, the 6th, then after 1, 2, 4, 8 and 16 s
+    assert all(n <= 2 for n in per_user[1:]), per_user  # then one a minute (at most 60 s)
+    assert sum(per_user[1:]) <= 10, per_user
+    per_host = _sustained_checks(LoginBrake(), lambda i: ("127.0.0.9", f"user{i % 500}"), 10)
+    assert per_host[0] == 10 + 1 + 5
+    assert all(n <= 2 for n in per_host[1:]), per_host
+    # A quiet window after the last block ends, and the key starts over.
+    brake = LoginBrake()
+    for _ in range(6):
+        brake.failed("127.0.0.9", "alice", True, 0.0, trusted=False)
+    assert brake.admit("127.0.0.8", "alice", True, 0.5).wait > 0
+    assert brake.admit("127.0.0.8", "alice", True, 1.0 + 59.0).wait == 0  # not yet forgotten
+    brake.failed("127.0.0.8", "alice", True, 60.0, trusted=False)
+    assert brake.admit("127.0.0.8", "alice", True, 60.5).wait > 0  # still braked: 7th
+    assert brake.admit("127.0.0.8", "alice", True, 62.0 + 60.0).wait == 0
+    brake.failed("127.0.0.8", "alice", True, 122.0, trusted=False)
+    assert brake.admit("127.0.0.8", "alice", True, 122.1).wait == 0  # forgotten: free again
+
+
 def test_a_flood_of_other_names_cannot_erase_a_lockout():
     """10,000 failures under made-up names made the old brake forget a victim's lockout."""
     brake = LoginBrake(user_free=5, max_keys=1000)

@@ -20,7 +20,9 @@ milliseconds), so guesses must be few whoever makes them and from wherever.
 
 Each count lets ``free`` failures through within ``window`` seconds, then
 refuses attempts without a check for a delay that doubles from
-``first_delay`` up to ``max_delay``. A login is counted as failed when it is
+``first_delay`` up to ``max_delay``; it starts over only after a quiet
+``window`` once the last block ended, so an attack that goes on gets about
+one check per ``max_delay``. A login is counted as failed when it is
 admitted and the count is given back when it succeeds, so a burst of
 simultaneous guesses gets no more checks than ``free``.
 """
@@ -43,7 +45,10 @@ _EVICTION_SCAN = 8
 
 class FailureLimiter:
     """Failed attempts per key: after ``free`` within ``window`` seconds, each further
-    attempt is refused for a delay that doubles with every failure, up to ``max_delay``.
+    failure refuses the key's attempts for a delay that doubles with every failure, up
+    to ``max_delay``. A braked key is forgotten (its free failures come back) only
+    when ``window`` seconds have passed since its block ended without a failure: a
+    sustained attack gets about one attempt per ``max_delay``.
 
     At most ``max_keys`` keys are kept: when full, expired entries among the
     oldest go first, then the oldest that blocks nothing, then the oldest.
@@ -71,7 +76,12 @@ class FailureLimiter:
         self.refused = 0
 
     def _expired(self, entry: tuple[int, float, float], now: float) -> bool:
-        return now - entry[1] > self.window and now >= entry[2]
+        failures, start, until = entry
+        if failures > self.free:
+            # Braked: forgotten only after a quiet window once the block ended, so that
+            # an attack that goes on never gets its free failures back.
+            return now - until >= self.window
+        return now - start > self.window and now >= until
 
     def retry_after(self, key: object, now: float) -> float:
         """Seconds before ``key`` may try again (0: it may now). A refusal is counted."""
