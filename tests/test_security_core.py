@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rvasync.daemon.accept import HostSlots
 from rvasync.daemon.auth import (
     hash_password,
     load_users,
@@ -484,3 +485,51 @@ def test_the_brake_never_waits_beyond_max_delay_and_stays_bounded(events):
         if good and known:
             brake.succeeded(host, user, trusted=admitted.trusted)
         assert len(brake.hosts) <= 2 and len(brake.names) <= 2
+
+
+# -- admission of connections (HostSlots) ---------------------------------------------------
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["take", "release"]), st.integers(0, 5), st.integers(0, 30)),
+        max_size=120,
+    )
+)
+def test_host_slots_stay_within_bounds_and_make_room_only_from_the_largest(events):
+    slots = HostSlots(per_host=3, total=6, what="test")
+    live: list = []  # (slot, its connection's "closed" flag)
+    for step, (what, host_n, pick) in enumerate(events):
+        host = f"10.0.0.{host_n}"
+        if what == "release" and live:
+            slot, closed = live.pop(pick % len(live))
+            slot.release()
+            continue
+        before = {h: slots.held_by(h) for h in {s.host for s, _ in live}}
+        largest = max(before.values(), default=0)
+        full = slots.in_use >= slots.total
+        slot = slots.take(host, float(step))
+        if slot is None:
+            # Refused: its host is full, or nobody holds more than it does.
+            assert before.get(host, 0) >= 3 or (full and largest <= before.get(host, 0))
+        else:
+            closed = [False]
+            slot.close_with(lambda c=closed: c.__setitem__(0, True))
+            live.append((slot, closed))
+            if full:  # room made: the oldest slot of a host holding the most was closed
+                gone = [(s, c) for s, c in live if c[0]]
+                assert len(gone) == 1
+                victim = gone[0][0]
+                assert before[victim.host] == largest > before.get(host, 0)
+                candidates = [
+                    s.taken_at for s, _ in live if s is not slot and before[s.host] == largest
+                ]
+                assert victim.taken_at == min(candidates)  # the oldest of them
+                live.remove(gone[0])
+                victim.release()  # its connection's release, later: a no-op
+        assert slots.in_use == len(live) <= 6
+        assert all(slots.held_by(h) <= 3 for h in {s.host for s, _ in live})
+    # A host holding nothing always gets in while another holds two or more.
+    if any(slots.held_by(h) >= 2 for h in {s.host for s, _ in live}):
+        assert slots.take("10.9.9.9", 1e9) is not None

@@ -6,10 +6,15 @@ client host and in all; a :class:`GatedServer` accepts connections itself
 (``loop.sock_accept``), so that one past the bound is closed the moment it is
 accepted (its descriptor is free again at once, before any TLS), and one
 within it gets its slot, its TLS handshake (bounded in time) and then its
-protocol. The holder gives the slot back when the connection no longer needs
-it (a client port: once the client logged in; the status page: when the
-connection closes). When the process is out of descriptors, accepting pauses
-briefly and goes on: nothing a client does stops the server.
+protocol. When the total is reached, a connection from a host holding fewer
+slots than another takes the place of the oldest connection of the host
+holding the most: a flood from a few hosts cannot keep others out, only
+make them share (to hold every slot against a newcomer, a flood needs as
+many hosts as there are slots). The holder gives the slot back when the
+connection no longer needs it (a client port: once the client logged in;
+the status page: when the connection closes). When the process is out of
+descriptors, accepting pauses briefly and goes on: nothing a client does
+stops the server.
 
 The bounds are scaled to the process's descriptor limit
 (:func:`descriptor_limit`) so that a full status page and a full set of
@@ -24,7 +29,6 @@ import asyncio
 import errno
 import socket
 import ssl
-from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -57,62 +61,113 @@ def host_of(transport: asyncio.BaseTransport) -> str:
 
 
 class Slot:
-    """One admitted connection's place in its :class:`HostSlots`; :meth:`release` once."""
+    """One admitted connection's place in its :class:`HostSlots`; :meth:`release` once.
 
-    __slots__ = ("_slots", "host", "taken_at")
+    Its holder says how to close the connection (:meth:`close_with`) in case the
+    slot is taken back for a newcomer (see :class:`HostSlots`).
+    """
+
+    __slots__ = ("_closer", "_slots", "host", "taken_at")
 
     def __init__(self, slots: HostSlots | None, host: str, taken_at: float) -> None:
         self._slots = slots
+        self._closer: Callable[[], object] | None = None
         self.host = host
         #: The loop's time when the connection was accepted.
         self.taken_at = taken_at
 
+    def close_with(self, closer: Callable[[], object]) -> None:
+        """``closer()`` closes this slot's connection if the slot is taken back."""
+        self._closer = closer
+
     def release(self) -> None:
         slots, self._slots = self._slots, None
         if slots is not None:
-            slots.give(self.host)
+            slots.give(self)
+
+    def _take_back(self) -> None:
+        """Given to a newcomer: close the connection (its release is then a no-op)."""
+        self._slots = None
+        closer, self._closer = self._closer, None
+        if closer is not None:
+            closer()
 
 
 class HostSlots:
-    """At most ``per_host`` connections from one host and ``total`` in all."""
+    """At most ``per_host`` connections from one host and ``total`` in all (module
+    docstring: at the total, a newcomer from a host holding fewer slots than the
+    largest holder takes the place of that holder's oldest connection)."""
 
     def __init__(self, *, per_host: int, total: int, what: str) -> None:
         self.per_host = max(1, min(per_host, total))
         self.total = max(1, total)
         self.what = what
-        self._by_host: Counter[str] = Counter()
+        # host -> its slots, oldest first
+        self._by_host: dict[str, dict[Slot, None]] = {}
         self.in_use = 0
         #: Connections closed at once because a bound was reached.
         self.refused = 0
+        #: Connections closed to make room for one from a host holding fewer.
+        self.evicted = 0
 
     def take(self, host: str, now: float) -> Slot | None:
         """A slot for a connection from ``host``, or None (then close it)."""
-        if self.in_use >= self.total or self._by_host[host] >= self.per_host:
+        held = self._by_host.get(host)
+        count = len(held) if held is not None else 0
+        if count >= self.per_host:
             self.refused += 1
             return None
+        if self.in_use >= self.total:
+            victim = self._oldest_of_the_largest(more_than=count)
+            if victim is None:
+                self.refused += 1
+                return None
+            self.give(victim)
+            self.evicted += 1
+            victim._take_back()
+            held = self._by_host.get(host)
+        slot = Slot(self, host, now)
+        if held is None:
+            held = self._by_host[host] = {}
+        held[slot] = None
         self.in_use += 1
-        self._by_host[host] += 1
-        return Slot(self, host, now)
+        return slot
 
-    def give(self, host: str) -> None:
+    def _oldest_of_the_largest(self, *, more_than: int) -> Slot | None:
+        """The oldest slot of the host holding the most (if more than ``more_than``)."""
+        if not self._by_host:
+            return None
+        largest = max(
+            self._by_host.values(), key=lambda held: (len(held), -next(iter(held)).taken_at)
+        )
+        if len(largest) <= more_than:
+            return None
+        return next(iter(largest))
+
+    def give(self, slot: Slot) -> None:
+        """``slot``'s connection no longer needs it (:meth:`Slot.release` calls this)."""
+        held = self._by_host.get(slot.host)
+        if held is None or slot not in held:
+            return
+        del held[slot]
         self.in_use -= 1
-        left = self._by_host[host] - 1
-        if left > 0:
-            self._by_host[host] = left
-        else:
-            del self._by_host[host]
+        if not held:
+            del self._by_host[slot.host]
 
     def held_by(self, host: str) -> int:
-        return self._by_host.get(host, 0)
+        held = self._by_host.get(host)
+        return len(held) if held is not None else 0
 
 
 class GatedServer:
     """A listening socket whose connections are admitted through ``slots`` first.
 
     ``make(slot)`` builds the protocol of an admitted connection; it owns the
-    slot from then on (and must release it). With ``ssl_context`` the
-    connections are TLS, their handshake bounded by ``handshake_timeout``
-    (a connection whose handshake fails gives its slot back here).
+    slot from then on (it must release it, and give it its transport's
+    ``abort`` with :meth:`Slot.close_with` when the connection is made). With
+    ``ssl_context`` the connections are TLS, their handshake bounded by
+    ``handshake_timeout`` (a connection whose handshake fails, or whose slot is
+    taken back during it, gives its slot back here).
     """
 
     def __init__(
@@ -194,6 +249,9 @@ class GatedServer:
         self, loop: asyncio.AbstractEventLoop, conn: socket.socket, slot: Slot
     ) -> None:
         conn.setblocking(False)
+        task = asyncio.current_task()
+        if task is not None:  # until the protocol has its transport (it says then)
+            slot.close_with(task.cancel)
         protocol = self._make(slot)
         try:
             if self._ssl is None:
@@ -208,6 +266,10 @@ class GatedServer:
             stderr_logger().debug(
                 "connection failed before it began", what=self.slots.what, error=str(exc)
             )
+        except asyncio.CancelledError:  # its slot was taken back, or the server closes
+            slot.release()
+            conn.close()
+            raise
 
     def close(self) -> None:
         """Stop accepting (connections already made go on; their owners close them)."""
