@@ -85,9 +85,10 @@ class Slot:
         if slots is not None:
             slots.give(self)
 
-    def _take_back(self) -> None:
-        """Given to a newcomer: close the connection (its release is then a no-op)."""
-        self._slots = None
+    def take_back(self) -> None:
+        """For a newcomer (:meth:`HostSlots.take`): release, and close the connection
+        (the holder's own :meth:`release` is then a no-op)."""
+        self.release()
         closer, self._closer = self._closer, None
         if closer is not None:
             closer()
@@ -122,9 +123,8 @@ class HostSlots:
             if victim is None:
                 self.refused += 1
                 return None
-            self.give(victim)
+            victim.take_back()
             self.evicted += 1
-            victim._take_back()
             held = self._by_host.get(host)
         slot = Slot(self, host, now)
         if held is None:
