@@ -260,6 +260,46 @@ async def test_silent_connections_from_many_hosts_leave_room_for_a_real_login(pk
         )
 
 
+async def test_a_connection_past_its_handshake_gives_its_slot_to_a_newcomer(
+    pki, users_file, monkeypatch
+):
+    """4 unauthenticated slots, 2 per host: two hosts finish their TLS handshakes and say
+    nothing. alice, from a third host, logs in: the oldest of them (TLS done, no HELLO:
+    the connection's own abort, not the handshake's cancel) is closed for her."""
+    from rvasync.daemon import server
+
+    monkeypatch.setattr(server, "MAX_UNAUTHENTICATED", 4)
+    monkeypatch.setattr(server, "MAX_UNAUTHENTICATED_PER_HOST", 2)
+    ctx = client_context(cafile=pki.ca_cert)
+    async with secure_daemon(pki, users_file) as (daemon, _):
+        port = daemon.listen_port
+        slots = daemon.client_server.unauthenticated
+        assert (slots.total, slots.per_host) == (4, 2)
+        held = []
+        try:
+            for source in ("127.0.14.1", "127.0.14.1", "127.0.14.2", "127.0.14.2"):
+                held.append(
+                    await asyncio.wait_for(
+                        asyncio.open_connection(
+                            "127.0.0.1",
+                            port,
+                            ssl=ctx,
+                            server_hostname="127.0.0.1",
+                            local_addr=(source, 0),
+                        ),
+                        WAIT,
+                    )
+                )
+            assert slots.in_use == 4
+            welcome = await raw_login(port, ctx, "alice", PASSWORDS["alice"], source="127.0.14.3")
+            assert isinstance(welcome, cp.Welcome), welcome
+            assert await asyncio.wait_for(held[0][0].read(), WAIT) == b""  # made room
+            assert slots.evicted == 1 and slots.held_by("127.0.14.1") == 1
+        finally:
+            for _, writer in held:
+                writer.close()
+
+
 # -- item 2: brute force from many hosts ------------------------------------------------------
 
 

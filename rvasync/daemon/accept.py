@@ -63,8 +63,9 @@ def host_of(transport: asyncio.BaseTransport) -> str:
 class Slot:
     """One admitted connection's place in its :class:`HostSlots`; :meth:`release` once.
 
-    Its holder says how to close the connection (:meth:`close_with`) in case the
-    slot is taken back for a newcomer (see :class:`HostSlots`).
+    The server that admitted it says how to close the connection
+    (:meth:`close_with`) in case the slot is taken back for a newcomer (see
+    :class:`HostSlots`).
     """
 
     __slots__ = ("_closer", "_slots", "host", "taken_at")
@@ -163,8 +164,8 @@ class GatedServer:
     """A listening socket whose connections are admitted through ``slots`` first.
 
     ``make(slot)`` builds the protocol of an admitted connection; it owns the
-    slot from then on (it must release it, and give it its transport's
-    ``abort`` with :meth:`Slot.close_with` when the connection is made). With
+    slot from then on (it must release it; if the slot is taken back for a
+    newcomer, the connection is aborted here, its protocol then sees it lost). With
     ``ssl_context`` the connections are TLS, their handshake bounded by
     ``handshake_timeout`` (a connection whose handshake fails, or whose slot is
     taken back during it, gives its slot back here).
@@ -250,16 +251,17 @@ class GatedServer:
     ) -> None:
         conn.setblocking(False)
         task = asyncio.current_task()
-        if task is not None:  # until the protocol has its transport (it says then)
+        if task is not None:  # taken back during the TLS handshake: cancel it
             slot.close_with(task.cancel)
         protocol = self._make(slot)
         try:
             if self._ssl is None:
-                await loop.connect_accepted_socket(lambda: protocol, conn)
+                transport, _ = await loop.connect_accepted_socket(lambda: protocol, conn)
             else:
-                await loop.connect_accepted_socket(
+                transport, _ = await loop.connect_accepted_socket(
                     lambda: protocol, conn, ssl=self._ssl, ssl_handshake_timeout=self._timeout
                 )
+            slot.close_with(transport.abort)  # taken back later (a no-op once released)
         except (OSError, ssl.SSLError, TimeoutError, ConnectionError) as exc:
             slot.release()
             conn.close()

@@ -106,7 +106,6 @@ class GuardedConnection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = cast(asyncio.Transport, transport)
         self._registry[transport] = self
-        self._slot.close_with(self._transport.abort)  # taken back for a newcomer
         self._arm(self._limits.header_timeout, "no complete request head")
         self._inner.connection_made(transport)
 

@@ -429,8 +429,6 @@ class ClientConnection(asyncio.Protocol):
         self.server.stats.connections += 1
         # HELLO (and the login) within HELLO_TIMEOUT of the accept, the handshake included.
         accepted = self._slot.taken_at if self._slot is not None else self._loop.time()
-        if self._slot is not None:  # taken back for a newcomer: close before the login
-            self._slot.close_with(stream.abort)
         self._hello_timer = self._loop.call_at(accepted + HELLO_TIMEOUT, self._hello_overdue)
         if self.server.closing:
             self.shut(ErrorCode.SHUTDOWN, "the daemon is stopping")
