@@ -20,7 +20,13 @@ from .run import Mutator, fuzz
 ALL = boundaries()
 BY_KEY = {b.key: b for b in ALL}
 # Inputs per boundary and twin: a few seconds each (files on disk are slower).
-QUICK_INPUTS = {"capture": 1500, "capture_marker": 1500, "reliable": 3000, "reliable_seq": 1500}
+QUICK_INPUTS = {
+    "capture": 1500,
+    "capture_marker": 1500,
+    "reliable": 3000,
+    "reliable_seq": 1500,
+    "http": 400,  # a real HTTP exchange over loopback each
+}
 
 
 def report(result: dict) -> str:
