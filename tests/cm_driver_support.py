@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 from collections.abc import Callable
 
 from rvasync.cmdriver import CmTransport
@@ -73,14 +72,9 @@ async def crash(cm: CmTransport) -> None:
             handle.cancel()
     ledger = cm._ledger
     if ledger is not None:
-        ledger._queued.clear()
-        if ledger._task is not None:
-            tasks.append(ledger._task)
+        ledger.abandon()  # nothing queued is written; the lock goes, as with the process
     for task in tasks:
         task.cancel()
     for task in tasks:
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await task
-    if ledger is not None:
-        ledger._executor.shutdown(wait=True)  # a write the OS already had completes
-        os.close(ledger._fd)  # releases the lock, as the process's death would

@@ -9,6 +9,7 @@ test_cm_driver_processes.py.
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import struct
 
@@ -17,7 +18,7 @@ from cm_driver_support import FAST, Advisories, crash, payloads, until
 
 import rvasync as rv
 from rvasync.cmdriver import CmTransport, LedgerCorrupt
-from rvasync.cmdriver import ledgerfile as ledgerfile_module
+from rvasync.driverkit import durable
 from rvasync.message import Message
 from rvasync.protocol.cm import decode_ledger
 
@@ -229,18 +230,20 @@ async def test_compaction_keeps_the_live_state(t, tmp_path):
     await sue.close()
 
 
-async def test_a_failing_disk_makes_sends_fail(t, tmp_path, monkeypatch):
+async def test_a_failing_device_makes_sends_fail(t, tmp_path, monkeypatch):
+    # A write error other than a full disk (which is retried: test_cm_full_disk.py)
+    # stops the ledger for good.
     joe = CmTransport(t, "JOE", ledger=tmp_path / "joe.ledger", sync_ledger=True)
     await joe.open()
     await joe.add_listener("SUE", "FOO")
 
-    def full(fd, data, sync):
-        raise OSError(28, "No space left on device")
+    def broken(fd, data):
+        raise OSError(errno.EIO, "Input/output error")
 
-    monkeypatch.setattr(ledgerfile_module, "_write_all", full)
-    with pytest.raises(OSError, match="No space left"):
+    monkeypatch.setattr(durable, "write_all", broken)
+    with pytest.raises(OSError, match="Input/output error"):
         await joe.send(Message("FOO"))
-    with pytest.raises(OSError, match="No space left"):
+    with pytest.raises(OSError, match="Input/output error"):
         await joe.send(Message("FOO"))
     monkeypatch.undo()
     await joe.close()
@@ -306,7 +309,7 @@ async def test_garbage_after_the_magic_is_corruption_not_a_crash(t, tmp_path, ta
     intact = path.read_bytes()
     if tail == "garbage":
         path.write_bytes(intact[:8] + bytes((i * 131 + 7) % 251 for i in range(4096)))
-        with pytest.raises(rv.LedgerCorrupt, match="not what an interrupted append leaves"):
+        with pytest.raises(rv.LedgerCorrupt, match="frame length fails its check"):
             await CmTransport(t, "JOE", ledger=path).open()
     else:
         # The write stopped inside the next frame's length: a torn append, discarded.

@@ -189,18 +189,30 @@ def test_torn_last_record_is_discarded(items, data):
     assert replay.torn_bytes == cut - last
 
 
-def test_torn_tail_with_a_damaged_body_or_trailing_zeros_is_discarded():
+def test_trailing_zeros_and_a_header_cut_short_are_torn_tails():
     items = [SubjectMark("FOO", 1), SubjectMark("FOO", 2)]
-    whole = bytearray(new_ledger("OWNER") + encode_records(items))
-    last = frame_offsets(bytes(whole))[-1]
-    damaged = bytearray(whole)
-    damaged[-1] ^= 0xFF
-    assert decode_ledger(bytes(damaged)).records == items[:1]
-    zeros = bytes(whole) + bytes(4096)
+    whole = new_ledger("OWNER") + encode_records(items)
+    last = frame_offsets(whole)[-1]
+    zeros = whole + bytes(4096)
     replay = decode_ledger(zeros)
     assert replay.records == items and replay.torn_bytes == 4096
-    garbage_header = bytes(whole[:last]) + b"\x07" * 9
+    garbage_header = whole[:last] + b"\x07" * 9
     assert decode_ledger(garbage_header).valid_length == last
+
+
+def test_a_complete_last_frame_with_a_flipped_bit_is_corruption_not_a_torn_tail():
+    # A crash cuts an append short; it cannot leave a whole frame with a wrong
+    # checksum. Dropping it silently would forget a record the file holds.
+    items = [SubjectMark("FOO", 1), SubjectMark("FOO", 2)]
+    whole = new_ledger("OWNER") + encode_records(items)
+    last = frame_offsets(whole)[-1]
+    for position in range(last, len(whole)):
+        for bit in (0, 7):
+            damaged = bytearray(whole)
+            damaged[position] ^= 1 << bit
+            with pytest.raises(LedgerCorrupt) as caught:
+                decode_ledger(bytes(damaged), path="L")
+            assert caught.value.offset == last, position
 
 
 def test_empty_and_half_created_files_are_new_ledgers():

@@ -48,7 +48,6 @@ from rvasync.protocol.cm import (
     LedgerState,
     SubjectReview,
     Transmit,
-    compact_ledger,
 )
 from rvasync.protocol.cm.advisories import Advisory
 from rvasync.protocol.cm.names import (
@@ -1009,10 +1008,11 @@ class CmTransport:
         except Exception:
             stderr_logger().exception("certified delivery: releasing ledger-held output failed")
 
-    def _snapshot(self) -> bytes:
+    def _snapshot(self) -> LedgerState:
+        """An unchanging copy of the ledger state, for compaction on the ledger's thread."""
         core = self._core
-        assert core is not None and self._ledger is not None
-        return compact_ledger(core.ledger, self._ledger.created)
+        assert core is not None
+        return core.ledger.copy()
 
     # --- time ----------------------------------------------------------------------------------
 

@@ -22,6 +22,7 @@ means the message never expires.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -305,12 +306,14 @@ class LedgerState:
         wins over the sequences the messages carry). Then the disallowed
         names and the sources.
         """
-        out: list[LedgerRecord] = []
+        return list(self.iter_records())
+
+    def iter_records(self) -> Iterator[LedgerRecord]:
+        """:meth:`records`, one at a time (compaction of a large ledger streams them)."""
         for subject, entry in self.subjects.items():
-            for message in entry.messages.values():
-                out.append(message)
+            yield from entry.messages.values()
             for listener, reg in entry.registrations.items():
-                out.append(
+                yield (
                     Registration(
                         subject=subject,
                         listener=listener,
@@ -321,19 +324,16 @@ class LedgerState:
                         anticipated=reg.anticipated,
                     )
                 )
-            out.append(SubjectMark(subject=subject, last_sent=entry.last_sent))
+            yield SubjectMark(subject=subject, last_sent=entry.last_sent)
         for listener in sorted(self.disallowed):
-            out.append(Disallowed(listener=listener))
+            yield Disallowed(listener=listener)
         for (sender, subject), source in self.sources.items():
-            out.append(
-                Source(
-                    sender=sender,
-                    subject=subject,
-                    address=source.address,
-                    confirmed=source.confirmed,
-                )
+            yield Source(
+                sender=sender,
+                subject=subject,
+                address=source.address,
+                confirmed=source.confirmed,
             )
-        return out
 
     def copy(self) -> LedgerState:
         """An independent deep copy (records are immutable, containers are copied)."""

@@ -16,27 +16,27 @@ Crash safety comes from three rules the driver follows: each frame is
 appended with a single write, the file is never rewritten in place
 (compaction writes a new file and renames it over the old), and after a
 crash the file is cut back to :attr:`LedgerReplay.valid_length` before
-anything is appended. On open, a damaged frame at the very end is a write
-the crash interrupted (a *torn tail*) and is discarded; a damaged frame
-followed by any intact frame cannot be explained by a crash, so it raises
-:class:`LedgerCorrupt` with the file name and the frame's offset rather than
-silently dropping the records after it.
+anything is appended. Frames and the replay rule are the package's one
+definition (:mod:`rvasync.framing`): a frame cut short at the end is a
+write the crash interrupted (a *torn tail*) and is discarded; a complete
+frame that fails its checksum, the last one included, raises
+:class:`LedgerCorrupt` with the file name and the frame's offset rather
+than silently dropping it and what follows.
 
 Everything here works on ``bytes``; the driver does the file I/O.
 """
 
 from __future__ import annotations
 
-import struct
 import threading
-import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import msgpack
 
-from rvasync.errors import InvalidArgument, RvError
+from rvasync.errors import InvalidArgument, LedgerCorrupt
+from rvasync.framing import CRC_LENGTH, FRAME_HEADER_SIZE, FrameScan
 from rvasync.protocol.cm._flat import FlatError, from_flat
 from rvasync.protocol.cm.ledger import LEDGER_RECORD_TYPES, LedgerRecord, LedgerState
 from rvasync.protocol.cm.names import check_correspondent_name
@@ -48,6 +48,7 @@ __all__ = [
     "LedgerCorrupt",
     "LedgerReplay",
     "compact_ledger",
+    "compact_ledger_chunks",
     "decode_ledger",
     "encode_record",
     "encode_records",
@@ -58,22 +59,7 @@ MAGIC = b"RVCMLDG1"
 """The first eight bytes of every ledger file."""
 FORMAT_VERSION = 1
 """Version stored in the header record; a reader refuses versions it does not know."""
-FRAME_HEADER_SIZE = 12
-"""Bytes before each frame body: length, CRC of the length, CRC of the body."""
-
-_FRAME = struct.Struct("<III")
-_LENGTH = struct.Struct("<I")
 _HEADER_KIND = "header"
-
-
-class LedgerCorrupt(RvError, ValueError):
-    """A ledger file is damaged beyond what a crash explains; ``path`` and ``offset`` say where."""
-
-    def __init__(self, path: str, offset: int, reason: str) -> None:
-        super().__init__(f"ledger file {path!r} is corrupt at offset {offset}: {reason}")
-        self.path = path
-        self.offset = offset
-        self.reason = reason
 
 
 @dataclass(slots=True)
@@ -95,9 +81,7 @@ class LedgerReplay:
     records: list[LedgerRecord] = field(default_factory=list)
 
 
-def _frame(body: bytes) -> bytes:
-    length = _LENGTH.pack(len(body))
-    return _FRAME.pack(len(body), zlib.crc32(length), zlib.crc32(body)) + body
+_frame = CRC_LENGTH.encode
 
 
 _packers = threading.local()
@@ -133,29 +117,33 @@ def new_ledger(name: str, created: float = 0.0) -> bytes:
 
 def compact_ledger(state: LedgerState, created: float = 0.0) -> bytes:
     """A whole new ledger file holding just ``state`` (write it aside, then rename it over)."""
-    return new_ledger(state.name, created) + encode_records(state.records())
+    return b"".join(compact_ledger_chunks(state, created))
 
 
-def _intact_frame_at(data: bytes, offset: int) -> bool:
-    if offset + FRAME_HEADER_SIZE > len(data):
-        return False
-    length: int
-    length, length_crc, body_crc = _FRAME.unpack_from(data, offset)
-    if zlib.crc32(data[offset : offset + 4]) != length_crc:
-        return False
-    end = offset + FRAME_HEADER_SIZE + length
-    return end <= len(data) and zlib.crc32(data[offset + FRAME_HEADER_SIZE : end]) == body_crc
+def compact_ledger_chunks(
+    state: LedgerState, created: float = 0.0, chunk_bytes: int = 1 << 20
+) -> Iterator[bytes]:
+    """:func:`compact_ledger` in pieces of about ``chunk_bytes``, made as they are asked for.
+
+    A driver compacting a large ledger on a thread of its own writes each
+    piece as it comes, so neither the whole file nor the whole record list
+    is ever in memory at once. ``state`` must not change meanwhile: pass a
+    :meth:`~rvasync.protocol.cm.ledger.LedgerState.copy`.
+    """
+    chunk: list[bytes] = [new_ledger(state.name, created)]
+    size = 0
+    for record in state.iter_records():
+        frame = encode_record(record)
+        chunk.append(frame)
+        size += len(frame)
+        if size >= chunk_bytes:
+            yield b"".join(chunk)
+            chunk, size = [], 0
+    if chunk:
+        yield b"".join(chunk)
 
 
-def _intact_frame_after(data: bytes, offset: int) -> int | None:
-    """Offset of the first intact frame starting after ``offset``, if any (slow path)."""
-    for candidate in range(offset + 1, len(data) - FRAME_HEADER_SIZE + 1):
-        if _intact_frame_at(data, candidate):
-            return candidate
-    return None
-
-
-def _decode_body(body: bytes, path: str, offset: int) -> tuple[str, dict[str, Any]]:
+def _decode_body(body: bytes | memoryview, path: str, offset: int) -> tuple[str, dict[str, Any]]:
     try:
         decoded = msgpack.unpackb(body, raw=False)
     except Exception as exc:  # msgpack raises several unrelated types
@@ -171,7 +159,11 @@ def _decode_body(body: bytes, path: str, offset: int) -> tuple[str, dict[str, An
 
 
 def decode_ledger(
-    data: bytes, *, path: str = "<memory>", expected_name: str | None = None
+    data: bytes,
+    *,
+    path: str = "<memory>",
+    expected_name: str | None = None,
+    keep_records: bool = True,
 ) -> LedgerReplay:
     """Replay a ledger file's bytes.
 
@@ -179,6 +171,9 @@ def decode_ledger(
     that belongs to another correspondent raises
     :class:`~rvasync.errors.InvalidArgument` (two correspondents must never
     share a ledger). Damage raises :class:`LedgerCorrupt`, except a torn tail.
+    ``keep_records=False`` leaves :attr:`LedgerReplay.records` empty: a driver
+    that only needs the state does not hold every record replayed (removed
+    messages included) until it is done.
     """
     size = len(data)
     if size < len(MAGIC):
@@ -188,31 +183,15 @@ def decode_ledger(
         raise LedgerCorrupt(path, 0, "not a ledger file (the magic bytes are wrong)")
     if data[: len(MAGIC)] != MAGIC:
         raise LedgerCorrupt(path, 0, "not a ledger file (the magic bytes are wrong)")
-    offset = len(MAGIC)
     name: str | None = None
     created = 0.0
     state: LedgerState | None = None
     records: list[LedgerRecord] = []
-    while offset < size:
-        problem = _frame_problem(data, offset)
-        if problem is not None:
-            following = _intact_frame_after(data, offset)
-            if following is not None:
-                raise LedgerCorrupt(
-                    path, offset, f"{problem}, and an intact record follows at offset {following}"
-                )
-            if not _could_be_torn(data, offset):
-                raise LedgerCorrupt(
-                    path,
-                    offset,
-                    f"{problem}, and the {size - offset} bytes there are not what an "
-                    "interrupted append leaves",
-                )
-            break  # torn tail: a crash interrupted the last append
-        length = _LENGTH.unpack_from(data, offset)[0]
-        body_start = offset + FRAME_HEADER_SIZE
-        kind, fields = _decode_body(data[body_start : body_start + length], path, offset)
-        if name is None:
+    count = 0
+    frames = FrameScan(data, len(MAGIC), path=path, layout=CRC_LENGTH)
+    for offset, body in frames:
+        kind, fields = _decode_body(body, path, offset)
+        if state is None:
             name, created = _read_header(kind, fields, path, offset)
             if expected_name is not None and name != expected_name:
                 raise InvalidArgument(
@@ -220,50 +199,16 @@ def decode_ledger(
                     f"not {expected_name!r}; each correspondent needs its own ledger file"
                 )
             state = LedgerState(name=name)
-        else:
-            record = _read_record(kind, fields, path, offset)
-            assert state is not None
-            state.apply(record)
+            continue
+        record = _read_record(kind, fields, path, offset)
+        state.apply(record)
+        count += 1
+        if keep_records:
             records.append(record)
-        offset = body_start + length
-    if name is None:
+    if state is None:
         # Only the magic survived: the crash came before the header was complete.
         return LedgerReplay(None, 0.0, None, 0, 0, size)
-    return LedgerReplay(name, created, state, len(records), offset, size - offset, records)
-
-
-def _could_be_torn(data: bytes, offset: int) -> bool:
-    """Whether the damaged frame at ``offset`` (the file's last) can be a torn append.
-
-    An interrupted append leaves a prefix of the frame, possibly followed by zeros
-    (blocks allocated but never written). So: a header cut short; or an intact
-    length (its checksum holds) with a body cut short or damaged; or a length
-    that fails its checksum with nothing but zeros after the length's own
-    eight bytes (the write stopped inside the header). Anything else, such as
-    kilobytes of garbage after the magic, is damage, not a crash.
-    """
-    if offset + FRAME_HEADER_SIZE > len(data):
-        return True
-    if zlib.crc32(data[offset : offset + 4]) == _FRAME.unpack_from(data, offset)[1]:
-        return True
-    return not any(data[offset + 8 :])
-
-
-def _frame_problem(data: bytes, offset: int) -> str | None:
-    size = len(data)
-    if offset + FRAME_HEADER_SIZE > size:
-        return f"frame header is cut short ({size - offset} of {FRAME_HEADER_SIZE} bytes)"
-    length: int
-    length, length_crc, body_crc = _FRAME.unpack_from(data, offset)
-    if zlib.crc32(data[offset : offset + 4]) != length_crc:
-        return "frame length fails its checksum"
-    end = offset + FRAME_HEADER_SIZE + length
-    if end > size:
-        return f"frame body is cut short ({size - offset - FRAME_HEADER_SIZE} of {length} bytes)"
-    actual = zlib.crc32(data[offset + FRAME_HEADER_SIZE : end])
-    if actual != body_crc:
-        return f"frame body fails its checksum (stored {body_crc:#010x}, computed {actual:#010x})"
-    return None
+    return LedgerReplay(name, created, state, count, frames.end, frames.torn, records)
 
 
 def _read_header(kind: str, fields: dict[str, Any], path: str, offset: int) -> tuple[str, float]:
