@@ -46,6 +46,12 @@ class Advisories:
         await self._listener.close()
 
 
+def review(cm: CmTransport, subject: str):
+    """The ledger review of one outbound subject, or None if the ledger has none."""
+    found = cm.review_ledger(subject)
+    return found[0] if found else None
+
+
 def payloads(messages: list[Message], field: str = "n") -> list:
     return [m[field] for m in messages]
 

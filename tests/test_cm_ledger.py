@@ -148,13 +148,22 @@ def test_compaction_keeps_exactly_the_unconfirmed_state():
     regs = {r.listener: r.confirmed for r in compacted.records if isinstance(r, Registration)}
     assert regs == {"DB_PER": 90, "LOG": 70}
     marks = [r.last_sent for r in compacted.records if isinstance(r, SubjectMark)]
-    assert marks == [100]
+    assert marks == [core.ledger.subjects["STORE.THIS"].last_sent]
+    assert 100 < marks[0] <= 100 + 64  # the numbers reserved ahead stay reserved
     assert len(compacted_bytes) < len(data)
-    # A correspondent restored from the compacted file carries on where it was.
+    # A correspondent restored from the compacted file (a crash after it)
+    # carries on after every number that may have been handed out.
     again = CmCorrespondent("JAN", "_INBOX.JAN.2", now=T0, ledger=compacted.state)
-    assert again.send("STORE.THIS", b"next", T0).sequence == 101
+    assert again.send("STORE.THIS", b"next", T0).sequence == marks[0] + 1
     [review] = again.review_ledger("STORE.THIS")
-    assert (review.total_messages, review.last_sent) == (31, 101)
+    assert (review.total_messages, review.last_sent) == (31, marks[0] + 1)
+    # A clean close records the exact last number: the next instance continues at 101.
+    core.close(T0)
+    closing = [out.record for out in core.drain() if hasattr(out, "lsn")]
+    assert closing == [SubjectMark("STORE.THIS", 100)]
+    state = core.ledger.copy()
+    resumed = CmCorrespondent("JAN", "_INBOX.JAN.3", now=T0, ledger=state)
+    assert resumed.send("STORE.THIS", b"next", T0).sequence == 101
 
 
 def test_uncertified_sends_reserve_sequence_blocks():
@@ -162,8 +171,11 @@ def test_uncertified_sends_reserve_sequence_blocks():
     core.drain()
     results = [core.send("FOO", b"x", T0) for _ in range(70)]
     marks = [o.record for o in core.drain() if hasattr(o, "lsn")]
-    assert marks == [SubjectMark("FOO", 64), SubjectMark("FOO", 128)]
-    assert [r.lsn for r in results if r.lsn is not None] == [1, 2]
+    # A block of 64, renewed half a block before it runs out.
+    assert marks == [SubjectMark("FOO", 64), SubjectMark("FOO", 96), SubjectMark("FOO", 128)]
+    assert [r.lsn for r in results if r.lsn is not None] == [1, 2, 3]
+    # Nothing written yet: every number waits for the reservation covering it.
+    assert results[0].hold_lsn == 1 and results[40].hold_lsn == 1
     restored = CmCorrespondent("JAN", "_INBOX.JAN.2", now=T0, ledger=replayed_as("JAN", marks))
     assert restored.send("FOO", b"y", T0).sequence == 129
 

@@ -132,6 +132,9 @@ class LedgerFile:
         self._waiters: deque[tuple[int, asyncio.Future[None]]] = deque()
         self._room_waiters: list[asyncio.Future[None]] = []
         self._compact_waiters: list[asyncio.Future[None]] = []
+        """compact_now calls waiting for a compaction that has not started yet."""
+        self._compacting_waiters: list[asyncio.Future[None]] = []
+        """compact_now calls the running compaction (its snapshot taken after them) serves."""
         self._wake = asyncio.Event()
         self._kick = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -422,10 +425,11 @@ class LedgerFile:
         self._reject_all(exc)
 
     def _reject_all(self, exc: BaseException) -> None:
-        for fut in self._compact_waiters:
+        for fut in [*self._compact_waiters, *self._compacting_waiters]:
             if not fut.done():
                 fut.set_exception(exc)
         self._compact_waiters.clear()
+        self._compacting_waiters.clear()
         for _, fut in self._waiters:
             if not fut.done():
                 fut.set_exception(exc)
@@ -440,6 +444,7 @@ class LedgerFile:
     def _start_compaction(self, loop: asyncio.AbstractEventLoop) -> None:
         assert self._snapshot is not None
         state = self._snapshot()
+        self._compacting_waiters, self._compact_waiters = self._compact_waiters, []
         if self._compaction_executor is None:
             self._compaction_executor = ThreadPoolExecutor(1, thread_name_prefix="rvcm-compact")
         self._cancel.clear()
@@ -481,7 +486,7 @@ class LedgerFile:
         if self.full is not None and self._batch is None:
             self.full = None
             self._trouble(LedgerTrouble("write_resumed", self.path))
-        waiters, self._compact_waiters = self._compact_waiters, []
+        waiters, self._compacting_waiters = self._compacting_waiters, []
         for fut in waiters:
             if not fut.done():
                 fut.set_result(None)
@@ -497,7 +502,7 @@ class LedgerFile:
             error=repr(exc),
         )
         self._trouble(LedgerTrouble("compaction_failed", self.path, repr(exc)))
-        waiters, self._compact_waiters = self._compact_waiters, []
+        waiters, self._compacting_waiters = self._compacting_waiters, []
         for fut in waiters:
             if not fut.done():
                 fut.set_exception(exc)

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from rvasync._logging import stderr_logger
-from rvasync.cmdriver.ledgerfile import LedgerFile, check_ledger_path
+from rvasync.cmdriver.ledgerfile import LedgerFile, LedgerTrouble, check_ledger_path
 from rvasync.cmdriver.listener import CmCallback, CmListener, ListenerHooks
 from rvasync.cmdriver.wire import (
     internal_sender,
@@ -49,6 +49,7 @@ from rvasync.protocol.cm import (
     SubjectReview,
     Transmit,
 )
+from rvasync.protocol.cm import advisories as adv
 from rvasync.protocol.cm.advisories import Advisory
 from rvasync.protocol.cm.names import (
     any_instance_address,
@@ -267,7 +268,7 @@ class CmTransport:
             raise TransportClosed(f"CM transport {self._name!r} was closed while opening")
         self._ledger = ledger
         self._start(replay.state)
-        ledger.start(self._on_durable, self._snapshot)
+        ledger.start(self._on_durable, self._snapshot, self._on_ledger_trouble)
 
     def _start(self, state: LedgerState | None) -> None:
         transport = self._transport
@@ -282,6 +283,7 @@ class CmTransport:
                 require_old=self._require_old,
                 default_time_limit=self._default_time_limit,
                 timing=self._timing,
+                sync_sends=self._sync and self._ledger_path is not None,
             )
             for subject in core.control_subjects:
                 self._internal.append(self._net_listen(subject, _OWN_HELLO))
@@ -403,11 +405,21 @@ class CmTransport:
             self._flush_confirms()
             for listener in list(self._listeners.values()):
                 self._drop_listener(listener, cancel_agreements=False)
+            core.close(time.time())
             self._process(core.drain())
         self._closed = True
         ledger = self._ledger
         if ledger is not None:
-            await ledger.close()  # last writes release the transmissions they held
+            lost = await ledger.close()  # last writes release the transmissions they held
+            if lost and core is not None and core.unrecorded(lost):
+                stderr_logger().error(
+                    "certified messages sent while the ledger was full were never written "
+                    "or transmitted; each is reported by DELIVERY.FAILED",
+                    path=ledger.path,
+                )
+                for out in core.drain():
+                    if isinstance(out, Advisory):
+                        self._present(out)
         if self._relay is not None:
             # The implicit disconnect: what is pending goes to the agent first.
             await self._relay.close(RELAY_CLOSE_TIMEOUT)
@@ -465,6 +477,8 @@ class CmTransport:
         if ledger is not None:
             if ledger.failure is not None:
                 raise ledger.failure
+            if ledger.full is not None:
+                raise ledger.full_error()  # no number is handed out that might not be kept
             if ledger.backlogged:
                 await ledger.wait_room()
         # A new publication: its origin (in place, as a network transport's send does)
@@ -495,8 +509,14 @@ class CmTransport:
         if wait is not None:
             self._backpressure = None
             await wait  # the employed transport's send backlog is full
-        if self._sync and result.lsn is not None and ledger is not None:
-            await ledger.wait_durable(result.lsn)
+        if ledger is not None:
+            if self._sync:
+                if result.lsn is not None:
+                    await ledger.wait_durable(result.lsn)
+            elif result.hold_lsn is not None:
+                # The number's reservation is not on disk yet: a crash now could
+                # make a restarted sender hand it out again.
+                await ledger.wait_durable(result.hold_lsn)
         return result.sequence
 
     async def send_reply(
@@ -1007,6 +1027,23 @@ class CmTransport:
             self._process(core.drain())
         except Exception:
             stderr_logger().exception("certified delivery: releasing ledger-held output failed")
+
+    def _on_ledger_trouble(self, trouble: LedgerTrouble) -> None:
+        """The ledger file is full, fits again, or could not be compacted: say so."""
+        core = self._core
+        if trouble.kind == "compaction_failed":
+            advisory = adv.ledger_compaction_failed(self._name, trouble.path, trouble.error)
+        elif trouble.kind == "write_failed":
+            advisory = adv.ledger_write_failed(
+                self._name, trouble.path, trouble.error, trouble.retrying
+            )
+            if core is not None:
+                core.set_ledger_writable(False)
+        else:
+            advisory = adv.ledger_write_resumed(self._name, trouble.path)
+            if core is not None:
+                core.set_ledger_writable(True)
+        self._present(advisory)
 
     def _snapshot(self) -> LedgerState:
         """An unchanging copy of the ledger state, for compaction on the ledger's thread."""
