@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 import struct
 import zlib
@@ -149,7 +150,7 @@ def test_compaction_keeps_exactly_the_unconfirmed_state():
     assert regs == {"DB_PER": 90, "LOG": 70}
     marks = [r.last_sent for r in compacted.records if isinstance(r, SubjectMark)]
     assert marks == [core.ledger.subjects["STORE.THIS"].last_sent]
-    assert 100 < marks[0] <= 100 + 64  # the numbers reserved ahead stay reserved
+    assert 100 < marks[0] <= 100 + 8192  # the numbers reserved ahead stay reserved
     assert len(compacted_bytes) < len(data)
     # A correspondent restored from the compacted file (a crash after it)
     # carries on after every number that may have been handed out.
@@ -169,15 +170,29 @@ def test_compaction_keeps_exactly_the_unconfirmed_state():
 def test_uncertified_sends_reserve_sequence_blocks():
     core = CmCorrespondent("JAN", "_INBOX.JAN", now=T0, file_ledger=True)
     core.drain()
-    results = [core.send("FOO", b"x", T0) for _ in range(70)]
+    results = []
+    for _ in range(70):
+        results.append(core.send("FOO", b"x", T0))
+        core.durable(core.last_lsn)  # the writer keeps up
     marks = [o.record for o in core.drain() if hasattr(o, "lsn")]
     # A block of 64, renewed half a block before it runs out.
     assert marks == [SubjectMark("FOO", 64), SubjectMark("FOO", 96), SubjectMark("FOO", 128)]
     assert [r.lsn for r in results if r.lsn is not None] == [1, 2, 3]
-    # Nothing written yet: every number waits for the reservation covering it.
-    assert results[0].hold_lsn == 1 and results[40].hold_lsn == 1
+    assert results[0].hold_lsn == 1 and results[1].hold_lsn is None
     restored = CmCorrespondent("JAN", "_INBOX.JAN.2", now=T0, ledger=replayed_as("JAN", marks))
     assert restored.send("FOO", b"y", T0).sequence == 129
+
+
+def test_a_sender_that_outruns_its_ledger_reserves_bigger_blocks():
+    core = CmCorrespondent("JAN", "_INBOX.JAN", now=T0, file_ledger=True)
+    core.drain()
+    results = [core.send("FOO", b"x", T0) for _ in range(2000)]  # nothing written meanwhile
+    marks = [o.record.last_sent for o in core.drain() if isinstance(o.record, SubjectMark)]
+    blocks = [b - a for a, b in itertools.pairwise([0, *marks])]
+    assert marks[0] == 64 and all(b > a for a, b in itertools.pairwise(blocks[1:]))
+    assert max(marks) - 2000 <= 8192
+    # Until the writer catches up, every number waits for the reservation covering it.
+    assert all(r.hold_lsn is not None for r in results)
 
 
 def replayed_as(name, items) -> LedgerState:

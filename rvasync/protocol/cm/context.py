@@ -35,9 +35,10 @@ class CmTiming:
     * ``retransmit_interval``: a listener missing messages repeats its
       retransmission request this often until they arrive or are reported
       unavailable.
-    * ``sequence_reserve``: how many sequence numbers a sender reserves in one
-      ledger record, half a block ahead of use (after a crash, at most this
-      many numbers are skipped and reported unavailable to listeners).
+    * ``sequence_reserve``: how many sequence numbers a sender first reserves
+      in one ledger record, half a block ahead of use; the block doubles (to
+      8,192 at most) while sends outrun the ledger. After a crash at most one
+      block of numbers is skipped and reported unavailable to listeners.
     * ``duplicate_window``: how many recent uncertified sequence numbers a
       listener remembers per sender and subject to drop duplicates.
     """

@@ -17,7 +17,9 @@ Sequence numbers are reserved in blocks ahead of use (a ``SubjectMark`` half
 a block before the last one runs out), and :class:`SendResult.hold_lsn`
 tells the driver when a number is not yet covered by a durable record: a
 number the program was given is never given again after a restart, even
-when the message's own record was lost with the process. Replies to inboxes
+when the message's own record was lost with the process. A block starts at
+``sequence_reserve`` numbers and doubles (up to 8,192) each time a send had
+to wait for its reservation, so a fast sender soon never waits. Replies to inboxes
 (unique to their transport, never reused) take no ledger space at all
 unless a listener registered on the inbox, and then only until their
 messages are resolved.
@@ -76,6 +78,8 @@ __all__ = ["ListenerReview", "SenderHalf", "SubjectReview"]
 _HELLO_REMINDERS = 5
 #: Inboxes whose sequence counter is remembered (the oldest is forgotten beyond).
 _INBOX_COUNTERS = 65536
+#: The largest reservation block (a subject whose sender outruns the ledger grows to it).
+_MAX_BLOCK = 8192
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,6 +132,8 @@ class SenderHalf:
         # reservations (lsn, bound) made but not yet known durable.
         self._covered: dict[str, int] = {}
         self._marks: dict[str, deque[tuple[int, int]]] = {}
+        # Per subject: the reservation block, doubled each time a send had to wait.
+        self._block: dict[str, int] = {}
         self._expiries: list[tuple[float, str, int]] = []
         # (subject, listener) -> when to ask that listener to confirm, if it owes any.
         self._asks: dict[tuple[str, str], float] = {}
@@ -290,8 +296,14 @@ class SenderHalf:
                     asks[key] = now + ctx.timing.confirm_request_interval
         hold = None
         if not certified or self._reserve_certified:
-            reserve = ctx.timing.sequence_reserve
+            reserve = self._block.get(subject, ctx.timing.sequence_reserve)
             if entry is None or seq + reserve // 2 > entry.last_sent:
+                marks = self._marks.get(subject)
+                if marks and marks[-1][0] > ctx.durable_lsn and reserve < _MAX_BLOCK:
+                    # The last reservation is not written yet: the program sends
+                    # faster than the ledger writes. Bigger blocks, so it waits
+                    # for the disk only while they grow.
+                    reserve = self._block[subject] = reserve * 2
                 self._reserve(subject, seq + reserve - 1)
             if ctx.file_ledger and seq > self._covered.get(subject, 0):
                 hold = self._hold(subject, seq)
