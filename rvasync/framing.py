@@ -100,20 +100,27 @@ class FrameScan:
     Iterating raises :class:`~rvasync.errors.LedgerCorrupt` (naming ``path``
     and the frame's offset) at a complete frame that fails its checks, and
     stops at a torn tail. Afterwards ``end`` is where the intact frames end
-    (where appending resumes) and ``torn`` how many bytes after it were
-    dropped. Bodies are memoryviews into ``data`` (no copy).
+    (where appending resumes; a file offset, like every offset here) and
+    ``torn`` how many bytes after it were dropped. Bodies are memoryviews into ``data`` (no copy).
     """
 
-    __slots__ = ("_data", "_layout", "_path", "_start", "end", "torn")
+    __slots__ = ("_base", "_data", "_layout", "_path", "_start", "end", "torn")
 
     def __init__(
-        self, data: bytes, start: int, *, path: str, layout: FrameLayout = CRC_LENGTH
+        self,
+        data: bytes | memoryview,
+        start: int,
+        *,
+        path: str,
+        layout: FrameLayout = CRC_LENGTH,
+        base: int = 0,
     ) -> None:
         self._data = data
         self._start = start
         self._path = path
         self._layout = layout
-        self.end = start
+        self._base = base
+        self.end = base + start
         self.torn = 0
 
     def __iter__(self) -> Iterator[tuple[int, memoryview]]:
@@ -129,7 +136,9 @@ class FrameScan:
                 if _all_zero(data, offset + 8):
                     break  # cut short in its length, the rest never written
                 raise LedgerCorrupt(
-                    self._path, offset, f"frame length fails its check ({self._layout.name})"
+                    self._path,
+                    self._base + offset,
+                    f"frame length fails its check ({self._layout.name})",
                 )
             body_start = offset + FRAME_HEADER_SIZE
             end = body_start + length
@@ -142,13 +151,13 @@ class FrameScan:
                     break
                 raise LedgerCorrupt(
                     self._path,
-                    offset,
+                    self._base + offset,
                     f"frame body fails its checksum (stored {body_crc:#010x}, computed "
                     f"{actual:#010x}): a complete frame that fails its checksum is damage, "
                     "not an interrupted write",
                 )
-            yield offset, body
+            yield self._base + offset, body
             offset = end
-            self.end = offset
-        self.end = offset
+            self.end = self._base + offset
+        self.end = self._base + offset
         self.torn = size - offset

@@ -16,6 +16,7 @@ import rvasync as rv
 from rvasync.protocol.cm import (
     CmCorrespondent,
     LedgerCorrupt,
+    LedgerDecoder,
     LedgerState,
     compact_ledger,
     decode_ledger,
@@ -336,3 +337,32 @@ def test_stored_bytes_is_the_sum_of_the_stored_payloads(items):
     for each in (state, state.copy(), compacted):
         for entry in each.subjects.values():
             assert entry.stored_bytes == sum(len(m.payload) for m in entry.messages.values())
+
+
+@settings(max_examples=60, deadline=None)
+@given(items=st.lists(records, max_size=20), data=st.data())
+def test_a_ledger_fed_in_pieces_replays_as_the_whole_file(items, data):
+    """A driver replays a large ledger a piece at a time: same state, same tail, same errors."""
+    whole = new_ledger("OWNER") + encode_records(items)
+    whole += data.draw(st.sampled_from([b"", whole[8:19], bytes(20)]), label="tail")
+    damaged = bytearray(whole)
+    if data.draw(st.booleans(), label="damage") and len(whole) > 80:
+        damaged[data.draw(st.integers(8, len(whole) - 20), label="at")] ^= 0x10
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(damaged)), max_size=6), label="cuts"))
+    pieces = [bytes(damaged[a:b]) for a, b in itertools.pairwise([0, *cuts, len(damaged)])]
+
+    def outcome(feed):
+        try:
+            replay = feed()
+        except LedgerCorrupt as exc:
+            return ("corrupt", exc.offset)
+        return (replay.state, replay.valid_length, replay.torn_bytes, replay.records)
+
+    def in_pieces():
+        decoder = LedgerDecoder(path="L", expected_name="OWNER")
+        for piece in pieces:
+            decoder.feed(piece)
+        return decoder.finish()
+
+    whole_outcome = outcome(lambda: decode_ledger(bytes(damaged), path="L", expected_name="OWNER"))
+    assert outcome(in_pieces) == whole_outcome

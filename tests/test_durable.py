@@ -38,8 +38,8 @@ MAGIC = b"TESTLOG1"
 
 
 def _open_log(path, refusal="in use"):
-    def replay(data: bytes) -> int:
-        return len(data) if data else 0
+    def replay(pieces) -> int:
+        return sum(len(piece) for piece in pieces)
 
     return AppendLog.open(str(path), refusal=refusal, replay=replay, new_file=lambda: MAGIC)
 

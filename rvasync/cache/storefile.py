@@ -71,8 +71,8 @@ class StoreFile:
         """
         records: list[LogRecord] = []
 
-        def replay(data: bytes) -> int:
-            parsed = parse_log(data, self.path)
+        def replay(pieces: Iterator[bytes]) -> int:
+            parsed = parse_log(b"".join(pieces), self.path)
             if parsed.corrupt is not None:
                 raise StoreCorrupt(self.path, parsed.good_end, parsed.corrupt)
             records.extend(parsed.records)

@@ -42,7 +42,7 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Literal
@@ -52,9 +52,9 @@ from rvasync.driverkit.durable import AppendLog, Replacement, is_space_error
 from rvasync.errors import InvalidArgument
 from rvasync.protocol.cm.ledger import LedgerRecord, LedgerState, StoredMessage
 from rvasync.protocol.cm.ledger_format import (
+    LedgerDecoder,
     LedgerReplay,
     compact_ledger_chunks,
-    decode_ledger,
     encode_records,
     new_ledger,
 )
@@ -588,8 +588,11 @@ def _estimate(record: LedgerRecord) -> int:
 def _open_log(path: str, name: str) -> tuple[AppendLog, LedgerReplay]:
     found: list[LedgerReplay] = []
 
-    def replay(data: bytes) -> int:
-        result = decode_ledger(data, path=path, expected_name=name, keep_records=False)
+    def replay(pieces: Iterator[bytes]) -> int:
+        decoder = LedgerDecoder(path=path, expected_name=name, keep_records=False)
+        for piece in pieces:
+            decoder.feed(piece)
+        result = decoder.finish()
         found.append(result)
         return result.valid_length
 

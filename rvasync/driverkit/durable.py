@@ -38,7 +38,7 @@ import contextlib
 import errno
 import fcntl
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 from rvasync.errors import InvalidArgument, NotPermitted
 
@@ -51,6 +51,7 @@ __all__ = [
     "is_space_error",
     "open_for_writing",
     "read_all",
+    "read_pieces",
     "remove_quietly",
     "write_all",
 ]
@@ -81,6 +82,35 @@ def read_all(fd: int) -> bytes:
         if not chunk:
             return b"".join(chunks)
         chunks.append(chunk)
+
+
+REPLAY_PIECE = 8 << 20
+"""Bytes :meth:`AppendLog.open` reads at a time to replay a file."""
+
+
+def read_pieces(fd: int, piece: int = REPLAY_PIECE) -> Iterator[bytes]:
+    """The file behind ``fd`` from its start, ``piece`` bytes at a time."""
+    os.lseek(fd, 0, os.SEEK_SET)
+    while True:
+        chunk = read_exactly(fd, piece)
+        if not chunk:
+            return
+        yield chunk
+        if len(chunk) < piece:
+            return
+
+
+def read_exactly(fd: int, size: int) -> bytes:
+    """Up to ``size`` bytes from ``fd``'s position (fewer only at the end of the file)."""
+    chunks: list[bytes] = []
+    left = size
+    while left > 0:
+        chunk = os.read(fd, min(left, _READ_CHUNK))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
 
 
 def fsync_directory(path: str) -> None:
@@ -290,15 +320,17 @@ class AppendLog:
         path: str,
         *,
         refusal: str,
-        replay: Callable[[bytes], int],
+        replay: Callable[[Iterator[bytes]], int],
         new_file: Callable[[], bytes],
         leftovers: Iterable[str] = (".compact",),
         what: str = "ledger path",
     ) -> AppendLog:
         """Lock, read and replay ``path`` (created if absent); cut a torn tail off.
 
-        ``replay(data)`` decodes the whole file (raising for damage) and
-        returns where its intact frames end, 0 for a file to start afresh;
+        ``replay(pieces)`` decodes the file, given as an iterator of pieces
+        of at most :data:`REPLAY_PIECE` bytes in order (so a large file is
+        never in memory whole), raising for damage; it returns where the
+        intact frames end, 0 for a file to start afresh;
         ``new_file()`` is then written (magic and header) and synced.
         ``leftovers`` are suffixes of side files to remove once the lock is
         held. ``refusal`` is the NotPermitted message for a file in use.
@@ -313,9 +345,7 @@ class AppendLog:
             raise
         try:
             _lock_data_file(fd, refusal)
-            data = read_all(fd)
-            valid = replay(data)
-            del data
+            valid = replay(read_pieces(fd))
             if valid == 0:
                 header = new_file()
                 os.ftruncate(fd, 0)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from rvasync._logging import stderr_logger
@@ -68,7 +68,8 @@ class RelayLedgerFile:
         """
         found: list[RelayReplay] = []
 
-        def replay(data: bytes) -> int:
+        def replay(pieces: Iterator[bytes]) -> int:
+            data = b"".join(pieces)
             if not data:
                 return 0
             result = decode_relay_ledger(data, path, name)

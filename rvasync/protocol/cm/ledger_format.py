@@ -46,6 +46,7 @@ __all__ = [
     "FRAME_HEADER_SIZE",
     "MAGIC",
     "LedgerCorrupt",
+    "LedgerDecoder",
     "LedgerReplay",
     "compact_ledger",
     "compact_ledger_chunks",
@@ -159,7 +160,7 @@ def _decode_body(body: bytes | memoryview, path: str, offset: int) -> tuple[str,
 
 
 def decode_ledger(
-    data: bytes,
+    data: bytes | memoryview,
     *,
     path: str = "<memory>",
     expected_name: str | None = None,
@@ -173,42 +174,95 @@ def decode_ledger(
     share a ledger). Damage raises :class:`LedgerCorrupt`, except a torn tail.
     ``keep_records=False`` leaves :attr:`LedgerReplay.records` empty: a driver
     that only needs the state does not hold every record replayed (removed
-    messages included) until it is done.
+    messages included) until it is done. :class:`LedgerDecoder` does the
+    same a piece at a time.
     """
-    size = len(data)
-    if size < len(MAGIC):
-        if MAGIC.startswith(bytes(data)):
-            # Empty, or a crash while the file was being created.
-            return LedgerReplay(None, 0.0, None, 0, 0, size)
-        raise LedgerCorrupt(path, 0, "not a ledger file (the magic bytes are wrong)")
-    if data[: len(MAGIC)] != MAGIC:
-        raise LedgerCorrupt(path, 0, "not a ledger file (the magic bytes are wrong)")
-    name: str | None = None
-    created = 0.0
-    state: LedgerState | None = None
-    records: list[LedgerRecord] = []
-    count = 0
-    frames = FrameScan(data, len(MAGIC), path=path, layout=CRC_LENGTH)
-    for offset, body in frames:
-        kind, fields = _decode_body(body, path, offset)
-        if state is None:
-            name, created = _read_header(kind, fields, path, offset)
-            if expected_name is not None and name != expected_name:
+    decoder = LedgerDecoder(path=path, expected_name=expected_name, keep_records=keep_records)
+    decoder.feed(data)
+    return decoder.finish()
+
+
+class LedgerDecoder:
+    """:func:`decode_ledger` fed a piece at a time (a large file need not be read whole).
+
+    :meth:`feed` each piece in file order, then :meth:`finish`. Only what a
+    frame cut by a piece's end needs is carried to the next piece, so a
+    driver replaying a 229 MB ledger holds the state and one piece, not the
+    file as well.
+    """
+
+    def __init__(
+        self, *, path: str = "<memory>", expected_name: str | None = None, keep_records: bool = True
+    ) -> None:
+        self._path = path
+        self._expected = expected_name
+        self._keep = keep_records
+        self._carry = b""
+        self._base = 0
+        """File offset where ``_carry`` starts (after the magic once it is checked)."""
+        self._magic = False
+        self._name: str | None = None
+        self._created = 0.0
+        self._state: LedgerState | None = None
+        self._records: list[LedgerRecord] = []
+        self._count = 0
+
+    def feed(self, data: bytes | memoryview) -> None:
+        """The next piece of the file."""
+        buf: bytes | memoryview = self._carry + bytes(data) if self._carry else data
+        start = 0
+        if not self._magic:
+            if len(buf) < len(MAGIC):
+                self._check_magic(bytes(buf), complete=False)
+                self._carry = bytes(buf)
+                return
+            self._check_magic(bytes(buf[: len(MAGIC)]), complete=True)
+            self._magic = True
+            start = len(MAGIC)
+        frames = FrameScan(buf, start, path=self._path, layout=CRC_LENGTH, base=self._base)
+        for offset, body in frames:
+            self._record(offset, body)
+        self._carry = bytes(buf[frames.end - self._base :])
+        self._base = frames.end
+
+    def _check_magic(self, head: bytes, *, complete: bool) -> None:
+        good = head == MAGIC if complete else MAGIC.startswith(head)
+        if not good:
+            raise LedgerCorrupt(self._path, 0, "not a ledger file (the magic bytes are wrong)")
+
+    def _record(self, offset: int, body: memoryview) -> None:
+        kind, fields = _decode_body(body, self._path, offset)
+        if self._state is None:
+            name, self._created = _read_header(kind, fields, self._path, offset)
+            if self._expected is not None and name != self._expected:
                 raise InvalidArgument(
-                    f"ledger file {path!r} belongs to correspondent {name!r}, "
-                    f"not {expected_name!r}; each correspondent needs its own ledger file"
+                    f"ledger file {self._path!r} belongs to correspondent {name!r}, "
+                    f"not {self._expected!r}; each correspondent needs its own ledger file"
                 )
-            state = LedgerState(name=name)
-            continue
-        record = _read_record(kind, fields, path, offset)
-        state.apply(record)
-        count += 1
-        if keep_records:
-            records.append(record)
-    if state is None:
-        # Only the magic survived: the crash came before the header was complete.
-        return LedgerReplay(None, 0.0, None, 0, 0, size)
-    return LedgerReplay(name, created, state, count, frames.end, frames.torn, records)
+            self._name = name
+            self._state = LedgerState(name=name)
+            return
+        record = _read_record(kind, fields, self._path, offset)
+        self._state.apply(record)
+        self._count += 1
+        if self._keep:
+            self._records.append(record)
+
+    def finish(self) -> LedgerReplay:
+        """What the file held: the state, where intact data ends, the torn tail's size."""
+        torn = len(self._carry)
+        if self._state is None:
+            # Empty, or a crash while the file was being created (magic or header cut).
+            return LedgerReplay(None, 0.0, None, 0, 0, self._base + torn)
+        return LedgerReplay(
+            self._name,
+            self._created,
+            self._state,
+            self._count,
+            self._base,
+            torn,
+            self._records,
+        )
 
 
 def _read_header(kind: str, fields: dict[str, Any], path: str, offset: int) -> tuple[str, float]:
