@@ -351,3 +351,53 @@ async def test_transient_correspondent_with_a_ledger_file(t, tmp_path):
         assert not cm.persistent
         await cm.send(Message("FOO"))
     assert path.stat().st_size > 0
+
+
+async def test_what_is_appended_during_a_compaction_reaches_the_new_file(t, tmp_path, monkeypatch):
+    """The new file is written on a thread while the loop goes on; appends meanwhile are kept."""
+    import threading
+
+    from rvasync.cmdriver import ledgerfile
+
+    path = tmp_path / "joe.ledger"
+    joe = CmTransport(t, "JOE_PER", ledger=path, timing=FAST)
+    await joe.open()
+    sue = CmTransport(t, "SUE_PER", require_old=True, timing=FAST)
+    listener = sue.listen("FOO", explicit_confirm=True)
+    await joe.add_listener("SUE_PER", "FOO")
+    for n in range(50):
+        await joe.send(Message("FOO", {"n": n}))
+    first = [await listener.get(WAIT) for _ in range(50)]
+    assert [m.cm.sequence for m in first] == list(range(1, 51))
+    started, release = threading.Event(), threading.Event()
+    build = ledgerfile._build_replacement
+
+    def slow_build(*args):
+        started.set()
+        assert release.wait(10)
+        return build(*args)
+
+    monkeypatch.setattr(ledgerfile, "_build_replacement", slow_build)
+    compaction = asyncio.ensure_future(joe.compact_ledger())
+    await until(started.is_set, WAIT)
+    # The loop goes on while the new file is being written: sends, deliveries,
+    # confirmations, an agreement, all recorded in the old file meanwhile.
+    for msg in first[:30]:
+        await listener.confirm(msg)
+    later = [await joe.send(Message("FOO", {"n": n})) for n in range(50, 60)]
+    await joe.add_listener("LOG", "FOO")
+    await joe.send(Message("FOO", {"n": 60}))
+    await until(lambda: review(joe, "FOO").listeners[-1].last_confirmed == 30, WAIT)
+    await joe.sync()
+    assert not compaction.done()
+    release.set()
+    await asyncio.wait_for(compaction, WAIT)
+    assert joe._ledger.compactions == 1
+    await joe.close()  # (the close records the exact last number: compare after it)
+    live = joe._core.ledger
+    replay = decode_ledger(path.read_bytes(), expected_name="JOE_PER")
+    assert replay.state == live
+    entry = replay.state.subjects["FOO"]
+    assert sorted(entry.messages) == list(range(31, max(later) + 2))
+    assert entry.registrations["SUE_PER"].confirmed == 30 and "LOG" in entry.registrations
+    await sue.close()

@@ -51,6 +51,7 @@ from rvasync.protocol.cm import (
 )
 from rvasync.protocol.cm import advisories as adv
 from rvasync.protocol.cm.advisories import Advisory
+from rvasync.protocol.cm.ledger import LedgerRecord
 from rvasync.protocol.cm.names import (
     any_instance_address,
     check_correspondent_name,
@@ -411,15 +412,7 @@ class CmTransport:
         ledger = self._ledger
         if ledger is not None:
             lost = await ledger.close()  # last writes release the transmissions they held
-            if lost and core is not None and core.unrecorded(lost):
-                stderr_logger().error(
-                    "certified messages sent while the ledger was full were never written "
-                    "or transmitted; each is reported by DELIVERY.FAILED",
-                    path=ledger.path,
-                )
-                for out in core.drain():
-                    if isinstance(out, Advisory):
-                        self._present(out)
+            self._report_unrecorded(core, ledger.path, lost)
         if self._relay is not None:
             # The implicit disconnect: what is pending goes to the agent first.
             await self._relay.close(RELAY_CLOSE_TIMEOUT)
@@ -474,13 +467,8 @@ class CmTransport:
         if subject is None:
             raise InvalidArgument("cannot send a message without a subject")
         ledger = self._ledger
-        if ledger is not None:
-            if ledger.failure is not None:
-                raise ledger.failure
-            if ledger.full is not None:
-                raise ledger.full_error()  # no number is handed out that might not be kept
-            if ledger.backlogged:
-                await ledger.wait_room()
+        if ledger is not None and (ledger.failure or ledger.full or ledger.backlogged):
+            await _ledger_room(ledger)
         # A new publication: its origin (in place, as a network transport's send does)
         # is in the payload kept for retransmission and in the ledger, so every copy
         # of this publication has the same identity (docs/retained.md).
@@ -510,13 +498,12 @@ class CmTransport:
             self._backpressure = None
             await wait  # the employed transport's send backlog is full
         if ledger is not None:
-            if self._sync:
-                if result.lsn is not None:
-                    await ledger.wait_durable(result.lsn)
-            elif result.hold_lsn is not None:
-                # The number's reservation is not on disk yet: a crash now could
-                # make a restarted sender hand it out again.
-                await ledger.wait_durable(result.hold_lsn)
+            # With sync_ledger the message's record; otherwise, rarely, the
+            # reservation of its number (not on disk yet: a crash now could make
+            # a restarted sender hand it out again).
+            lsn = result.lsn if self._sync else result.hold_lsn
+            if lsn is not None:
+                await ledger.wait_durable(lsn)
         return result.sequence
 
     async def send_reply(
@@ -1028,6 +1015,22 @@ class CmTransport:
         except Exception:
             stderr_logger().exception("certified delivery: releasing ledger-held output failed")
 
+    def _report_unrecorded(
+        self, core: CmCorrespondent | None, path: str, lost: list[LedgerRecord]
+    ) -> None:
+        """Closed on a full disk: DELIVERY.FAILED for each message sent but never written."""
+        if not lost or core is None:
+            return
+        if core.unrecorded(lost):
+            stderr_logger().error(
+                "certified messages sent while the ledger was full were never written "
+                "or transmitted; each is reported by DELIVERY.FAILED",
+                path=path,
+            )
+        for out in core.drain():
+            if isinstance(out, Advisory):
+                self._present(out)
+
     def _on_ledger_trouble(self, trouble: LedgerTrouble) -> None:
         """The ledger file is full, fits again, or could not be compacted: say so."""
         core = self._core
@@ -1076,6 +1079,15 @@ class CmTransport:
             return
         core.handle_timer(time.time())
         self._process(core.drain())
+
+
+async def _ledger_room(ledger: LedgerFile) -> None:
+    """Before a send: raise if the ledger cannot take it, wait if it is backlogged."""
+    if ledger.failure is not None:
+        raise ledger.failure
+    if ledger.full is not None:
+        raise ledger.full_error()  # no number is handed out that might not be kept
+    await ledger.wait_room()
 
 
 def _present_in(queue: Queue) -> set[int]:

@@ -118,6 +118,20 @@ class CmCorrespondent:
         # first sent on): send checks a subject's name once.
         self._checked_subjects: set[str] = set(ledger.subjects)
         self._listener = ListenerHalf(self._ctx, bool(require_old))
+        sender, listener = self._sender, self._listener
+        # What each kind of record from a peer goes to (``receive``).
+        self._handlers: dict[type[Record], Callable[[Any, float], None]] = {
+            DataRecord: listener.on_data,
+            RegisterRequest: sender.on_register,
+            RegisterReply: listener.on_reply,
+            NotCertified: listener.on_not_certified,
+            Confirm: sender.on_confirm,
+            ConfirmRequest: listener.on_confirm_request,
+            RetransmitRequest: sender.on_retransmit_request,
+            Unavailable: listener.on_unavailable,
+            Cancel: sender.on_cancel,
+            Invite: listener.on_invite,
+        }
         self._collisions: set[str] = set()
         self.malformed = 0
         """Inbound records dropped as malformed (the driver may log them)."""
@@ -368,11 +382,7 @@ class CmCorrespondent:
         """Handle one record from the network (multicast or point-to-point)."""
         ctx = self._ctx
         if record.origin == ctx.name:
-            if record.address == ctx.address:
-                if isinstance(record, DataRecord) and not record.retransmit:
-                    self._listener.deliver_own(record)
-                return
-            self._collision(record, now)
+            self._from_own_name(record, now)
             return
         if ctx.standby:
             # Another instance holds the name: peers deal with it, not with us.
@@ -388,29 +398,19 @@ class CmCorrespondent:
             # listener that moved is not followed here: its registration
             # request decides (with require_old) what becomes of its messages.
             self._listener.peer_moved(record.origin, record.address, now)
-        match record:
-            case DataRecord():
-                self._listener.on_data(record, now)
-            case RegisterRequest():
-                self._sender.on_register(record, now)
-            case RegisterReply():
-                self._listener.on_reply(record, now)
-            case NotCertified():
-                self._listener.on_not_certified(record, now)
-            case Confirm():
-                self._sender.on_confirm(record, now)
-            case ConfirmRequest():
-                self._listener.on_confirm_request(record, now)
-            case RetransmitRequest():
-                self._sender.on_retransmit_request(record, now)
-            case Unavailable():
-                self._listener.on_unavailable(record, now)
-            case Cancel():
-                self._sender.on_cancel(record, now)
-            case Invite():
-                self._listener.on_invite(record, now)
-            case _:
-                self.malformed += 1
+        handler = self._handlers.get(record.__class__)
+        if handler is None:
+            self.malformed += 1
+        else:
+            handler(record, now)
+
+    def _from_own_name(self, record: Record, now: float) -> None:
+        """A record of ours (delivered back to us), or of another instance of our name."""
+        if record.address == self._ctx.address:
+            if isinstance(record, DataRecord) and not record.retransmit:
+                self._listener.deliver_own(record)
+            return
+        self._collision(record, now)
 
     # --- collisions: two live instances of one name ----------------------------------
 

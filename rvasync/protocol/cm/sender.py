@@ -13,13 +13,10 @@ Which listeners still need message ``n`` is not stored per message: it is
 every registration with ``begin <= n`` and ``confirmed < n``. That keeps the
 ledger to one record per message, one per confirmation and one per removal.
 
-Sequence numbers are reserved in blocks ahead of use (a ``SubjectMark`` half
-a block before the last one runs out), and :class:`SendResult.hold_lsn`
+Sequence numbers are reserved in blocks ahead of use
+(:mod:`~rvasync.protocol.cm.reservations`), and :class:`SendResult.hold_lsn`
 tells the driver when a number is not yet covered by a durable record: a
-number the program was given is never given again after a restart, even
-when the message's own record was lost with the process. A block starts at
-``sequence_reserve`` numbers and doubles (up to 8,192) each time a send had
-to wait for its reservation, so a fast sender soon never waits. Replies to inboxes
+number the program was given is never given again after a restart. Replies to inboxes
 (unique to their transport, never reused) take no ledger space at all
 unless a listener registered on the inbox, and then only until their
 messages are resolved.
@@ -28,7 +25,7 @@ messages are resolved.
 from __future__ import annotations
 
 import heapq
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -69,6 +66,7 @@ from rvasync.protocol.cm.records import (
     RetransmitRequest,
     Unavailable,
 )
+from rvasync.protocol.cm.reservations import Reservations
 from rvasync.subjects import has_wildcards, subject_matches
 
 __all__ = ["ListenerReview", "SenderHalf", "SubjectReview"]
@@ -78,8 +76,6 @@ __all__ = ["ListenerReview", "SenderHalf", "SubjectReview"]
 _HELLO_REMINDERS = 5
 #: Inboxes whose sequence counter is remembered (the oldest is forgotten beyond).
 _INBOX_COUNTERS = 65536
-#: The largest reservation block (a subject whose sender outruns the ledger grows to it).
-_MAX_BLOCK = 8192
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,12 +124,7 @@ class SenderHalf:
         self._reserve_certified = not sync_sends
         self._last_sent: dict[str, int] = {}
         self._inbox_seq: OrderedDict[str, int] = OrderedDict()
-        # Per subject: the highest reserved number known durable, and the
-        # reservations (lsn, bound) made but not yet known durable.
-        self._covered: dict[str, int] = {}
-        self._marks: dict[str, deque[tuple[int, int]]] = {}
-        # Per subject: the reservation block, doubled each time a send had to wait.
-        self._block: dict[str, int] = {}
+        self._reservations = Reservations(ctx)
         self._expiries: list[tuple[float, str, int]] = []
         # (subject, listener) -> when to ask that listener to confirm, if it owes any.
         self._asks: dict[tuple[str, str], float] = {}
@@ -147,7 +138,7 @@ class SenderHalf:
         # a listener that announced a new instance while owing messages, until it registers.
         self._reminders: dict[tuple[str, str], tuple[str, float, int]] = {}
         for subject, entry in ctx.ledger.subjects.items():
-            self._last_sent[subject] = self._covered[subject] = entry.last_sent
+            self._last_sent[subject] = entry.last_sent
             for seq, message in entry.messages.items():
                 if message.expiry:
                     heapq.heappush(self._expiries, (message.expiry, subject, seq))
@@ -296,46 +287,12 @@ class SenderHalf:
                     asks[key] = now + ctx.timing.confirm_request_interval
         hold = None
         if not certified or self._reserve_certified:
-            reserve = self._block.get(subject, ctx.timing.sequence_reserve)
-            if entry is None or seq + reserve // 2 > entry.last_sent:
-                marks = self._marks.get(subject)
-                if marks and marks[-1][0] > ctx.durable_lsn and reserve < _MAX_BLOCK:
-                    # The last reservation is not written yet: the program sends
-                    # faster than the ledger writes. Bigger blocks, so it waits
-                    # for the disk only while they grow.
-                    reserve = self._block[subject] = reserve * 2
-                self._reserve(subject, seq + reserve - 1)
-            if ctx.file_ledger and seq > self._covered.get(subject, 0):
-                hold = self._hold(subject, seq)
+            recorded = entry.last_sent if entry is not None else 0
+            hold = self._reservations.number(subject, seq, recorded)
         ctx.transmit(
             subject, DataRecord(ctx.name, ctx.address, subject, seq, time_limit, payload), False
         )
         return SendResult(seq, ctx.lsn if ctx.lsn > lsn_before else None, certified, hold)
-
-    def _reserve(self, subject: str, bound: int) -> None:
-        """Record that numbers up to ``bound`` on ``subject`` may be handed out."""
-        ctx = self._ctx
-        ctx.record(SubjectMark(subject, bound))
-        if ctx.file_ledger:
-            marks = self._marks.get(subject)
-            if marks is None:
-                marks = self._marks[subject] = deque()
-            marks.append((ctx.lsn, bound))
-
-    def _hold(self, subject: str, seq: int) -> int | None:
-        """The append to wait for before ``seq`` counts as handed out, or None if covered."""
-        durable = self._ctx.durable_lsn
-        covered = self._covered.get(subject, 0)
-        marks = self._marks.get(subject)
-        while marks and marks[0][0] <= durable:
-            covered = max(covered, marks.popleft()[1])
-        self._covered[subject] = covered
-        if seq <= covered or not marks:
-            return None
-        for lsn, bound in marks:
-            if bound >= seq:
-                return lsn
-        return marks[-1][0]
 
     def _send_to_inbox(self, subject: str, payload: bytes, time_limit: float) -> SendResult:
         """A reply to an inbox nobody registered on: numbered in memory, nothing recorded."""
@@ -361,7 +318,7 @@ class SenderHalf:
         count = 0
         for record in records:
             if isinstance(record, StoredMessage):
-                if self._hold(record.subject, record.sequence) is not None:
+                if self._reservations.hold(record.subject, record.sequence) is not None:
                     continue
                 entry = ctx.ledger.subjects.get(record.subject)
                 missing = self._pending(entry, record.sequence) if entry is not None else []
