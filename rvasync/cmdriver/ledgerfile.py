@@ -50,6 +50,7 @@ from typing import Literal
 from rvasync._logging import stderr_logger
 from rvasync.driverkit.durable import AppendLog, Replacement, is_space_error
 from rvasync.errors import InvalidArgument
+from rvasync.protocol.cm import advisories as adv
 from rvasync.protocol.cm.ledger import LedgerRecord, LedgerState, StoredMessage
 from rvasync.protocol.cm.ledger_format import (
     LedgerDecoder,
@@ -86,6 +87,19 @@ class LedgerTrouble:
     path: str
     error: str = ""
     retrying: bool = False
+
+    @property
+    def writable(self) -> bool | None:
+        """Whether the ledger takes records now (None: unchanged, a compaction failed)."""
+        return None if self.kind == "compaction_failed" else self.kind == "write_resumed"
+
+    def advisory(self, name: str) -> adv.Advisory:
+        """The advisory correspondent ``name`` presents for it (rvasync's LEDGER.*)."""
+        if self.kind == "compaction_failed":
+            return adv.ledger_compaction_failed(name, self.path, self.error)
+        if self.kind == "write_failed":
+            return adv.ledger_write_failed(name, self.path, self.error, self.retrying)
+        return adv.ledger_write_resumed(name, self.path)
 
 
 class _Cancelled(Exception):

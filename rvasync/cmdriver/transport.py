@@ -49,7 +49,6 @@ from rvasync.protocol.cm import (
     SubjectReview,
     Transmit,
 )
-from rvasync.protocol.cm import advisories as adv
 from rvasync.protocol.cm.advisories import Advisory
 from rvasync.protocol.cm.ledger import LedgerRecord
 from rvasync.protocol.cm.names import (
@@ -1034,19 +1033,9 @@ class CmTransport:
     def _on_ledger_trouble(self, trouble: LedgerTrouble) -> None:
         """The ledger file is full, fits again, or could not be compacted: say so."""
         core = self._core
-        if trouble.kind == "compaction_failed":
-            advisory = adv.ledger_compaction_failed(self._name, trouble.path, trouble.error)
-        elif trouble.kind == "write_failed":
-            advisory = adv.ledger_write_failed(
-                self._name, trouble.path, trouble.error, trouble.retrying
-            )
-            if core is not None:
-                core.set_ledger_writable(False)
-        else:
-            advisory = adv.ledger_write_resumed(self._name, trouble.path)
-            if core is not None:
-                core.set_ledger_writable(True)
-        self._present(advisory)
+        if core is not None and trouble.writable is not None:
+            core.set_ledger_writable(trouble.writable)
+        self._present(trouble.advisory(self._name))
 
     def _snapshot(self) -> LedgerState:
         """An unchanging copy of the ledger state, for compaction on the ledger's thread."""
