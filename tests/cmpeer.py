@@ -62,7 +62,13 @@ async def run_sender(args: argparse.Namespace, stop: asyncio.Event) -> None:
             relay_timing=RELAY_TIMING,
         ) as cm,
     ):
+        if args.anticipate:
+            await cm.add_listener(args.anticipate, args.subject)
         print("ready", flush=True)
+        if args.send_nothing:
+            print("done 0", flush=True)
+            await stop.wait()
+            return
         log = open(args.log, "a", buffering=1) if args.log else None  # noqa: SIM115
         last = 0
         standing_by = False
@@ -147,6 +153,10 @@ def main() -> None:
         action="store_true",
         help="sender: while another live instance holds the name, keep trying (prints "
         "'standby', then 'active' once it sends)",
+    )
+    parser.add_argument("--anticipate", help="sender: add this listener before sending")
+    parser.add_argument(
+        "--send-nothing", action="store_true", help="sender: send nothing new, only what is owed"
     )
     parser.add_argument("--relay", default=None, help="relay agent name (relay_agent=)")
     args = parser.parse_args()

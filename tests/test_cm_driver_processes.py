@@ -214,6 +214,47 @@ async def test_kill_9_sender_listener_or_both_loses_nothing(rv_service, tmp_path
             assert all(v > confirmed for v in values), "a confirmed message came again"
 
 
+@pytest.mark.timeout(90)
+async def test_a_restarted_sender_process_delivers_what_it_owes_without_a_new_message(
+    rv_service, tmp_path
+):
+    """Issue 34 item 2, across processes: kill -9, restart, send nothing, and the owed arrive.
+
+    The sender owes 5 messages to an anticipated listener that starts while
+    the sender is down (its announcement goes unheard). The restarted sender
+    sends nothing new; the 5 must still reach the listener, on the restarted
+    sender's own invitation (before the fix they came only after a new send).
+    The wait is bounded well above the peers' 0.3 s confirm/retransmit timing.
+    """
+    service, network = rv_service
+    out = tmp_path / "deliveries.txt"
+    sent = tmp_path / "sent.txt"
+    common = ["--service", service, "--network", network, "--subject", SUBJECT]
+    joe = [*common, "--name", "JOE_PER", "--ledger", str(tmp_path / "joe.ledger")]
+    joe += ["--anticipate", "SUE_PER", "--log", str(sent)]
+    # --sync: each send returns once on disk, so the kill loses none of the 5.
+    first = Peer("sender", [*joe, "--sync", "--target", "5"])
+    again = Peer("sender", [*joe, "--send-nothing"])
+    listener = Peer(
+        "listener",
+        [*common, "--name", "SUE_PER", "--ledger", str(tmp_path / "sue.ledger"), "--out", str(out)],
+    )
+    try:
+        await first.start()
+        assert await first.read_done() == 5
+        await first.kill()
+        await listener.start()
+        await again.start()
+        await wait_for(lambda: len(segments(out)[0]) >= 5, 10, "the 5 owed messages")
+        await asyncio.sleep(0.5)  # anything more (a duplicate) would arrive meanwhile
+    finally:
+        for peer in (again, listener, first):
+            if peer.proc and peer.proc.returncode is None:
+                await peer.stop()
+    assert segments(out) == [[1, 2, 3, 4, 5]]
+    assert handed_out(sent) == [1, 2, 3, 4, 5], "the restarted sender sent something new"
+
+
 async def test_certified_delivery_through_a_standalone_daemon(rv_daemon):
     from cm_driver_support import FAST, until
 
