@@ -1,4 +1,4 @@
-"""Build rvasync_native's Cython modules; the package still installs (pure-Python) if they cannot be built.
+"""Build rvasync_native's Cython modules; without them the package installs pure-Python.
 
 RVASYNC_NATIVE_ONLY=codec,subjects limits the build to those modules (handy while developing one).
 RVASYNC_NO_NATIVE=1 skips the native build entirely.
@@ -27,7 +27,9 @@ class OptionalBuildExt(build_ext):
         except Exception as exc:  # compiler missing, Cython error ...
             if native_required():
                 raise
-            print(f"rvasync: native build skipped ({exc}); using pure-Python twins", file=sys.stderr)
+            print(
+                f"rvasync: native build skipped ({exc}); using pure-Python twins", file=sys.stderr
+            )
 
     def build_extension(self, ext):
         try:
@@ -35,8 +37,10 @@ class OptionalBuildExt(build_ext):
         except Exception as exc:
             if native_required():
                 raise
-            print(f"rvasync: could not build {ext.name} ({exc}); its pure-Python twin is used",
-                  file=sys.stderr)
+            print(
+                f"rvasync: could not build {ext.name} ({exc}); its pure-Python twin is used",
+                file=sys.stderr,
+            )
 
 
 def native_extensions():
