@@ -6,7 +6,8 @@ import sys
 
 import pytest
 
-from rvasync.cli import main
+from rvasync.cli import build_parser, main
+from rvasync.cli._args import ArgumentParser
 from rvasync.message import Message
 
 
@@ -57,9 +58,30 @@ def test_console_script_runs():
     assert "hot paths" in out.stdout
 
 
-def test_no_command_is_usage_error():
-    with pytest.raises(SystemExit):
+def test_no_command_is_usage_error(capsys):
+    with pytest.raises(SystemExit) as exit_info:
         main([])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "rvasync: error: the following arguments are required: COMMAND "
+        "(rvasync --help shows the usage)"
+    ]
+
+
+def test_an_argument_error_is_one_line_in_every_subcommand_and_tool(capsys):
+    """Subcommands and their own subcommands (``rvasync cm send``) inherit the one-line error."""
+    info = build_parser().parse_args(["info"]).command_parser
+    assert isinstance(info, ArgumentParser)
+    tools = info.add_subparsers(dest="tool")
+    tool = tools.add_parser("deep")
+    tool.add_argument("--n", type=int)
+    with pytest.raises(SystemExit) as exit_info:
+        tool.parse_args(["--n", "x"])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "rvasync info deep: error: argument --n: invalid int value: 'x' "
+        "(rvasync info deep --help shows the usage)"
+    ]
 
 
 def test_info_says_why_a_native_module_did_not_import(monkeypatch, capsys):
