@@ -300,7 +300,7 @@ async def test_bad_config_and_unknown_neighbors_are_refused() -> None:
         reader, writer = await asyncio.open_connection("127.0.0.1", ra.port)
         from rvasync.protocol.rvrd import frames
 
-        writer.write(frames.encode(["HELLO", frames.VERSION, "stranger"]))
+        writer.write(frames.encode(["HELLO", frames.VERSION, "stranger", 1]))
         writer.write(b"\xc1junk!")
         with contextlib.suppress(Exception):
             async with asyncio.timeout(WAIT):
@@ -449,7 +449,11 @@ async def test_a_burst_crosses_in_order_with_consecutive_tags() -> None:
         got = [await pb.next(lb) for _ in range(count)]
         assert [msg["i"] for msg in got] == list(range(count))
         tags = [msg["_rvrd"].split(" ") for msg in got]
-        assert all(t[0] == "A" and t[1] == "ra" and t[3] == "2" and t[4] == "BURST.X" for t in tags)
+        importer = ra.core.importer  # the router and its incarnation
+        assert importer.startswith("ra.")
+        assert all(
+            t[0] == "A" and t[1] == importer and t[3] == "2" and t[4] == "BURST.X" for t in tags
+        )
         seqs = [int(t[2]) for t in tags]
         assert seqs == list(range(seqs[0], seqs[0] + count))
         assert ra.attachments["A"].decoded_in == 0
@@ -506,7 +510,7 @@ async def test_a_neighbor_sending_garbage_loses_its_link_not_the_router() -> Non
 
         for junk in (b"\xc1\xc1", frames.encode(["DATA", 1]), frames.encode("not a list")):
             reader, writer = await asyncio.open_connection("127.0.0.1", ra.port)
-            writer.write(frames.encode(["HELLO", frames.VERSION, "rx"]))
+            writer.write(frames.encode(["HELLO", frames.VERSION, "rx", 1]))
             await ra.wait_for(lambda: ra.neighbors == ["rx"], WAIT)
             writer.write(junk)
             await ra.wait_for(lambda: ra.neighbors == [], WAIT)

@@ -11,9 +11,13 @@ command line on stdin:
 - ``{"op": "send", "subject": S, "src": NAME, "n": N, "start": K, "pace": P}``: N
   messages, ``i`` = K.., a pause of P seconds after every 20 -> ``{"sent": N}``
 - ``{"op": "report"}`` -> ``{"got": {src: [i ...]}, "dataloss": [fields ...],
-  "advisories": [subject ...], "rvd": [[name, received so far] ...]}`` (each
-  DATALOSS's fields: host, lost, messages; ``rvd``: each RVD.* advisory about the
-  link to a standalone daemon, with how many messages had arrived when it came)
+  "advisories": [subject ...], "rvd": [[name, received so far] ...], "log": [...]}``
+  (each DATALOSS's fields: host, lost, messages, or a router's fields; ``rvd``:
+  each RVD.* advisory about the link to a standalone daemon, with how many
+  messages had arrived when it came; ``log``: messages and DATALOSS advisories in
+  the order they arrived, ``["m", src, i]`` and ``["d", index in dataloss]``: the
+  recorded subjects and the advisories share one queue, so the order is the
+  transport's)
 - ``{"op": "serve", "subject": S}``: reply to each request with its ``i``
 - ``{"op": "request", "subject": S, "n": N, "timeout": T}``: N requests one after
   another -> ``{"replies": [i ...], "timeouts": [i ...]}``
@@ -53,20 +57,26 @@ class Agent:
         self.dataloss: list[dict[str, Any]] = []
         self.advisories: list[str] = []
         self.rvd: list[tuple[str, int]] = []
+        self.log: list[list[Any]] = []
         self.tasks: list[asyncio.Task[None]] = []
         self._watching = False
+        #: The recorded subjects and the DATALOSS advisories: one queue, one arrival order.
+        self._recorded = rv.Queue()
+        self._start(self._consume())
 
     def _start(self, coro: Any) -> None:
         self.tasks.append(asyncio.create_task(coro))
 
-    async def _record(self, subject: str) -> None:
-        async for msg in self.transport.listen(subject):
-            self.got[str(msg["src"])].append(int(msg["i"]))
-
-    async def _watch_dataloss(self) -> None:
-        async for msg in self.transport.listen(DATALOSS):
-            self.advisories.append(msg.subject)
-            self.dataloss.append({f.name: _plain(f.value) for f in msg})
+    async def _consume(self) -> None:
+        async for msg in self._recorded:
+            if msg.subject.startswith("_RV.ERROR.SYSTEM.DATALOSS."):
+                self.advisories.append(msg.subject)
+                self.log.append(["d", len(self.dataloss)])
+                self.dataloss.append({f.name: _plain(f.value) for f in msg})
+            else:
+                src, i = str(msg["src"]), int(msg["i"])
+                self.got[src].append(i)
+                self.log.append(["m", src, i])
 
     async def _watch_rvd(self, subject: str) -> None:
         async for msg in self.transport.listen(subject):
@@ -76,10 +86,10 @@ class Agent:
     async def listen(self, subject: str) -> dict[str, Any]:
         if not self._watching:
             self._watching = True
-            self._start(self._watch_dataloss())
+            self.transport.listen(DATALOSS, queue=self._recorded)
             for pattern in RVD:
                 self._start(self._watch_rvd(pattern))
-        self._start(self._record(subject))
+        self.transport.listen(subject, queue=self._recorded)
         await asyncio.sleep(0.05)  # the interest reaches the daemon
         return {"ok": "listen"}
 
@@ -115,6 +125,7 @@ class Agent:
             "dataloss": self.dataloss,
             "advisories": self.advisories,
             "rvd": self.rvd,
+            "log": self.log,
         }
 
 
