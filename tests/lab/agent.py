@@ -18,9 +18,13 @@ command line on stdin:
   the order they arrived, ``["m", src, i]`` and ``["d", index in dataloss]``: the
   recorded subjects and the advisories share one queue, so the order is the
   transport's)
-- ``{"op": "serve", "subject": S}``: reply to each request with its ``i``
-- ``{"op": "request", "subject": S, "n": N, "timeout": T}``: N requests one after
-  another -> ``{"replies": [i ...], "timeouts": [i ...]}``
+- ``{"op": "serve", "subject": S}``: reply to each request with its ``i`` (requests
+  carrying ``src`` are recorded like listened messages, in ``got`` and ``log``)
+- ``{"op": "request", "subject": S, "n": N, "timeout": T, "start": K, "record": R}``:
+  N requests one after another (``i`` = K..) -> ``{"replies": [i ...], "timeouts":
+  [i ...]}``; with R, requests carry ``src`` = ``req`` and replies are recorded as
+  ``["m", "rep", i]`` (the report's ``sent``: how many messages each ``src``, and
+  ``req``, sent so far)
 - ``{"op": "exit"}``: close the transport and exit.
 
 An error in a command answers ``{"failed": "..."}`` instead of killing the agent.
@@ -60,6 +64,8 @@ class Agent:
         self.log: list[list[Any]] = []
         self.tasks: list[asyncio.Task[None]] = []
         self._watching = False
+        self._served: set[str] = set()
+        self.sent: dict[str, int] = defaultdict(int)
         #: The recorded subjects and the DATALOSS advisories: one queue, one arrival order.
         self._recorded = rv.Queue()
         self._start(self._consume())
@@ -74,9 +80,15 @@ class Agent:
                 self.log.append(["d", len(self.dataloss)])
                 self.dataloss.append({f.name: _plain(f.value) for f in msg})
             else:
-                src, i = str(msg["src"]), int(msg["i"])
-                self.got[src].append(i)
-                self.log.append(["m", src, i])
+                if "src" in msg:
+                    self._note(str(msg["src"]), int(msg["i"]))
+                if msg.subject in self._served and msg.reply_subject:
+                    reply = rv.Message(fields={"i": msg["i"]})
+                    self._start(self.transport.send_reply(reply, msg))
+
+    def _note(self, src: str, i: int) -> None:
+        self.got[src].append(i)
+        self.log.append(["m", src, i])
 
     async def _watch_rvd(self, subject: str) -> None:
         async for msg in self.transport.listen(subject):
@@ -96,27 +108,38 @@ class Agent:
     async def send(self, subject: str, src: str, n: int, start: int = 0, pace: float = 0.0):
         for i in range(start, start + n):
             await self.transport.send(rv.Message(subject, {"src": src, "i": i}))
+            self.sent[src] += 1
             if pace and i % 20 == 19:
                 await asyncio.sleep(pace)
         return {"sent": n}
 
-    async def _serve(self, subject: str) -> None:
-        async for request in self.transport.listen(subject):
-            await self.transport.send_reply(rv.Message(fields={"i": request["i"]}), request)
-
     async def serve(self, subject: str) -> dict[str, Any]:
-        self._start(self._serve(subject))
-        await asyncio.sleep(0.05)
+        self._served.add(subject)
+        await self.listen(subject)
         return {"ok": "serve"}
 
-    async def request(self, subject: str, n: int, timeout: float = 5.0) -> dict[str, Any]:
+    async def request(
+        self,
+        subject: str,
+        n: int,
+        timeout: float = 5.0,
+        pace: float = 0.0,
+        record: bool = False,
+        start: int = 0,
+    ) -> dict[str, Any]:
         replies, timeouts = [], []
-        for i in range(n):
+        for i in range(start, start + n):
+            fields: dict[str, Any] = {"src": "req", "i": i} if record else {"i": i}
             try:
-                reply = await self.transport.send_request(rv.Message(subject, {"i": i}), timeout)
+                reply = await self.transport.send_request(rv.Message(subject, fields), timeout)
                 replies.append(int(reply["i"]))
+                if record:
+                    self._note("rep", int(reply["i"]))
             except RequestTimeout:
                 timeouts.append(i)
+            self.sent["req"] += 1
+            if pace:
+                await asyncio.sleep(pace)
         return {"replies": replies, "timeouts": timeouts}
 
     def report(self) -> dict[str, Any]:
@@ -126,6 +149,7 @@ class Agent:
             "advisories": self.advisories,
             "rvd": self.rvd,
             "log": self.log,
+            "sent": self.sent,
         }
 
 

@@ -13,12 +13,13 @@ from __future__ import annotations
 import asyncio
 import bisect
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tests.lab.lab import Host, LabAgent, LabProcess
+from tests.lab.multilan import MultiLab
 
 ROUTER_PORT = 7600  # inside each router host's own namespace
 ROUTER_DATALOSS = "_RV.ERROR.SYSTEM.DATALOSS.ROUTER"
@@ -61,6 +62,28 @@ class RouterSpec:
             if address is not None:
                 lines.append(f'address = "{address}:{ROUTER_PORT}"')
         return "\n".join(lines) + "\n"
+
+
+def site_routers(
+    lab: MultiLab, service: str, links: Sequence[tuple[int, int]], state: Path | None = None
+) -> dict[str, RouterSpec]:
+    """Router ``r<i>`` on host 0 of every site of ``lab``, joined to its LAN ``lan<i>`` and
+    linked to the sites ``links`` name (the lower-numbered end dials); with ``state``, each
+    router's state file in that folder."""
+    specs = {}
+    for i in range(len(lab.sites)):
+        others = [b if a == i else a for a, b in links if i in (a, b)]
+        neighbors = [(f"r{o}", lab.wan_address(o) if o > i else None) for o in others]
+        specs[f"r{i}"] = RouterSpec(
+            f"r{i}",
+            lab.router_host(i),
+            lab.wan_address(i),
+            f"lan{i}",
+            service,
+            neighbors,
+            state=None if state is None else state / f"r{i}.state",
+        )
+    return specs
 
 
 async def start_router(spec: RouterSpec, workdir: Path) -> LabProcess:
@@ -124,14 +147,15 @@ def _concerns(adv: dict[str, Any], network: str, origin: str | None) -> bool:
 
 def unaccounted(
     report: dict[str, Any],
-    streams: dict[str, int],
+    streams: dict[str, int | Collection[int]],
     network: str,
     origin: str | None = None,
     *,
     start: int = 0,
 ) -> tuple[list[tuple[str, int]], dict[str, Any]]:
-    """Messages of ``streams`` (src -> how many were sent, numbered from 0) that ``report``
-    (an agent's) neither delivered nor accounts for by an advisory; and the figures.
+    """Messages of ``streams`` (src -> how many were sent, numbered from 0, or which numbers
+    were sent) that ``report`` (an agent's) neither delivered nor accounts for by an
+    advisory; and the figures.
     Only what arrived from ``start`` on (an index in the report's log) is looked at.
 
     An advisory accounts for messages in one of two ways:
@@ -164,7 +188,8 @@ def unaccounted(
     problems: list[tuple[str, int]] = []
     uncovered: list[tuple[str, int]] = []
     missing = 0
-    for src, total in streams.items():
+    for src, sent in streams.items():
+        expected = sorted(range(sent) if isinstance(sent, int) else sent)
         where: dict[int, int] = {}
         seen: Counter[int] = Counter()
         for at, entry in enumerate(log):
@@ -173,7 +198,7 @@ def unaccounted(
                 where.setdefault(entry[2], at)
         problems += [(src, i) for i, n in seen.items() if n > 1]
         got = sorted(where)
-        for i in range(total):
+        for i in expected:
             if i in where:
                 continue
             k = bisect.bisect_left(got, i)
@@ -182,7 +207,7 @@ def unaccounted(
             first = bisect.bisect_right(windows, start)
             if first == len(windows) or windows[first] >= end:
                 uncovered.append((src, i))
-        missing += total - len([i for i in where if 0 <= i < total])
+        missing += len([i for i in expected if i not in where])
     if len(uncovered) > counted:
         problems += uncovered[counted:]
     figures = {

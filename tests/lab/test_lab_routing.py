@@ -20,6 +20,7 @@ from tests.lab.lab import LabAgent, LabProcess
 from tests.lab.multilan import MultiLab
 from tests.lab.routing import (
     RouterSpec,
+    site_routers,
     start_router,
     unaccounted,
     until_through,
@@ -41,18 +42,8 @@ async def _routers(
     lab: MultiLab, tmp: Path, service: str, links: list[tuple[int, int]]
 ) -> list[LabProcess]:
     """Router ``r<i>`` on every site's host 0; the lower-numbered end of a link dials."""
-    procs = []
-    for site in range(len(lab.sites)):
-        neighbors = [
-            (f"r{other}", lab.wan_address(other) if other > site else None)
-            for a, b in links
-            if site in (a, b)
-            for other in [b if a == site else a]
-        ]
-        spec = RouterSpec(f"r{site}", lab.router_host(site), lab.wan_address(site),
-                          f"lan{site}", service, neighbors)  # fmt: skip
-        procs.append(await start_router(spec, tmp))
-    return procs
+    specs = site_routers(lab, service, links)
+    return [await start_router(spec, tmp) for spec in specs.values()]
 
 
 async def _agents(lab: MultiLab, service: str) -> list[LabAgent]:
