@@ -206,7 +206,8 @@ class Router:
         #: through): published together, in order, before any other output.
         run: list[Deliver] = []
         for out in outputs:
-            if isinstance(out, Deliver):
+            # Class identity, not isinstance: no call per output on the path of every batch.
+            if out.__class__ is Deliver:
                 if run and (out.network != run[0].network or out.subject != run[0].subject):
                     self._deliver(run)
                     run = []
@@ -215,9 +216,9 @@ class Router:
             if run:
                 self._deliver(run)
                 run = []
-            if isinstance(out, DeliverRun):
+            if out.__class__ is DeliverRun:
                 self._deliver_batch(out)
-            elif isinstance(out, SendFrame):
+            elif out.__class__ is SendFrame:
                 self._send_frame(out)
             else:
                 self._carry(out)

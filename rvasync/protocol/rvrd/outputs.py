@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from rvasync.protocol.rvrd.frames import BatchFrame, LinkFrame, LossFrame, LsaFrame
+from rvasync.protocol.rvrd.frames import LinkFrame, LossFrame, LsaFrame
 from rvasync.protocol.rvrd.losses import LossReport
 
 __all__ = [
@@ -81,11 +81,6 @@ class DeliverRun(NamedTuple):
     importer: str
     seq: int
     hops: int
-
-    @classmethod
-    def of(cls, network: str, frame: BatchFrame, hops: int) -> DeliverRun:
-        return cls(network, frame.subject, frame.payloads, frame.origin, frame.importer,
-                   frame.seq, hops)  # fmt: skip
 
     def deliveries(self) -> list[Deliver]:
         """The same, one :class:`Deliver` per message."""
