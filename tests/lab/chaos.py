@@ -43,6 +43,7 @@ import asyncio
 import contextlib
 import json
 import random
+import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -156,6 +157,8 @@ class ChaosRun:
         self._stop = asyncio.Event()
         #: fault -> whether the traffic it was aimed at was still flowing when it struck
         self.hits: list[tuple[str, bool]] = []
+        #: (time.monotonic() when it struck, fault): the clock every lab process shares
+        self.struck: list[tuple[float, str]] = []
         # Each kind's traffic sized to outlast the faults (seconds each, gaps included).
         seconds = sum(5.5 if f.startswith("cut") else 3.5 for f in faults) + 5
         self.certified = int(seconds * 40)  # --pace 0.02: under 50 a second
@@ -251,6 +254,7 @@ class ChaosRun:
             for fault in self.plan:
                 await asyncio.sleep(rng.uniform(0.5, 1.5))
                 self.hits.append((fault, self._flowing(fault)))
+                self.struck.append((time.monotonic(), fault))
                 await self.fault(fault)
                 self.faults.append(fault)
             await asyncio.sleep(1.0)
@@ -424,10 +428,13 @@ class ChaosRun:
             verdict.problems.append(f"tasks never confirmed by the queue: {left[-1:]}")
         done: Counter[int] = Counter()
         started: Counter[int] = Counter()
+        #: task -> (worker, when) of each completion
+        completions: dict[int, list[tuple[str, float]]] = {}
         for name in ("w1", "w2"):
             for e in self.programs[name].events():
                 if e["event"] == "done":
                     done[int(e["n"])] += 1
+                    completions.setdefault(int(e["n"]), []).append((name, e["t"]))
                 elif e["event"] == "start":
                     started[int(e["n"])] += 1
         self._aimed(verdict, "worker", "scheduler")
@@ -436,12 +443,35 @@ class ChaosRun:
         if never:
             verdict.problems.append(f"tasks never completed: {never[:20]}")
         if twice:
-            some = dict(list(twice.items())[:20])
+            some = {n: self._story(completions[n]) for n in list(twice)[:10]}
             verdict.problems.append(f"tasks completed more than once: {some}")
+            verdict.figures["twice_after"] = sorted({self._last_fault(completions[n][-1][1])
+                                                     for n in twice})  # fmt: skip
         verdict.figures.update(
             completed_twice=len(twice), started_twice=sum(1 for k in started.values() if k > 1)
         )
         return verdict
+
+    def _last_fault(self, when: float) -> str:
+        """The last fault that struck before ``when``."""
+        before = [fault for at, fault in self.struck if at <= when]
+        return before[-1] if before else "none"
+
+    def _story(self, completions: list[tuple[str, float]]) -> list[str]:
+        """Each completion of a task: by which worker, after which fault (how long), and
+        the schedulers' role changes in the 3 s before it."""
+        out = []
+        for worker, when in completions:
+            before = [(at, f) for at, f in self.struck if at <= when]
+            since = f"{when - before[-1][0]:.1f} s after {before[-1][1]}" if before else "first"
+            roles = [
+                f"{e['name']} {'on' if e['scheduler'] else 'off'} {when - e['t']:.1f} s before"
+                for name in ("sched-a", "sched-b")
+                for e in self.programs[name].events()
+                if e["event"] == "role" and 0 <= when - e["t"] <= 3.0
+            ]
+            out.append(f"{worker} {since}; roles: {roles}")
+        return out
 
     def _rops(self) -> Verdict:
         verdict = Verdict("rops", figures={"orders": self.orders})
