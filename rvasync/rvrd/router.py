@@ -31,6 +31,7 @@ import msgpack
 
 from rvasync._logging import stderr_logger
 from rvasync.advmsg import SYSTEM, AdvisoryClass, make_advisory
+from rvasync.daemon.service import REANNOUNCE_HEARTBEATS
 from rvasync.errors import InvalidArgument, TransportClosed
 from rvasync.fieldtypes import FieldType
 from rvasync.message import Message
@@ -57,6 +58,9 @@ from rvasync.rvrd.state import RouterState
 __all__ = ["Router"]
 
 TICK = 0.25
+#: Seconds after its start when a router's networks have announced their interest: after
+#: the daemons' last re-announcement (at their default 1 s heartbeat), with a margin.
+SETTLE_AFTER = REANNOUNCE_HEARTBEATS[-1] * 1.0 + 2.0
 
 
 class Router:
@@ -230,6 +234,12 @@ class Router:
         if isinstance(out, SendLan):
             self.attachments[out.network].publish_record(link_frames.encode(out.frame))
         elif isinstance(out, ListenSet):
+            self._log.info(
+                "listening for the domain",
+                router=self.name,
+                network=out.network,
+                subjects=sorted(out.subjects),
+            )
             self.attachments[out.network].set_listens(out.subjects)
             self._changed.set()
         elif isinstance(out, Present):
@@ -306,6 +316,10 @@ class Router:
     def _on_interest(self, network: str, subject: str, added: bool) -> None:
         if self._closed:
             return
+        self._log.info(
+            "interest on a network", router=self.name, network=network, subject=subject,
+            listening=added,
+        )  # fmt: skip
         core = self.core
         outs = (
             core.add_interest(network, subject) if added else core.remove_interest(network, subject)
@@ -454,9 +468,10 @@ class Router:
             delay = min(cfg.retry_max, delay * 2)
 
     async def _settle_interest(self) -> None:
-        """After a neighbor timeout, this router's networks' daemons have announced what they
-        listen to: stop advertising the predecessor's interest (RouterCore.interest_settled)."""
-        await asyncio.sleep(self.config.neighbor_timeout)
+        """Once this router's networks' daemons have announced what they listen to (they do
+        when they discover its daemon, and twice more: REANNOUNCE_HEARTBEATS), stop
+        advertising the predecessor's interest (RouterCore.interest_settled)."""
+        await asyncio.sleep(max(self.config.neighbor_timeout, SETTLE_AFTER))
         if not self._closed:
             self._run(self.core.interest_settled())
 
