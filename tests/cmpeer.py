@@ -5,8 +5,8 @@ Two roles, each a persistent correspondent on a loopback service:
 ``sender``
     sends labeled messages on ``--subject`` until the subject's sequence
     number reaches ``--target`` (continuing where its ledger says it stopped,
-    after a restart), prints ``done <last sequence>``, then stays up to
-    answer retransmission requests until SIGTERM.
+    after a restart) or until file ``--enough`` exists, prints ``done <last
+    sequence>``, then stays up to answer retransmission requests until SIGTERM.
 ``listener``
     listens with ``require_old=True`` and appends one line per delivery to
     ``--out``: the sequence number of a certified message, or ``u`` for an
@@ -61,7 +61,7 @@ async def run_sender(args: argparse.Namespace, stop: asyncio.Event) -> None:
         print("ready", flush=True)
         reviews = cm.review_ledger(args.subject)
         last = reviews[0].last_sent if reviews else 0
-        while last < args.target and not stop.is_set():
+        while last < args.target and not stop.is_set() and not enough(args):
             last = await cm.send(Message(args.subject, {"payload": b"x" * 64}))
             if args.pace:
                 await asyncio.sleep(args.pace)
@@ -100,6 +100,11 @@ async def run_listener(args: argparse.Namespace, stop: asyncio.Event) -> None:
             task.cancel()
 
 
+def enough(args: argparse.Namespace) -> bool:
+    """Whether the run asked the sender to send nothing new (``--enough`` exists)."""
+    return args.enough is not None and Path(args.enough).exists()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("role", choices=["sender", "listener"])
@@ -113,6 +118,7 @@ def main() -> None:
     parser.add_argument("--sync", action="store_true", help="sync_ledger=True")
     parser.add_argument("--out", help="listener: where deliveries are logged")
     parser.add_argument("--relay", default=None, help="relay agent name (relay_agent=)")
+    parser.add_argument("--enough", help="sender: send nothing new once this file exists")
     args = parser.parse_args()
 
     async def run() -> None:

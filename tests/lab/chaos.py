@@ -25,7 +25,10 @@ Faults (:data:`FAULTS`) come one after another while the traffic flows: kill
 certified sender and listener killed and restarted from their ledgers, a
 queue worker and then the active scheduler killed, the performer killed and
 restarted from its state file. The quick tier runs each once
-(:data:`QUICK`); the long one 50 drawn at random.
+(:data:`QUICK`); the long one 50 drawn at random. Every kind's traffic
+flows until the last fault is over, however long a loaded machine takes
+over them: the run then creates a file (``enough``) on which the senders
+stop starting new work, and each says how much it sent.
 
 :meth:`ChaosRun.verdicts` then accounts for every message of every kind
 (one :class:`Verdict` each): pub/sub and request/reply messages are
@@ -72,6 +75,8 @@ QUICK = [
     "kill performer",
     "kill r0",
 ]
+#: The senders' counts: they stop when the faults are over (ChaosRun.enough), not here.
+UNBOUNDED = 1_000_000
 FAULTS = ["cut r0-r1", "cut r1-r2", "cut r0-r2", "kill r0", "kill r1", "kill r2",
           "kill cm-sender", "kill cm-listener", "kill worker", "kill scheduler",
           "kill performer"]  # fmt: skip
@@ -159,11 +164,10 @@ class ChaosRun:
         self.hits: list[tuple[str, bool]] = []
         #: (time.monotonic() when it struck, fault): the clock every lab process shares
         self.struck: list[tuple[float, str]] = []
-        # Each kind's traffic sized to outlast the faults (seconds each, gaps included).
-        seconds = sum(5.5 if f.startswith("cut") else 3.5 for f in faults) + 5
-        self.certified = int(seconds * 40)  # --pace 0.02: under 50 a second
-        self.tasks = int(seconds * 8)  # --pace 0.1
-        self.orders = int(seconds * 3)  # --pace 0.2, and the order's own round trip
+        #: Created when the faults are over: the certified sender, the task sender and the
+        #: invoker start nothing new once it exists (their ``--enough``), so each kind's
+        #: traffic flows through every fault however slowly a loaded machine runs them.
+        self.enough = tmp / "enough"
 
     # ------------------------------------------------------------------ set-up
 
@@ -206,8 +210,8 @@ class ChaosRun:
 
         cm = ["--subject", SUBJECT]
         on(0, 2, "cm-sender", "cmpeer.py", "sender", *cm, "--name", "JOE_PER",
-           "--ledger", str(tmp / "joe.ledger"), "--target", str(self.certified),
-           "--pace", "0.02", ready="ready")  # fmt: skip
+           "--ledger", str(tmp / "joe.ledger"), "--target", str(UNBOUNDED),
+           "--pace", "0.02", "--enough", str(self.enough), ready="ready")  # fmt: skip
         on(1, 2, "cm-listener", "cmpeer.py", "listener", *cm, "--name", "SUE_PER",
            "--ledger", str(tmp / "sue.ledger"), "--out", str(tmp / "certified.txt"),
            ready="ready")  # fmt: skip
@@ -219,15 +223,15 @@ class ChaosRun:
         for k, name in ((1, "w1"), (2, "w2")):
             on(2, k, name, "cmqpeer.py", *member, "--name", name, "--worker-tasks", "4",
                "--work", "0.02", ready='"ready"')  # fmt: skip
-        on(0, 2, "tasks", "cmqsender.py", "--queue", QUEUE, "--count", str(self.tasks),
-           "--pace", "0.1", ready='"ready"')  # fmt: skip
+        on(0, 2, "tasks", "cmqsender.py", "--queue", QUEUE, "--count", str(UNBOUNDED),
+           "--pace", "0.1", "--enough", str(self.enough), ready='"ready"')  # fmt: skip
         on(1, 2, "performer", "ropspeer.py", "performer", "--name", "ORDERS",
            "--state", str(tmp / "orders.state"), "--log", str(tmp / "effects.log"),
            "--hold", "0.02", ready="ready")  # fmt: skip
         on(0, 2, "invoker", "ropspeer.py", "invoker", "--name", "SHOP",
            "--state", str(tmp / "shop.state"), "--out", str(tmp / "placed.log"),
-           "--peer", "ORDERS", "--orders", str(self.orders), "--handshake", "3",
-           "--use-invoke", "--pace", "0.2", ready="ready")  # fmt: skip
+           "--peer", "ORDERS", "--orders", str(UNBOUNDED), "--handshake", "3", "--use-invoke",
+           "--pace", "0.2", "--enough", str(self.enough), ready="ready")  # fmt: skip
 
     # ------------------------------------------------------------------ traffic
 
@@ -260,6 +264,7 @@ class ChaosRun:
             await asyncio.sleep(1.0)
         finally:
             self._stop.set()
+            self.enough.touch()
             await asyncio.gather(*traffic, return_exceptions=True)
 
     async def fault(self, fault: str) -> None:
@@ -401,7 +406,7 @@ class ChaosRun:
         seen = segments(out) if out.exists() else []
         last = self._certified_last()
         if not last:
-            verdict.problems.append("the certified sender never reached its target")
+            verdict.problems.append("the certified sender never finished sending")
             return verdict
         for number, values in enumerate(seen):
             if values != sorted(set(values)):
@@ -422,7 +427,8 @@ class ChaosRun:
         return verdict
 
     def _queue(self) -> Verdict:
-        verdict = Verdict("queue", figures={"tasks": self.tasks})
+        tasks = self._tasks_sent()
+        verdict = Verdict("queue", figures={"tasks": tasks})
         if not _seen(self.programs["tasks"], "confirmed"):
             left = [e for e in self.programs["tasks"].events() if e["event"] == "unconfirmed"]
             verdict.problems.append(f"tasks never confirmed by the queue: {left[-1:]}")
@@ -438,7 +444,7 @@ class ChaosRun:
                 elif e["event"] == "start":
                     started[int(e["n"])] += 1
         self._aimed(verdict, "worker", "scheduler")
-        never = [n for n in range(self.tasks) if not done[n]]
+        never = [n for n in range(tasks) if not done[n]]
         twice = {n: k for n, k in done.items() if k > 1}
         if never:
             verdict.problems.append(f"tasks never completed: {never[:20]}")
@@ -447,15 +453,37 @@ class ChaosRun:
             verdict.problems.append(f"tasks completed more than once: {some}")
             verdict.figures["twice_after"] = sorted({self._last_fault(completions[n][-1][1])
                                                      for n in twice})  # fmt: skip
+            verdict.figures["twice_after_handover"] = sum(
+                1 for n in twice if any(self._handovers(when) for _, when in completions[n])
+            )
         verdict.figures.update(
             completed_twice=len(twice), started_twice=sum(1 for k in started.values() if k > 1)
         )
         return verdict
 
+    def _tasks_sent(self) -> int:
+        """How many tasks the sender sent (numbered from 0), once it stopped."""
+        sent = [e["count"] for e in self.programs["tasks"].events() if e["event"] == "sent"]
+        return int(sent[-1]) if sent else 0
+
+    def _orders_placed(self) -> int:
+        """How many orders the invoker placed (numbered from 0), once all are settled."""
+        ends = [p for p in _lines(self.tmp / "placed.log") if p[0] == "finished"]
+        return int(ends[-1][1]) if ends else 0
+
     def _last_fault(self, when: float) -> str:
         """The last fault that struck before ``when``."""
         before = [fault for at, fault in self.struck if at <= when]
         return before[-1] if before else "none"
+
+    def _handovers(self, when: float) -> list[dict[str, Any]]:
+        """The schedulers' role changes in the 3 s before ``when``."""
+        return [
+            e
+            for name in ("sched-a", "sched-b")
+            for e in self.programs[name].events()
+            if e["event"] == "role" and 0 <= when - e["t"] <= 3.0
+        ]
 
     def _story(self, completions: list[tuple[str, float]]) -> list[str]:
         """Each completion of a task: by which worker, after which fault (how long), and
@@ -466,22 +494,23 @@ class ChaosRun:
             since = f"{when - before[-1][0]:.1f} s after {before[-1][1]}" if before else "first"
             roles = [
                 f"{e['name']} {'on' if e['scheduler'] else 'off'} {when - e['t']:.1f} s before"
-                for name in ("sched-a", "sched-b")
-                for e in self.programs[name].events()
-                if e["event"] == "role" and 0 <= when - e["t"] <= 3.0
+                for e in self._handovers(when)
             ]
             out.append(f"{worker} {since}; roles: {roles}")
         return out
 
     def _rops(self) -> Verdict:
-        verdict = Verdict("rops", figures={"orders": self.orders})
+        orders = self._orders_placed()
+        verdict = Verdict("rops", figures={"orders": orders})
         executed = Counter(int(p[1]) for p in _lines(self.tmp / "effects.log") if p[0] == "exec")
         twice = {o: k for o, k in executed.items() if k > 1}
         if twice:
             verdict.problems.append(f"orders that took effect more than once: {twice}")
         done = {int(p[1]): p[2] for p in _lines(self.tmp / "placed.log") if p[0] == "done"}
-        if sorted(done) != list(range(self.orders)):
-            unsettled = sorted(set(range(self.orders)) - set(done))[:20]
+        if not orders:
+            verdict.problems.append("the invoker never finished placing its orders")
+        elif sorted(done) != list(range(orders)):
+            unsettled = sorted(set(range(orders)) - set(done))[:20]
             verdict.problems.append(f"orders never settled: {unsettled}")
         self._aimed(verdict, "performer")
         interrupted = 0
