@@ -39,6 +39,7 @@ from rvasync.protocol.reliable import DEFAULT_MAX_RETENTION
 from rvasync.protocol.servicekey import check_service_key
 
 __all__ = [
+    "IN_PROCESS_MAX_RETENTION",
     "IN_PROCESS_RELIABILITY",
     "MAX_RELIABILITY",
     "STANDALONE_RELIABILITY",
@@ -50,6 +51,12 @@ __all__ = [
 STANDALONE_RELIABILITY = 60.0
 #: Default reliability interval of the in-process daemon, as IPM.
 IN_PROCESS_RELIABILITY = 5.0
+#: Most bytes of sent data a service of the in-process daemon keeps for retransmission
+#: (a standalone daemon keeps up to DEFAULT_MAX_RETENTION, 256 MiB). Every process has
+#: an in-process daemon, most of them publishing to receivers a NAK's round trip away
+#: on loopback or a LAN: 32 MiB is a second of 30 MB/s, where 256 MiB per process made
+#: a publishing process hold hundreds of megabytes it would hardly ever resend.
+IN_PROCESS_MAX_RETENTION = 32 * 1024 * 1024
 #: Longest reliability interval a daemon or a client may ask for (one hour). Retention
 #: is also bounded in bytes (``max_retention``); this keeps a client from pinning it
 #: for the daemon's lifetime (see docs/reliability.md, "Bounds").
@@ -232,6 +239,11 @@ class Daemon:
         return self._reliability
 
     @property
+    def max_retention(self) -> int:
+        """Most bytes of sent data each service of this daemon retains for retransmission."""
+        return self._max_retention
+
+    @property
     def listen_port(self) -> int | None:
         """The TCP port standalone clients connect to (None when not listening)."""
         return None if self._server is None else self._server.port
@@ -404,12 +416,7 @@ class Daemon:
                 f"{'with another service key' if endpoint.service_key else 'without a service key'}"
             )
         if endpoint is not None and endpoint.network.key != net.key:
-            raise NotPermitted(
-                f"service {spec.text} is already bound to network "
-                f"{endpoint.network.text or '(default loopback)'} in this daemon; "
-                f"cannot also use it on {net.text or '(default loopback)'} "
-                "(use another service for another network)"
-            )
+            raise NotPermitted(_bound_elsewhere(spec.text, endpoint, net.text))
         if endpoint is None:
             endpoint = ServiceEndpoint(
                 spec,
@@ -493,17 +500,35 @@ class Daemon:
         return f"<Daemon {self._state}{listen} services={sorted(self._services)}>"
 
 
+def _bound_elsewhere(service: str, endpoint: ServiceEndpoint, wanted: str) -> str:
+    """Why a service open on one network cannot be used on another, and when that clears."""
+    text = (
+        f"service {service} is already bound to network "
+        f"{endpoint.network.text or '(default loopback)'} in this daemon; "
+        f"cannot also use it on {wanted or '(default loopback)'}"
+    )
+    lingering = endpoint.linger_remaining()
+    if lingering is None:
+        return text + " (use another service for another network)"
+    return (
+        f"{text}: its last transport closed, and it stays open {lingering:.1f} s more to "
+        "answer retransmission requests for what was sent on it; it can be opened on "
+        "another network after that (or use another service)"
+    )
+
+
 _in_process: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Daemon] = (
     weakref.WeakKeyDictionary()
 )
 
 
 async def in_process_daemon() -> Daemon:
-    """The in-process daemon of the running loop, started on first use (reliability 5 s)."""
+    """The in-process daemon of the running loop, started on first use (reliability 5 s,
+    at most 32 MiB retained per service)."""
     loop = asyncio.get_running_loop()
     daemon = _in_process.get(loop)
     if daemon is None or not daemon.running:
-        daemon = Daemon(reliability=IN_PROCESS_RELIABILITY)
+        daemon = Daemon(reliability=IN_PROCESS_RELIABILITY, max_retention=IN_PROCESS_MAX_RETENTION)
         daemon.start_in_process()  # synchronous: no other task can see it half started
     return daemon
 

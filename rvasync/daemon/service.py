@@ -245,6 +245,14 @@ class ServiceEndpoint:
         delay = 0.0 if deadline is None else max(0.0, deadline - now)
         self._linger = self._loop.call_later(delay, self._linger_done)
 
+    def linger_remaining(self) -> float | None:
+        """Seconds this endpoint stays open with no session left (serving retransmission
+        requests for what its sessions sent), or None while sessions are attached."""
+        linger = self._linger
+        if linger is None or self.sessions:
+            return None
+        return max(0.0, linger.when() - self._loop.time())
+
     def _linger_done(self) -> None:
         self._linger = None
         if not self.sessions and not self.closed:

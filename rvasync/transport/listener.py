@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from rvasync.correlation import CorrelationId, check_correlation_id, new_correlation_id
+from rvasync.errors import ListenerClosed, QueueDestroyed
 from rvasync.queues import Queue
 
 if TYPE_CHECKING:
@@ -138,9 +139,38 @@ class Listener:
         return result
 
     async def get(self, timeout: float | None = None) -> Message:
-        """The next message (``TimeoutError`` after ``timeout`` seconds)."""
-        msg: Message = await self._queue.get(timeout)
+        """The next message (``TimeoutError`` after ``timeout`` seconds).
+
+        :class:`~rvasync.errors.ListenerClosed` (a ``TransportClosed``) once the
+        listener is closed, or when it closes while this waits.
+        """
+        if self.deliver is _dropped:
+            raise ListenerClosed(f"listener on {self.subject!r} is closed")
+        try:
+            msg: Message = await self._queue.get(timeout)
+        except QueueDestroyed:
+            if self.deliver is _dropped:
+                raise ListenerClosed(f"listener on {self.subject!r} is closed") from None
+            raise
         return msg
+
+    def poll(self) -> Message | None:
+        """The next message if one is waiting, else None at once (never blocks); None
+        once closed. As ``Queue.poll``, on the queue this listener's messages wait in."""
+        if self.deliver is _dropped:
+            return None
+        msg: Message | None = self._queue.poll()
+        return msg
+
+    def __len__(self) -> int:
+        """Messages waiting in this listener's queue (a shared queue: everyone's in it);
+        0 once closed."""
+        return 0 if self.deliver is _dropped else len(self._queue)
+
+    def __bool__(self) -> bool:
+        # A listener is always truthy (``if listener:`` tests for None), as a Queue is:
+        # __len__ would otherwise make an idle one false.
+        return True
 
     async def __aenter__(self) -> Listener:
         return self

@@ -20,7 +20,12 @@ from typing import TYPE_CHECKING, Any
 
 from rvasync.busypoll import BusyPoller, check_window, poller_for
 from rvasync.daemon.engine import check_reliability
-from rvasync.daemon.params import parse_network, parse_service, regular_service
+from rvasync.daemon.params import (
+    check_service_text,
+    parse_network,
+    parse_service,
+    regular_service,
+)
 from rvasync.daemon.udp import parse_address_hex
 from rvasync.errors import (
     DaemonUnavailable,
@@ -151,6 +156,7 @@ class Transport(BaseTransport):
                 )
         self.security = security
         self.service = _optional_str("service", service)
+        check_service_text(self.service)
         self.network = _optional_str("network", network)
         self.daemon = _optional_str("daemon", daemon)
         description = _optional_str("description", description)
@@ -566,6 +572,17 @@ class Transport(BaseTransport):
         else:
             self._inbox_prefix = f"{prefix}{direct.tag}."
             direct.set_daemon(_daemon_of(prefix))
+
+    def link_lost(self, error: Exception) -> None:
+        """The link lost its daemon session: every pending ``send_request`` (and
+        ``request_internal``) fails with ``error`` (a DaemonUnavailable) at once, as a
+        new one would; the replies they wait for went to inboxes of that session."""
+        replies, self._replies = self._replies, {}
+        for reply in replies.values():
+            if not reply.done():
+                # One exception per waiter: raised in several tasks, one would collect
+                # all their tracebacks.
+                reply.set_exception(DaemonUnavailable(str(error)))
 
     def link_deliver_inbox(self, msg: Message, owned: bool) -> None:
         """A message for one of this transport's inboxes: the reply a request waits for,

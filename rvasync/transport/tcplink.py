@@ -158,7 +158,8 @@ class TcpLink:
         self.inbox_prefix = ""
         #: What WELCOME said about the daemon (version, pid, host, port, transport_id ...).
         self.daemon_info: dict[str, Any] = {}
-        #: pid of a daemon this link started, if it started one.
+        #: pid of the daemon this link started, while it is the daemon the link talks to
+        #: (None: it talks to a daemon someone else started).
         self.started_daemon_pid: int | None = None
         #: How many times the link came back after losing its daemon.
         self.reconnects = 0
@@ -408,7 +409,8 @@ class TcpLink:
             conn = await self._connect()
         except _Refused as refused:
             if not autostart or not may_autostart(self.address):
-                raise
+                # The public error, not the link's private marker class.
+                raise DaemonUnavailable(str(refused)) from None
             conn = await start_daemon_and_connect(
                 self.address, self._connect, refused, self._daemon_started
             )
@@ -429,6 +431,11 @@ class TcpLink:
         self._conn = conn
         self.inbox_prefix = welcome.inbox_prefix
         self.daemon_info = dict(welcome.daemon)
+        # The pid of a daemon this link started, while it is the one it talks to: a
+        # daemon started at the same time as another program's may have lost the race
+        # for the port and exited, and the link then talks to the other one.
+        if self.started_daemon_pid != self.daemon_info.get("pid"):
+            self.started_daemon_pid = None
         self._permissions = SubjectPermissions.from_dict(welcome.daemon.get("permissions"))
         if self._permissions is not None and self._permissions.unrestricted:
             self._permissions = None
@@ -497,6 +504,15 @@ class TcpLink:
             "RVD.DISCONNECTED",
             {"daemon": self.where, "reason": reason, "unconfirmed": unconfirmed},
         )
+        # Requests waiting for a reply through the lost session never get it (its
+        # inboxes are gone with it): they fail now, as a new one would, not at timeout.
+        lost = getattr(self._hooks, "link_lost", None)
+        if lost is not None:
+            lost(
+                DaemonUnavailable(
+                    f"lost daemon {self.where} ({reason}) while waiting for the reply"
+                )
+            )
         loop = self._loop
         if loop is not None and not loop.is_closed():
             self._reconnect_task = loop.create_task(self._reconnect())
