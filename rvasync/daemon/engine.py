@@ -32,7 +32,7 @@ from rvasync._wire import LOOPBACK_DATAGRAM, NETWORK_DATAGRAM
 from rvasync.busypoll import BusyPoller, check_window, poller_for
 from rvasync.daemon.auth import DaemonSecurity
 from rvasync.daemon.params import parse_network, parse_service
-from rvasync.daemon.service import ServiceEndpoint
+from rvasync.daemon.service import ServiceEndpoint, StatusPage
 from rvasync.daemon.session import ClientSession, SessionOwner
 from rvasync.errors import DaemonUnavailable, InvalidArgument, NotPermitted
 from rvasync.protocol.reliable import DEFAULT_MAX_RETENTION
@@ -210,6 +210,7 @@ class Daemon:
         self._stopped_event: asyncio.Event | None = None
         self._idle_handle: asyncio.TimerHandle | None = None
         self._keeper: asyncio.Task[None] | None = None
+        self._status_page: StatusPage | None = None
         self._log = stderr_logger()
 
     # -- properties ------------------------------------------------------------
@@ -427,6 +428,7 @@ class Daemon:
                 on_closed=self._service_closed,
                 listen_port=lambda: self.listen_port,
                 version=self.version,
+                status_page=lambda: self._status_page,
                 reliability=self._reliability if wanted is None else wanted,
                 max_datagram=self._max_datagram
                 or (LOOPBACK_DATAGRAM if net.loopback else NETWORK_DATAGRAM),
@@ -489,6 +491,14 @@ class Daemon:
             if endpoint is None:
                 raise InvalidArgument(f"service {service!r} is not open in this daemon")
         return {name: value for name, value, _ in endpoint.host_status()}
+
+    def advertise_status_page(
+        self, host: str | None, port: int = 0, *, https: bool = False
+    ) -> None:
+        """Name the status page this daemon serves in its HOST.STATUS (``httpaddr`` and
+        ``httpport``, or ``hsaddr`` and ``hsport`` over HTTPS); ``host=None``: none
+        any more. The status server calls it when it starts and stops."""
+        self._status_page = None if host is None else (host, port, https)
 
     def publish_host_status(self) -> None:
         """Publish HOST.STATUS now on every open service (besides the periodic ones)."""

@@ -24,6 +24,7 @@ and every callback contains and logs unexpected exceptions.
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -34,7 +35,7 @@ from rvasync.daemon.interestadv import InterestAnnouncer, is_router
 from rvasync.daemon.params import NetworkSpec, ServiceSpec
 from rvasync.daemon.routing import LOCAL_ONLY, TO_PEER, TO_SESSION, Router, subject_of
 from rvasync.daemon.session import ClientSession, SessionOwner
-from rvasync.daemon.stats import ServiceCounters, host_status_fields
+from rvasync.daemon.stats import DaemonIdentity, ServiceCounters, host_status_fields
 from rvasync.daemon.udp import address_hex
 from rvasync.daemon.udpdriver import UdpDriver
 from rvasync.errors import (
@@ -55,7 +56,10 @@ from rvasync.protocol.reliable_events import (
     RetransmissionSuppressed,
 )
 
-__all__ = ["ServiceEndpoint", "check_client_subject"]
+__all__ = ["ServiceEndpoint", "StatusPage", "check_client_subject"]
+
+#: Where a daemon serves its status page: (address, port, over HTTPS).
+StatusPage = tuple[str, int, bool]
 
 #: Publishers waiting on the backlog this long get CLIENT.FASTPRODUCER (as rvd's 5 seconds).
 FAST_PRODUCER_AFTER = 5.0
@@ -70,7 +74,8 @@ class ServiceEndpoint:
     ``loop``: the daemon's event loop; ``touch``: its busy poller's hook.
     ``on_session_closed(session)``: told when a session detaches;
     ``on_closed(endpoint)``: told when the endpoint closes itself (no session
-    left, retention over). ``listen_port()`` and ``version``: for HOST.STATUS.
+    left, retention over). ``listen_port()``, ``version`` and ``status_page()`` (where
+    the daemon serves its status page, or None): for HOST.STATUS.
     The rest configure the driver and its core.
     """
 
@@ -85,6 +90,7 @@ class ServiceEndpoint:
         on_closed: Callable[[ServiceEndpoint], None],
         listen_port: Callable[[], int | None],
         version: str,
+        status_page: Callable[[], StatusPage | None] = lambda: None,
         reliability: float,
         max_datagram: int,
         heartbeat_interval: float,
@@ -100,6 +106,7 @@ class ServiceEndpoint:
         self._on_closed = on_closed
         self._listen_port = listen_port
         self._version = version
+        self._status_page = status_page
         self.spec = spec
         self.port = spec.port
         self.network = net
@@ -688,18 +695,40 @@ class ServiceEndpoint:
         for session in list(self.sessions.values()):
             self._present(session, message)
 
+    def identity(self) -> DaemonIdentity:
+        """What tells this daemon from the others of its host in HOST.STATUS."""
+        page = self._status_page()
+        http = https = None
+        if page is not None:
+            host, port, secure = page
+            where = (self.address[0] if host in ("", "0.0.0.0") else host, port)
+            if secure:
+                https = where
+            else:
+                http = where
+        return DaemonIdentity(
+            host=self.address[0],
+            port=self.address[1],
+            address_hex=self.address_hex,
+            pid=os.getpid(),
+            session=self.driver.core.session_id,
+            ipport=self._listen_port() or 0,
+            version=self._version,
+            http=http,
+            https=https,
+        )
+
     def host_status(self) -> list[tuple[str, Any, Any]]:
         """The HOST.STATUS fields of this service now."""
         return host_status_fields(
-            host=self.address[0],
+            who=self.identity(),
             core=self.driver.core.stats,
             counters=self.counters,
             uptime=self._loop.time() - self._started,
             clients=len(self.sessions),
             service=self.spec.text,
+            service_port=self.port,
             network=self.network.text,
-            ipport=self._listen_port() or 0,
-            version=self._version,
         )
 
     def publish_host_status(self) -> Message:

@@ -352,9 +352,11 @@ class StatusServer:
         self._runner = runner
         self.scheme = "https" if ssl_context is not None else "http"
         self.port = sock.getsockname()[1]
+        self.daemon.advertise_status_page(self.host, self.port, https=ssl_context is not None)
         self.watcher.start()
 
     async def stop(self) -> None:
+        self.daemon.advertise_status_page(None)
         await self.watcher.stop()
         runner, self._runner = self._runner, None
         if runner is not None:
