@@ -34,6 +34,7 @@ from rvasync.daemon.auth import DaemonSecurity
 from rvasync.daemon.params import parse_network, parse_service
 from rvasync.daemon.service import ServiceEndpoint, StatusPage
 from rvasync.daemon.session import ClientSession, SessionOwner
+from rvasync.daemon.stats import ServiceTotals
 from rvasync.errors import DaemonUnavailable, InvalidArgument, NotPermitted
 from rvasync.protocol.reliable import DEFAULT_MAX_RETENTION
 from rvasync.protocol.servicekey import check_service_key
@@ -211,6 +212,7 @@ class Daemon:
         self._idle_handle: asyncio.TimerHandle | None = None
         self._keeper: asyncio.Task[None] | None = None
         self._status_page: StatusPage | None = None
+        self._retired: dict[int, ServiceTotals] = {}
         self._log = stderr_logger()
 
     # -- properties ------------------------------------------------------------
@@ -456,6 +458,25 @@ class Daemon:
     def _service_closed(self, endpoint: ServiceEndpoint) -> None:
         if self._services.get(endpoint.port) is endpoint:
             del self._services[endpoint.port]
+        # Its counters live on in the daemon's totals (the status page's numbers only grow).
+        self._retired[endpoint.port] = self.service_totals(endpoint.port, endpoint)
+
+    def service_totals(self, port: int, endpoint: ServiceEndpoint | None = None) -> ServiceTotals:
+        """What service ``port`` has counted in this daemon's life: the endpoints that
+        served it and closed (a service with no transport left closes after its linger),
+        plus ``endpoint`` (default: the open one, if any)."""
+        if endpoint is None:
+            endpoint = self._services.get(port)
+        retired = self._retired.get(port)
+        if endpoint is None:
+            return retired if retired is not None else ServiceTotals.zero(port)
+        now = ServiceTotals(port, endpoint.network.text, endpoint.counters, endpoint.core.stats)
+        return now if retired is None else retired.plus(now)
+
+    @property
+    def services_seen(self) -> list[int]:
+        """Every service port this daemon has served, open or not, in order."""
+        return sorted(set(self._services) | set(self._retired))
 
     def _check_idle(self) -> None:
         if self._idle_exit is None or self._session_count > 0 or self._state != "running":

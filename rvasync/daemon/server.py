@@ -42,9 +42,11 @@ from rvasync.advisories import AdvisoryClass, build_advisory
 from rvasync.busypoll import poller_for
 from rvasync.daemon.advisories import slow_consumer
 from rvasync.daemon.auth import DaemonSecurity, LoginRefused, User, Users, cert_subject
+from rvasync.daemon.clienttally import ClientTallies, Identity
 from rvasync.daemon.interestadv import ROUTER_MARK, ROUTER_PRIVILEGE, is_router
 from rvasync.daemon.routing import subject_of
 from rvasync.daemon.service import check_client_subject
+from rvasync.daemon.statustypes import ClientRow
 from rvasync.errors import (
     InvalidArgument,
     InvalidSubject,
@@ -146,6 +148,9 @@ class ClientServer:
         self.max_consumer_buffer = max_consumer_buffer
         self.consumer_time_limit = consumer_time_limit
         self.stats = ServerStats()
+        #: What departed clients exchanged, overall and per identity (the status page's
+        #: counters stay monotonic across clients leaving and reconnecting).
+        self.tallies = ClientTallies()
         #: TLS and users (None: a plain daemon that accepts any client).
         self.security = security
         #: Live connections (with or without a session yet).
@@ -385,6 +390,10 @@ class ClientConnection(asyncio.Protocol):
         self.messages_out = 0
         self.bytes_out = 0
         self.connected_at = self._loop.time()
+        #: (description, user): what the status page tallies this client under, across
+        #: its reconnects (set once it attached; rvasync.daemon.clienttally).
+        self.identity: Identity = ("", "")
+        self._tallied = False
 
     # -- asyncio.Protocol --------------------------------------------------------------------
 
@@ -608,6 +617,8 @@ class ClientConnection(asyncio.Protocol):
             self._refuse(ErrorCode.INVALID_ARGUMENT, str(exc))
             return
         self.server.stats.sessions += 1
+        self.identity = self.server.tallies.identity(hello.description, self.user)
+        self._tallied = True
         info = self.server.info()
         for name in ("transport_id", "description"):
             value = getattr(self.session, name, None)
@@ -873,7 +884,7 @@ class ClientConnection(asyncio.Protocol):
     def tls(self) -> bool:
         return self._tls
 
-    def describe(self, now: float) -> dict[str, Any]:
+    def describe(self, now: float) -> ClientRow:
         """What the status page shows of this client (``now``: the loop's time)."""
         session = self.session
         return {
@@ -1092,6 +1103,9 @@ class ClientConnection(asyncio.Protocol):
         self._pending = []
         self._closing = True
         self.server.sessions.discard(self)
+        if self._tallied:
+            self._tallied = False
+            self.server.tallies.retire(self)
         self._transport = None
         if not self._gone.done():
             self._gone.set_result(None)

@@ -263,8 +263,8 @@ class ServiceEndpoint:
     def _linger_done(self) -> None:
         self._linger = None
         if not self.sessions and not self.closed:
+            self.close()  # first: its counters are final when the daemon is told
             self._on_closed(self)
-            self.close()
 
     # ------------------------------------------------------------------ interest
 

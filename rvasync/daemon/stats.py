@@ -13,7 +13,7 @@ from __future__ import annotations
 import ipaddress
 import sys
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, TypeVar
 
 from rvasync.fieldtypes import FieldType
 from rvasync.protocol.reliable_events import ReliableStats
@@ -23,6 +23,7 @@ __all__ = [
     "OS_CODES",
     "DaemonIdentity",
     "ServiceCounters",
+    "ServiceTotals",
     "counter_fields",
     "extra_fields",
     "host_status_fields",
@@ -80,6 +81,38 @@ class ServiceCounters:
     def as_dict(self) -> dict[str, int]:
         """A snapshot of every counter by name."""
         return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+def _sum(a: _C, b: _C) -> _C:
+    """Two counter dataclasses of one kind, field by field, as a new one."""
+    return type(a)(**{f.name: getattr(a, f.name) + getattr(b, f.name) for f in fields(a)})
+
+
+_C = TypeVar("_C", ServiceCounters, ReliableStats)
+
+
+@dataclass(frozen=True, slots=True)
+class ServiceTotals:
+    """What one service counted over a daemon's life, across the endpoints that served
+    it (a service with no transport closes, and opens again with fresh counters)."""
+
+    port: int
+    network: str
+    counters: ServiceCounters
+    core: ReliableStats
+
+    @classmethod
+    def zero(cls, port: int) -> ServiceTotals:
+        return cls(port, "", ServiceCounters(), ReliableStats())
+
+    def plus(self, other: ServiceTotals) -> ServiceTotals:
+        """Both together (``other``'s network, the later one, is kept)."""
+        return ServiceTotals(
+            self.port,
+            other.network,
+            _sum(self.counters, other.counters),
+            _sum(self.core, other.core),
+        )
 
 
 def _u32(value: float) -> int:
