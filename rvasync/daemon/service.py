@@ -31,8 +31,9 @@ from typing import Any
 from rvasync import codec
 from rvasync._logging import stderr_logger
 from rvasync.daemon import advisories as adv
-from rvasync.daemon.interestadv import InterestAnnouncer, is_router
+from rvasync.daemon.interestadv import LISTEN_ADVISORIES, InterestAnnouncer, is_router
 from rvasync.daemon.params import NetworkSpec, ServiceSpec
+from rvasync.daemon.peerinterest import Heard, PeerInterest
 from rvasync.daemon.routing import LOCAL_ONLY, TO_PEER, TO_SESSION, Router, subject_of
 from rvasync.daemon.session import ClientSession, SessionOwner
 from rvasync.daemon.stats import DaemonIdentity, ServiceCounters, host_status_fields
@@ -159,8 +160,15 @@ class ServiceEndpoint:
         self._send_lone = driver.send_lone
         self._multicast = driver.multicast
 
-        #: LISTEN.START / STOP announcements of this daemon's interest (for routers).
+        #: LISTEN.START / STOP announcements of this daemon's interest (for routers), and
+        #: what the other daemons announced (for the STOPs of a daemon given up on).
         self._listen_adv = InterestAnnouncer(self.address_hex)
+        self._peer_interest = PeerInterest(self.address_hex)
+        self._ear = ClientSession(
+            self, _Ear(self._heard_listen), "listen-advisories", description=None, reliability=None
+        )
+        for subject in LISTEN_ADVISORIES:
+            router.add_interest(self._ear, subject)  # not a session of the service's
         self._fast_producer_handle: asyncio.TimerHandle | None = None
         self._waiting_sessions: set[ClientSession] = set()
         self._linger: asyncio.TimerHandle | None = None
@@ -673,16 +681,40 @@ class ServiceEndpoint:
                 "OUTBOUND.SUPPRESSED", dest[0], event.datagrams, peer=dest, session=event.session
             )
         elif cls is PeerDiscovered:
-            # A new daemon (perhaps a router) joined: tell it what this one listens to.
-            self._announce(self._listen_adv.everything())
+            # A daemon joined (or came back): while sessions here want everyone's interest,
+            # ask it for its own. Nothing is announced again: START says what is new.
+            if self._listen_adv.watchers:
+                self._announce([self._listen_adv.query(to=address_hex(event.src))])
             return
         elif cls is PeerSilent:
+            gone = address_hex(event.src)
             message = adv.unreachable_daemon(
-                address_hex(event.src), event.src[0], event.reason, session=event.session
+                gone, event.src[0], event.reason, session=event.session
             )
+            self.present_all(message)
+            # It can no longer withdraw its interest itself: STOP on its behalf.
+            for subject in self._peer_interest.gone(gone):
+                self._present_local(self._listen_adv.stopped(gone, subject))
+            return
         else:
             return
         self.present_all(message)
+
+    def _heard_listen(self, msg: Message) -> None:
+        """A LISTEN advisory reached this daemon (from another, or its own)."""
+        self.counters.deliveries -= 1  # the daemon's own listening is no client's delivery
+        if self._peer_interest.heard(msg) is Heard.ANSWER:
+            self._announce(self._listen_adv.current())
+
+    def _present_local(self, message: Message) -> None:
+        """Deliver a daemon advisory to this daemon's sessions listening to its subject,
+        and not to the network (what this daemon says of another)."""
+        subject = message.subject or ""
+        sessions = self.router.routes.get(subject)
+        if sessions is None:
+            sessions = self.router.route(subject)
+        if sessions:
+            self.router.deliver_local(sessions, message, None)
 
     def _present(self, session: ClientSession, message: Message) -> None:
         try:
@@ -785,6 +817,21 @@ class ServiceEndpoint:
     def __repr__(self) -> str:
         state = "closed" if self.closed else f"{len(self.sessions)} sessions"
         return f"<ServiceEndpoint {self.spec.text} {self.address_hex} {state}>"
+
+
+class _Ear:
+    """The owner of the daemon's own session-like listener of LISTEN advisories: it is
+    in the service's routing (so the daemon hears them from the network and counts
+    them as wanted) but not among its sessions (no client, no HOST.STATUS ``cc``)."""
+
+    def __init__(self, heard: Callable[[Message], None]) -> None:
+        self.deliver_message = heard
+
+    def deliver(self, payload: Any) -> None:
+        self.deliver_message(payload.message())
+
+    def present(self, advisory: Message) -> None:
+        return
 
 
 def check_client_subject(subject: str) -> None:
