@@ -39,6 +39,7 @@ from rvasync import codec
 from rvasync._logging import stderr_logger
 from rvasync._version import __version__
 from rvasync.advisories import AdvisoryClass, build_advisory
+from rvasync.advlimit import Coalescer
 from rvasync.busypoll import poller_for
 from rvasync.daemon.advisories import slow_consumer
 from rvasync.daemon.auth import DaemonSecurity, LoginRefused, User, Users, cert_subject
@@ -151,6 +152,8 @@ class ClientServer:
         #: What departed clients exchanged, overall and per identity (the status page's
         #: counters stay monotonic across clients leaving and reconnecting).
         self.tallies = ClientTallies()
+        #: Advisories that can fire per message: one per cause per second (rvasync.advlimit).
+        self.advisories = Coalescer()
         #: TLS and users (None: a plain daemon that accepts any client).
         self.security = security
         #: Live connections (with or without a session yet).
@@ -906,17 +909,21 @@ class ClientConnection(asyncio.Protocol):
     def _illegal_publish(self, subject: str | None, why: str) -> None:
         self.server.stats.illegal_publish += 1
         session = self.session
-        self.present(
-            build_advisory(
-                AdvisoryClass.ERROR,
-                "CLIENT.ILLEGAL_PUBLISH",
-                {
-                    "sub": subject or "",
-                    "tport": getattr(session, "transport_id", None) or str(self.id),
-                    "descr": getattr(session, "description", None) or "",
-                    "reason": why,
-                },
-            )
+        fields = {
+            "sub": subject or "",
+            "tport": getattr(session, "transport_id", None) or str(self.id),
+            "descr": getattr(session, "description", None) or "",
+            "reason": why,
+        }
+        # Per message: one advisory a second per client and subject, with the count.
+        self.server.advisories.report(
+            (self.id, subject, why),
+            1,
+            lambda n: self.present(
+                build_advisory(
+                    AdvisoryClass.ERROR, "CLIENT.ILLEGAL_PUBLISH", {**fields, "count": n}
+                )
+            ),
         )
 
     # -- outbound backlog -----------------------------------------------------------------------

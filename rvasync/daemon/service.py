@@ -30,6 +30,7 @@ from typing import Any
 
 from rvasync import codec
 from rvasync._logging import stderr_logger
+from rvasync.advlimit import Coalescer
 from rvasync.daemon import advisories as adv
 from rvasync.daemon.interestadv import LISTEN_ADVISORIES, InterestAnnouncer, is_router
 from rvasync.daemon.params import NetworkSpec, ServiceSpec
@@ -169,6 +170,8 @@ class ServiceEndpoint:
         )
         for subject in LISTEN_ADVISORIES:
             router.add_interest(self._ear, subject)  # not a session of the service's
+        #: Advisories that can fire per message: one per cause per second (rvasync.advlimit).
+        self._coalesce = Coalescer()
         self._fast_producer_handle: asyncio.TimerHandle | None = None
         self._waiting_sessions: set[ClientSession] = set()
         self._linger: asyncio.TimerHandle | None = None
@@ -598,10 +601,15 @@ class ServiceEndpoint:
                 ptp_refused=counters.ptp_refused,
             )
         if session is not None:
-            self._present(
-                session,
-                adv.data_loss(
-                    "OUTBOUND", True, where[0], 1, peer=where, messages=1, unknown_address=1
+            # Per message: one advisory a second per session and address, with the count.
+            self._coalesce.report(
+                ("ptp-refused", session.token, where),
+                1,
+                lambda n: self._present(
+                    session,
+                    adv.data_loss(
+                        "OUTBOUND", True, where[0], n, peer=where, messages=n, unknown_address=1
+                    ),
                 ),
             )
 
@@ -610,7 +618,13 @@ class ServiceEndpoint:
         if session is None:
             return
         lost = self.driver.core.datagrams_for(size if size is not None else MAX_MESSAGE + 1)
-        self._present(session, adv.msg_too_large(self.address[0], lost, size))
+        self._coalesce.report(
+            ("too-large", session.token),
+            1,
+            lambda n: self._present(
+                session, adv.msg_too_large(self.address[0], lost, size, messages=n)
+            ),
+        )
 
     # ------------------------------------------------------------------ backpressure
 
