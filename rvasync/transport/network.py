@@ -100,7 +100,7 @@ def _daemon_of(inbox_prefix: str) -> tuple[str, int]:
 class Transport(BaseTransport):
     """A network transport: ``Transport(service=None, network=None, daemon=None, *,
     description=None, reliability=None, batch=False, busy_poll=None, reply_poll=None,
-    security=None)``.
+    security=None, service_key=None, pending_limit=None)``.
 
     ``service``: UDP port number or service name (default: ``rendezvous`` or 7500).
     ``network``: ``"interface;groups;send-address"``; None is loopback, so nothing
@@ -123,6 +123,10 @@ class Transport(BaseTransport):
     ``service_key`` (in-process daemon only): a secret (bytes or str, 16 bytes at
     least) the service authenticates every datagram between daemons with; daemons
     without it, and forgers, are not heard (docs/service-key.md).
+    ``pending_limit``: messages each listener's own queue holds at most before its
+    oldest are dropped and reported (None: DEFAULT_PENDING_LIMIT, 20,000; 0:
+    unbounded); through a standalone daemon the link stops reading at half of it,
+    so the backlog waits in the daemon (docs/daemon.md, "Slow consumers").
 
     Use as ``async with rv.Transport(...) as t:`` or ``await t.open()`` /
     ``await t.close()``.
@@ -144,6 +148,7 @@ class Transport(BaseTransport):
         reply_poll: float | None = None,
         security: Security | None = None,
         service_key: bytes | str | None = None,
+        pending_limit: int | None = None,
     ) -> None:
         if security is not None:
             if not isinstance(security, Security):
@@ -178,7 +183,7 @@ class Transport(BaseTransport):
         self._direct: DirectChannel | None = None
         if not isinstance(batch, bool):
             raise InvalidArgument(f"batch must be True or False, got {batch!r}")
-        super().__init__(description=description)
+        super().__init__(description=description, pending_limit=pending_limit)
         self.reliability = reliability
         self.batch = batch
         self.busy_poll = 0.0 if busy_poll is None else check_window("busy_poll", busy_poll)
@@ -572,6 +577,11 @@ class Transport(BaseTransport):
         else:
             self._inbox_prefix = f"{prefix}{direct.tag}."
             direct.set_daemon(_daemon_of(prefix))
+
+    def link_backlog(self) -> int:
+        """LinkHooks: the most messages waiting in one of this transport's listener
+        queues (see BaseTransport.backlog); the link stops reading while it is high."""
+        return self.backlog()
 
     def link_lost(self, error: Exception) -> None:
         """The link lost its daemon session: every pending ``send_request`` (and

@@ -19,7 +19,10 @@ through a :class:`TcpLink`. The link
 - hands what it reads to the transport at most ``_TURN_MESSAGES`` messages
   per loop turn, reading nothing more until the rest is handed over, so a
   backlog waits as bytes (in the sockets, then in the daemon) rather than as
-  decoded messages the garbage collector walks over again and again;
+  decoded messages the garbage collector walks over again and again; and
+  reads nothing while the transport's listener queues hold half their
+  ``pending_limit`` (a consumer awaiting slow work), so the daemon's consumer
+  buffer, and its CLIENT.SLOWCONSUMER, bound what a slow consumer costs;
 - reconnects on its own when the connection drops, presenting
   ``_RV.WARN.SYSTEM.RVD.DISCONNECTED`` at once and
   ``_RV.INFO.SYSTEM.RVD.CONNECTED`` when it is back, and re-sends every
@@ -94,6 +97,11 @@ _BATCH_BYTES = 256 * 1024
 # turn's Messages (three objects the garbage collector tracks each) stay under its
 # young-generation threshold (700 by default), so most die before it runs.
 _TURN_MESSAGES = 128
+
+# Messages handed to the transport between two looks at its listeners' queues, and
+# seconds between looks while reading is held (see _Connection._check_pressure).
+_PRESSURE_CHECK = 512
+PRESSURE_POLL = 0.01
 
 _ping_tokens = itertools.count(1)
 
@@ -611,6 +619,20 @@ class TcpLink:
             else:
                 deliver(msg)
 
+    def overloaded(self) -> bool:
+        """Whether the transport's listener queues hold half their ``pending_limit``: the
+        connection reads nothing more until :meth:`relieved` (connection API)."""
+        limit = getattr(self._hooks, "pending_limit", 0)
+        backlog = getattr(self._hooks, "link_backlog", None)
+        return bool(limit) and backlog is not None and backlog() >= limit // 2
+
+    def relieved(self) -> bool:
+        """Whether the backlog is down to a quarter of ``pending_limit`` (or the limit is
+        gone): reading goes on (connection API)."""
+        limit = getattr(self._hooks, "pending_limit", 0)
+        backlog = getattr(self._hooks, "link_backlog", None)
+        return not limit or backlog is None or backlog() <= limit // 4
+
     def on_advisory(self, wire: bytes) -> None:
         """Present the encoded advisory of an ADVISORY frame on the transport (connection API)."""
         hooks = self._hooks
@@ -680,6 +702,11 @@ class _Connection(asyncio.Protocol):
         # share of messages was handed over (see _act); reading is paused meanwhile.
         self._stash: tuple[list[cp.Frame], int] | None = None
         self._reading_paused = False
+        # Back-pressure (see _check_pressure): held while the transport's listener queues
+        # are full; messages handed over since the last look at them.
+        self._held = False
+        self._handed = 0
+        self._hold_timer: asyncio.TimerHandle | None = None
 
     # -- asyncio.Protocol -------------------------------------------------------------------------
 
@@ -719,7 +746,12 @@ class _Connection(asyncio.Protocol):
             waiting, start = self._stash
             self._stash = (waiting + frames, start)
             return
+        if self._held:  # read just before reading paused: they wait with the backlog
+            self._stash = (frames, 0)
+            return
         self._act(frames, 0, _TURN_MESSAGES)
+        if self._handed >= _PRESSURE_CHECK:
+            self._check_pressure()
 
     def _act(self, frames: list[cp.Frame], start: int, budget: int) -> None:
         """Act on ``frames`` in order, from message ``start`` of the first, handing the
@@ -746,9 +778,11 @@ class _Connection(asyncio.Protocol):
                     end = start + budget
                     if budget:
                         link.on_deliver(wires[start:end])
+                    self._handed += budget
                     self._defer(frames[index:] if index else frames, end)
                     return
                 link.on_deliver(wires[start:] if start else wires)
+                self._handed += count
                 budget -= count
                 start = 0
             elif frame.__class__ is cp.Advisory:
@@ -781,23 +815,64 @@ class _Connection(asyncio.Protocol):
         """Keep ``frames`` (from message ``start`` of the first) for the next loop turn,
         and read nothing more until they are all handed over."""
         self._stash = (frames, start)
-        if not self._reading_paused:
-            transport = self.transport
-            if transport is not None and not transport.is_closing():
-                transport.pause_reading()
-                self._reading_paused = True
-        self.loop.call_soon(self._next_turn)
+        self._apply_reading()
+        if self._handed >= _PRESSURE_CHECK:
+            self._check_pressure()
+        if not self._held:
+            self.loop.call_soon(self._next_turn)
 
     def _next_turn(self) -> None:
+        if self._held:
+            return  # the backlog's relief (_recheck) hands the rest over
         stash, self._stash = self._stash, None
         if stash is None:
             return
         self._act(stash[0], stash[1], _TURN_MESSAGES)
-        if self._stash is None and self._reading_paused:
-            self._reading_paused = False
-            transport = self.transport
-            if transport is not None and not transport.is_closing():
-                transport.resume_reading()
+        self._apply_reading()
+
+    def _apply_reading(self) -> None:
+        """Read the socket unless frames wait for their turn or the listeners are full."""
+        paused = self._stash is not None or self._held
+        if paused == self._reading_paused:
+            return
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return
+        self._reading_paused = paused
+        if paused:
+            transport.pause_reading()
+        else:
+            transport.resume_reading()
+
+    def _check_pressure(self) -> None:
+        """Back-pressure from the listeners' queues to the daemon.
+
+        A consumer that keeps its loop free but awaits slow work would otherwise
+        have every message decoded into its listener's queue, and the process
+        grow without bound. While the transport's listener queues hold half their
+        ``pending_limit`` (``TcpLink.overloaded``) nothing more is read: the
+        backlog waits in the sockets and the daemon, whose consumer buffer bounds
+        it and whose CLIENT.SLOWCONSUMER reports what it drops. Looked at every
+        _PRESSURE_CHECK messages, and every PRESSURE_POLL seconds while held.
+        """
+        self._handed = 0
+        if self._held or not self.link.overloaded():
+            return
+        self._held = True
+        self._apply_reading()
+        self._hold_timer = self.loop.call_later(PRESSURE_POLL, self._recheck)
+
+    def _recheck(self) -> None:
+        self._hold_timer = None
+        if self.transport is None:
+            return
+        if not self.link.relieved():
+            self._hold_timer = self.loop.call_later(PRESSURE_POLL, self._recheck)
+            return
+        self._held = False
+        if self._stash is not None:
+            self._next_turn()
+        self._apply_reading()
 
     def _act_on_stash(self) -> None:
         """Hand over every frame still waiting, at once (the connection is ending)."""
@@ -807,11 +882,12 @@ class _Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         # What the daemon sent before the end is delivered, not lost with the stash.
+        self._held = False
         self._act_on_stash()
-        for timer in (self._fast_timer, self._heartbeat, self._ack_timer):
+        for timer in (self._fast_timer, self._heartbeat, self._ack_timer, self._hold_timer):
             if timer is not None:
                 timer.cancel()
-        self._fast_timer = self._heartbeat = self._ack_timer = None
+        self._fast_timer = self._heartbeat = self._ack_timer = self._hold_timer = None
         if exc is not None and self._reason == "connection closed by the daemon":
             self._reason = f"connection lost: {exc}"
         if not self.welcome.done():
@@ -927,7 +1003,10 @@ class _Connection(asyncio.Protocol):
         self._heartbeat = None
         if self.transport is None:
             return
-        if self.loop.time() - self._last_heard > 3 * HEARTBEAT_INTERVAL:
+        if self._held:
+            # Not reading (back-pressure): the daemon's answers wait in the socket.
+            self._last_heard = self.loop.time()
+        elif self.loop.time() - self._last_heard > 3 * HEARTBEAT_INTERVAL:
             self._fail(f"daemon silent for over {3 * HEARTBEAT_INTERVAL:g} s")
             return
         self.send(cp.Ping(0))
