@@ -162,3 +162,44 @@ async def test_the_bound_applies_to_listeners_own_queues_only(rv_process_transpo
     t.pending_limit = None  # back to the default
     for listener in (own, shared, unbounded):
         await listener.close()
+
+
+async def test_a_listener_nobody_reads_does_not_deafen_its_transport(monkeypatch):
+    """A listener whose queue is never read (a forgotten advisory listener) holds the
+    link only while the queues still drain: after STALL_AFTER seconds of no progress
+    the link reads again, the listener's own bound drops its oldest (counted), and the
+    transport's other listeners get their messages."""
+    from rvasync.transport import backpressure
+
+    monkeypatch.setattr(backpressure, "STALL_AFTER", 0.5)
+    service = str(free_port())
+    daemon = rv.Daemon(listen=0, host_status_interval=0)
+    await daemon.start()
+    try:
+        where = f"127.0.0.1:{daemon.listen_port}"
+        async with (
+            rv.Transport(service, daemon=where, pending_limit=200) as t,
+            rv.Transport(service, daemon=where) as publisher,
+        ):
+            forgotten = t.listen("STUCK.A")
+            live = t.listen("LIVE.B")
+            local = rv.process_transport().listen("_RV.WARN.SYSTEM.QUEUE.LIMIT_EXCEEDED")
+            await t.link.ping(30)
+            for n in range(1000):
+                await publisher.send(rv.Message("STUCK.A", {"n": n}))
+            for n in range(10):
+                await publisher.send(rv.Message("LIVE.B", {"n": n}))
+            got = [(await live.get(WAIT))["n"] for _ in range(10)]
+            assert got == list(range(10))
+            assert len(forgotten) <= 200
+            assert forgotten.queue.discarded + len(forgotten) == 1000
+            counted = 0
+            async with asyncio.timeout(WAIT):
+                while counted < forgotten.queue.discarded:
+                    adv = await local.get(WAIT)
+                    if adv["ADV_DESC"] == "listener:STUCK.A":
+                        counted += adv["count"]
+            assert counted == forgotten.queue.discarded
+            await local.close()
+    finally:
+        await daemon.stop()

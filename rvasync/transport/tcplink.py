@@ -22,7 +22,8 @@ through a :class:`TcpLink`. The link
   decoded messages the garbage collector walks over again and again; and
   reads nothing while the transport's listener queues hold half their
   ``pending_limit`` (a consumer awaiting slow work), so the daemon's consumer
-  buffer, and its CLIENT.SLOWCONSUMER, bound what a slow consumer costs;
+  buffer, and its CLIENT.SLOWCONSUMER, bound what a slow consumer costs
+  (unless they do not drain at all: rvasync.transport.backpressure);
 - reconnects on its own when the connection drops, presenting
   ``_RV.WARN.SYSTEM.RVD.DISCONNECTED`` at once and
   ``_RV.INFO.SYSTEM.RVD.CONNECTED`` when it is back, and re-sends every
@@ -66,7 +67,9 @@ from rvasync.protocol.authcheck import SubjectPermissions
 from rvasync.protocol.clientproto import ErrorCode
 from rvasync.protocol.clientproto.address import parse_daemon
 from rvasync.security import Security
+from rvasync.transport import backpressure
 from rvasync.transport.autostart import may_autostart, start_daemon_and_connect
+from rvasync.transport.backpressure import ReadHold
 from rvasync.transport.links import LinkHooks
 
 __all__ = ["TcpLink"]
@@ -619,19 +622,15 @@ class TcpLink:
             else:
                 deliver(msg)
 
-    def overloaded(self) -> bool:
-        """Whether the transport's listener queues hold half their ``pending_limit``: the
-        connection reads nothing more until :meth:`relieved` (connection API)."""
+    def backlog(self) -> tuple[int, int]:
+        """The most messages waiting in one of the transport's listener queues, and their
+        bound, ``pending_limit`` (0: none): what the connection's ReadHold decides on
+        (connection API; a transport without the hooks has no bound)."""
         limit = getattr(self._hooks, "pending_limit", 0)
         backlog = getattr(self._hooks, "link_backlog", None)
-        return bool(limit) and backlog is not None and backlog() >= limit // 2
-
-    def relieved(self) -> bool:
-        """Whether the backlog is down to a quarter of ``pending_limit`` (or the limit is
-        gone): reading goes on (connection API)."""
-        limit = getattr(self._hooks, "pending_limit", 0)
-        backlog = getattr(self._hooks, "link_backlog", None)
-        return not limit or backlog is None or backlog() <= limit // 4
+        if not limit or backlog is None:
+            return 0, 0
+        return backlog(), limit
 
     def on_advisory(self, wire: bytes) -> None:
         """Present the encoded advisory of an ADVISORY frame on the transport (connection API)."""
@@ -702,9 +701,9 @@ class _Connection(asyncio.Protocol):
         # share of messages was handed over (see _act); reading is paused meanwhile.
         self._stash: tuple[list[cp.Frame], int] | None = None
         self._reading_paused = False
-        # Back-pressure (see _check_pressure): held while the transport's listener queues
-        # are full; messages handed over since the last look at them.
-        self._held = False
+        # Back-pressure (see _check_pressure): whether reading is held for the transport's
+        # listener queues; messages handed over since the last look at them.
+        self._hold = ReadHold()
         self._handed = 0
         self._hold_timer: asyncio.TimerHandle | None = None
 
@@ -746,7 +745,7 @@ class _Connection(asyncio.Protocol):
             waiting, start = self._stash
             self._stash = (waiting + frames, start)
             return
-        if self._held:  # read just before reading paused: they wait with the backlog
+        if self._hold.held:  # read just before reading paused: they wait with the backlog
             self._stash = (frames, 0)
             return
         self._act(frames, 0, _TURN_MESSAGES)
@@ -818,11 +817,11 @@ class _Connection(asyncio.Protocol):
         self._apply_reading()
         if self._handed >= _PRESSURE_CHECK:
             self._check_pressure()
-        if not self._held:
+        if not self._hold.held:
             self.loop.call_soon(self._next_turn)
 
     def _next_turn(self) -> None:
-        if self._held:
+        if self._hold.held:
             return  # the backlog's relief (_recheck) hands the rest over
         stash, self._stash = self._stash, None
         if stash is None:
@@ -832,7 +831,7 @@ class _Connection(asyncio.Protocol):
 
     def _apply_reading(self) -> None:
         """Read the socket unless frames wait for their turn or the listeners are full."""
-        paused = self._stash is not None or self._held
+        paused = self._stash is not None or self._hold.held
         if paused == self._reading_paused:
             return
         transport = self.transport
@@ -850,15 +849,16 @@ class _Connection(asyncio.Protocol):
         A consumer that keeps its loop free but awaits slow work would otherwise
         have every message decoded into its listener's queue, and the process
         grow without bound. While the transport's listener queues hold half their
-        ``pending_limit`` (``TcpLink.overloaded``) nothing more is read: the
-        backlog waits in the sockets and the daemon, whose consumer buffer bounds
-        it and whose CLIENT.SLOWCONSUMER reports what it drops. Looked at every
+        ``pending_limit`` nothing more is read: the backlog waits in the sockets
+        and the daemon, whose consumer buffer bounds it and whose
+        CLIENT.SLOWCONSUMER reports what it drops (rvasync.transport.backpressure
+        decides, and gives up on a queue nobody reads). Looked at every
         _PRESSURE_CHECK messages, and every PRESSURE_POLL seconds while held.
         """
         self._handed = 0
-        if self._held or not self.link.overloaded():
+        hold = self._hold
+        if hold.held or not hold.check(*self.link.backlog(), self.loop.time()):
             return
-        self._held = True
         self._apply_reading()
         self._hold_timer = self.loop.call_later(PRESSURE_POLL, self._recheck)
 
@@ -866,10 +866,9 @@ class _Connection(asyncio.Protocol):
         self._hold_timer = None
         if self.transport is None:
             return
-        if not self.link.relieved():
+        if self._hold.poll(*self.link.backlog(), self.loop.time(), backpressure.STALL_AFTER):
             self._hold_timer = self.loop.call_later(PRESSURE_POLL, self._recheck)
             return
-        self._held = False
         if self._stash is not None:
             self._next_turn()
         self._apply_reading()
@@ -882,7 +881,7 @@ class _Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         # What the daemon sent before the end is delivered, not lost with the stash.
-        self._held = False
+        self._hold.held = False
         self._act_on_stash()
         for timer in (self._fast_timer, self._heartbeat, self._ack_timer, self._hold_timer):
             if timer is not None:
@@ -1003,7 +1002,7 @@ class _Connection(asyncio.Protocol):
         self._heartbeat = None
         if self.transport is None:
             return
-        if self._held:
+        if self._hold.held:
             # Not reading (back-pressure): the daemon's answers wait in the socket.
             self._last_heard = self.loop.time()
         elif self.loop.time() - self._last_heard > 3 * HEARTBEAT_INTERVAL:
