@@ -153,13 +153,6 @@ class ServiceEndpoint:
             contain=self._contain,
             name=spec.text,
         )
-        # The publish path's calls, bound once (no lookups through the parts per message).
-        self._routes = router.routes
-        self._route = router.route
-        self._destination = router.destination
-        self._deliver_local = router.deliver_local
-        self._send_lone = driver.send_lone
-        self._multicast = driver.multicast
 
         #: LISTEN.START / STOP announcements of this daemon's interest (for routers), and
         #: what the other daemons announced (for the STOPs of a daemon given up on).
@@ -304,7 +297,12 @@ class ServiceEndpoint:
     def publish(
         self, session: ClientSession | None, msg: Message | None, data: bytes | None = None
     ) -> Awaitable[None] | None:
-        """Route one message from ``session`` (None: the daemon itself). See ClientSession."""
+        """Route one message from ``session`` (None: the daemon itself). See ClientSession.
+
+        The in-process send path, written out flat for one message (it is
+        ``publish_many(session, [(msg, data)])``, the reference, with the loop turn's
+        first message sent at once: tests/test_service_publish.py holds them equal).
+        """
         if self.closed:
             raise TransportClosed(f"service {self.spec.text} of this daemon is closed")
         subject = msg.subject if msg is not None else subject_of(data)  # type: ignore[arg-type]  # data if no msg
@@ -312,7 +310,6 @@ class ServiceEndpoint:
             raise InvalidArgument("cannot publish a message without a subject")
         if subject[:1] == "_":
             return self._publish_special(session, subject, msg, data)
-        # The hot path of a publishing transport: the common case is written out flat.
         if data is None:
             try:
                 data = _encode(msg)
@@ -321,24 +318,24 @@ class ServiceEndpoint:
                 raise
         elif len(data) > MAX_MESSAGE:
             data = self._wire(session, msg, data)
+        driver = self.driver
+        batch = session is not None and session.batch
         # The turn's first message leaves at once, before local delivery (send_lone); the
         # rest of a burst does not ask (one call fewer per message).
-        if self.driver.flush_scheduled or (session is not None and session.batch):
-            lone = False
-        else:
-            lone = self._send_lone(data, None)
-        sessions = self._routes.get(subject)
+        lone = not (driver.flush_scheduled or batch) and driver.send_lone(data, None)
+        router = self.router
+        sessions = router.routes.get(subject)
         if sessions is None:
-            sessions = self._route(subject)
+            sessions = router.route(subject)
         if sessions:
-            self._deliver_local(sessions, msg, data)
+            router.deliver_local(sessions, msg, data)
         size = len(data)
         counters = self.counters
         counters.messages_out += 1
         counters.bytes_out += size
         if not lone:
-            self._multicast(data, size, session is not None and session.batch)
-        if self.driver.drained is not None:
+            driver.multicast(data, size, batch)
+        if driver.drained is not None:
             return self._pressure(session)
         return None
 
@@ -347,85 +344,68 @@ class ServiceEndpoint:
         session: ClientSession | None,
         items: list[tuple[Message | None, bytes | None]],
     ) -> Awaitable[None] | None:
-        """Route several messages in order; every one is encoded and checked before any is sent."""
+        """Route several messages in order; every one is encoded and checked before any is
+        sent. The reference path of publishing (:meth:`_route_batch`)."""
         if self.closed:
             raise TransportClosed(f"service {self.spec.text} of this daemon is closed")
-        plan: list[tuple[str, Message | None, bytes]] = []
+        subjects: list[str] = []
+        msgs: list[Message | None] = []
+        wires: list[bytes] = []
         for msg, data in items:
             subject = msg.subject if msg is not None else subject_of(data)  # type: ignore[arg-type]  # data if no msg
             if subject is None:
                 raise InvalidArgument("cannot publish a message without a subject")
-            if session is not None and subject[:1] == "_" and not is_router(session.description):
-                check_client_subject(subject)
-            plan.append((subject, msg, self._wire(session, msg, data)))
-        routes = self._routes
-        multicast: list[bytes] = []
-        total = 0
-        for subject, msg, data in plan:
-            if subject[:1] == "_":
-                self._publish_special(session, subject, msg, data)
-                continue
-            sessions = routes.get(subject)
-            if sessions is None:
-                sessions = self._route(subject)
-            if sessions:
-                self._deliver_local(sessions, msg, data)
-            multicast.append(data)
-            total += len(data)
-        if multicast:
-            counters = self.counters
-            counters.messages_out += len(multicast)
-            counters.bytes_out += total
-            self.driver.multicast_many(multicast, total, session is not None and session.batch)
-        return self._pressure(session)
+            subjects.append(subject)
+            msgs.append(msg)
+            wires.append(self._wire(session, msg, data))
+        self._check_batch(session, subjects, wires)
+        return self._route_batch(session, subjects, msgs, wires)
 
     def publish_run(
         self, session: ClientSession | None, subject: str, datas: list[bytes]
     ) -> Awaitable[None] | None:
-        """Route wire messages that all carry ``subject``, in order: :meth:`publish` for each,
-        with one route lookup and one hand-over to the driver (a routing daemon passing a
-        batch through). The caller wrote ``subject`` into every one of them."""
+        """Route wire messages that all carry ``subject``, in order (a routing daemon passing
+        a batch through); the caller wrote ``subject`` into every one of them."""
         if self.closed:
             raise TransportClosed(f"service {self.spec.text} of this daemon is closed")
         if subject[:1] == "_" or len(datas) < 2 or max(map(len, datas)) > MAX_MESSAGE:
-            # Reserved subjects (their own rules and destinations), a single message (sent
-            # at once, for latency) or one too large (refused and reported): one by one.
+            # Reserved subjects (their own rules and destinations), a single message
+            # (sent at once, for latency) or one too large (refused and reported, the
+            # others sent): one by one.
             wait = None
             for data in datas:
                 wait = self.publish(session, None, data)
             return wait
-        sessions = self._routes.get(subject)
-        if sessions is None:
-            sessions = self._route(subject)
-        if sessions:
-            for data in datas:
-                self._deliver_local(sessions, None, data)
-        total = sum(map(len, datas))
-        counters = self.counters
-        counters.messages_out += len(datas)
-        counters.bytes_out += total
-        driver = self.driver
-        driver.multicast_many(datas, total, session is not None and session.batch)
-        if driver.drained is None:
-            return None
-        return self._pressure(session)
+        subjects = [subject] * len(datas)
+        self._check_batch(session, subjects, datas)
+        return self._route_batch(session, subjects, None, datas)
 
     def publish_wires(
         self, session: ClientSession, subjects: list[str], wires: list[bytes]
     ) -> Awaitable[None] | None:
         """:meth:`publish_many` for a client's encoded messages whose subjects are known
         (``subjects[i]`` of ``wires[i]``, read by the caller from the bytes): nothing is
-        decoded or peeked again. Every one is checked for size before any is sent."""
+        decoded or peeked again. Every one is checked before any is sent."""
         if self.closed:
             raise TransportClosed(f"service {self.spec.text} of this daemon is closed")
         if len(subjects) != len(wires):
             raise ValueError("publish_wires needs one subject per message")
+        self._check_batch(session, subjects, wires)
+        return self._route_batch(session, subjects, None, wires)
+
+    def _check_batch(
+        self, session: ClientSession | None, subjects: list[str], wires: list[bytes]
+    ) -> None:
+        """Refuse the whole batch if one message is over 64 MiB (reported) or, from a
+        client that is not a router, on an ``_RV.`` subject."""
         if wires and max(map(len, wires)) > MAX_MESSAGE:
             size = next(len(data) for data in wires if len(data) > MAX_MESSAGE)
             self._too_large(session, size)
             raise MessageTooLarge(
                 f"message is {size} bytes, over the {MAX_MESSAGE}-byte (64 MiB) limit"
             )
+        if session is None:
+            return
         router: bool | None = None
         checked = None  # the last subject checked: a run of one subject is checked once
         for subject in subjects:
@@ -436,33 +416,49 @@ class ServiceEndpoint:
                 if not router:
                     check_client_subject(subject)
                 checked = subject
-        routes = self._routes
+
+    def _route_batch(
+        self,
+        session: ClientSession | None,
+        subjects: list[str],
+        msgs: list[Message | None] | None,
+        wires: list[bytes],
+    ) -> Awaitable[None] | None:
+        """The reference path: route checked messages (``subjects[i]`` of ``wires[i]``, and
+        ``msgs[i]`` where the Message is known) in order, to this daemon's sessions and to
+        the network.
+
+        A message whose only receiver here takes batches of bytes (a TCP client) joins
+        that receiver's batch, handed over once: before any other delivery (which must
+        not overtake it), and at the end. Local receivers come first, the datagrams
+        after them (a local replier does not wait behind a sendto).
+        """
+        router = self.router
+        routes = router.routes
         multicast: list[bytes] = []
-        # A message whose only receiver here takes batches of bytes (a TCP client) joins
-        # that receiver's batch, handed over once: before any other delivery (which could
-        # reach the same session, and must not overtake), and at the end.
         batches: dict[Any, list[bytes]] = {}
-        local = False  # given to a local session (whose write is still to come)
+        local = False  # given to a local session (whose write may still be to come)
         # A run of one subject whose only receiver takes batches: the run's subject and
         # that batch (the rest of the run joins it with no lookup).
         run: str | None = None
         run_batch: list[bytes] | None = None
-        # Lengths checked above; zip's strict= keyword costs a keyword parse per call.
-        for subject, data in zip(subjects, wires):  # noqa: B905
+        for index, subject in enumerate(subjects):
+            data = wires[index]
             if subject == run and run_batch is not None:
                 run_batch.append(data)
                 multicast.append(data)
                 continue
             run = run_batch = None
+            msg = None if msgs is None else msgs[index]
             if subject[:1] == "_":
                 if batches:
-                    self.router.deliver_wires(batches)
+                    router.deliver_wires(batches)
                     batches = {}
-                self._publish_special(session, subject, None, data)
+                self._publish_special(session, subject, msg, data)
                 continue
             sessions = routes.get(subject)
             if sessions is None:
-                sessions = self._route(subject)
+                sessions = router.route(subject)
             if sessions:
                 local = True
                 sink = sessions[0].wires_sink if len(sessions) == 1 else None
@@ -475,22 +471,26 @@ class ServiceEndpoint:
                     run, run_batch = subject, batch
                 else:
                     if batches:
-                        self.router.deliver_wires(batches)
+                        router.deliver_wires(batches)
                         batches = {}
-                    self._deliver_local(sessions, None, data)
+                    router.deliver_local(sessions, msg, data)
             multicast.append(data)
         if batches:
-            self.router.deliver_wires(batches)
+            router.deliver_wires(batches)
+        return self._send_batch(session, multicast, local)
+
+    def _send_batch(
+        self, session: ClientSession | None, multicast: list[bytes], local: bool
+    ) -> Awaitable[None] | None:
+        """The network's copy of a batch (``local``: after local writes), counted."""
+        driver = self.driver
         if multicast:
             total = sum(map(len, multicast))
             counters = self.counters
             counters.messages_out += len(multicast)
             counters.bytes_out += total
-            # Local receivers first: their writes come at the end of the client's read,
-            # the datagrams after them (a local request's replier is not kept waiting
-            # behind a sendto; another daemon's gets the datagram in the same turn).
-            self.driver.multicast_many(multicast, total, session.batch, local)
-        if self.driver.drained is None:  # the common case, without a call
+            driver.multicast_many(multicast, total, session is not None and session.batch, local)
+        if driver.drained is None:  # the common case, without a call
             return None
         return self._pressure(session)
 
@@ -529,64 +529,82 @@ class ServiceEndpoint:
         ``_RV.`` (advisories) is the daemon's own; any other (the protocol subjects of
         fault tolerance, certified delivery ...) travels like an ordinary subject.
         """
-        counters = self.counters
-        kind, where = self._destination(subject)
+        kind, where = self.router.destination(subject)
         if kind == TO_PEER:
-            data = self._wire(session, msg, data)
-            driver = self.driver
-            if not driver.knows_address(where):
-                # The inbox names a daemon never heard on this service: the address may be
-                # anyone's (a crafted _INBOX.<address> subject). Not sent; counted, and the
-                # sender is told its message is lost.
-                self._ptp_refused(session, subject, where)
-                return None
-            batch = session is not None and session.batch
-            if batch or not self._send_lone(data, where):
-                driver.ptp(where, data, batch)
-            counters.messages_out += 1
-            counters.bytes_out += len(data)
-            # _pressure written out: a reply must not pay for a call that returns None
-            if driver.drained is None:
-                return None
-            return self._pressure(session)
+            return self._to_peer(session, subject, msg, data, where)
         if kind == TO_SESSION:
-            counters.messages_local += 1
-            if where is None:
-                counters.messages_misrouted += 1
-            elif where.inbox_sink is not None:
-                if msg is None:
-                    msg = _decode(data)
-                where.inbox_sink(msg, False)
-                counters.deliveries += 1
-            else:
-                self._deliver_local((where,), msg, data)
+            self._to_session(where, msg, data)
             return None
         local_only = kind == LOCAL_ONLY
         if not local_only and session is not None and not is_router(session.description):
             check_client_subject(subject)  # a router presents its advisories to its networks
-        sessions = self._routes.get(subject)
+        router = self.router
+        sessions = router.routes.get(subject)
         if sessions is None:
-            sessions = self._route(subject)
+            sessions = router.route(subject)
+        counters = self.counters
         if local_only:
             counters.messages_local += 1
             if sessions:
-                self._deliver_local(sessions, msg, data)
+                router.deliver_local(sessions, msg, data)
             return None
         data = self._wire(session, msg, data)
+        driver = self.driver
         batch = session is not None and session.batch
         # As in publish: the turn's first message leaves at once, before local delivery
         # (a protocol's request, such as a remote operation's invocation, is latency too).
-        lone = not batch and self._send_lone(data, None)
+        lone = not batch and driver.send_lone(data, None)
         if sessions:
-            self._deliver_local(sessions, msg, data)
+            router.deliver_local(sessions, msg, data)
         counters.messages_out += 1
         counters.bytes_out += len(data)
-        driver = self.driver
         if not lone:
             driver.multicast(data, len(data), batch)
         if driver.drained is None:  # as for replies: no call for the common case
             return None
         return self._pressure(session)
+
+    def _to_peer(
+        self,
+        session: ClientSession | None,
+        subject: str,
+        msg: Message | None,
+        data: bytes | None,
+        where: tuple[str, int],
+    ) -> Awaitable[None] | None:
+        """An inbox of another daemon: point to point to the address written in it."""
+        data = self._wire(session, msg, data)
+        driver = self.driver
+        if not driver.knows_address(where):
+            # The inbox names a daemon never heard on this service: the address may be
+            # anyone's (a crafted _INBOX.<address> subject). Not sent; counted, and the
+            # sender is told its message is lost.
+            self._ptp_refused(session, subject, where)
+            return None
+        batch = session is not None and session.batch
+        if batch or not driver.send_lone(data, where):
+            driver.ptp(where, data, batch)
+        counters = self.counters
+        counters.messages_out += 1
+        counters.bytes_out += len(data)
+        # _pressure written out: a reply must not pay for a call that returns None
+        if driver.drained is None:
+            return None
+        return self._pressure(session)
+
+    def _to_session(
+        self, where: ClientSession | None, msg: Message | None, data: bytes | None
+    ) -> None:
+        """An inbox of this daemon: to its session (None: no longer here)."""
+        counters = self.counters
+        counters.messages_local += 1
+        if where is None:
+            counters.messages_misrouted += 1
+        elif where.inbox_sink is not None:
+            where.inbox_sink(msg if msg is not None else _decode(data), False)
+            counters.deliveries += 1
+        else:
+            self.router.deliver_local((where,), msg, data)
 
     def _ptp_refused(
         self, session: ClientSession | None, subject: str, where: tuple[str, int]
