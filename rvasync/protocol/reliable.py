@@ -76,6 +76,17 @@ _U64 = (1 << 64) - 1
 #: Default bound on the bytes retained for retransmission, over all outbound streams.
 DEFAULT_MAX_RETENTION = 256 * _MIB
 
+#: How fast a sender's stream is taken to be able to advance at most, in datagrams per
+#: second: far above what any daemon sends (a datagram carries a loop turn's messages),
+#: and what makes a claim of a stream 2**64 datagrams ahead impossible. A datagram or a
+#: heartbeat claiming more than this rate (plus PLAUSIBLE_SLACK seconds) since the stream
+#: was last heard, or since it began for a new one, is dropped and counted
+#: (``stats.implausible``): it is forged, and must not inflate the loss counters.
+PLAUSIBLE_RATE = 1_000_000
+PLAUSIBLE_SLACK = 0.1
+#: Most messages one datagram can carry (a record header is 4 bytes).
+_MAX_RECORDS = _rmwire.MAX_DATAGRAM // 4
+
 # Record kinds, types, flags and limits of the wire format (rvasync._rmwire, the one
 # definition both rmframe twins use), bound to module globals for the hot paths.
 _AGE_MAX = _rmwire.AGE_MAX
@@ -1062,6 +1073,8 @@ class ReliableEndpoint:
     def _on_data(self, peer: _Peer, st: _Inbound | None, p: _Parsed, size: int, now: float) -> None:
         stats = self.stats
         seq = p[3]
+        opened = st is None
+        span = now - st.last_activity if st is not None else 0.0
         if st is None:
             st = self._open_stream(peer, p[2], now)
             if st is None:
@@ -1072,6 +1085,11 @@ class ReliableEndpoint:
                 st.next_seq = seq
                 st.high = seq - 1
                 st.next_msg = p[4] + (1 if p[7] == _K_MIDDLE or p[7] == _K_LAST else 0)
+            span = p[5] / 1000.0
+        if seq > st.high + 1 and not self._plausible(st, seq, p[4], span):
+            if opened:
+                del peer.streams[st.stream_id]
+            return
         st.last_activity = now
         st.no_retention = p[6] & _F_NO_RETENTION
         if seq < st.next_seq or seq in st.buf:
@@ -1245,6 +1263,7 @@ class ReliableEndpoint:
         final = bool(flags & _HB_FINAL)
         for stream_id, eflags, age, low, low_msg, last, next_msg in entries:
             st = peer.streams.get(stream_id)
+            opened = st is None
             if st is None:
                 if final:
                     continue
@@ -1257,6 +1276,11 @@ class ReliableEndpoint:
                     st.next_seq = last + 1
                     st.high = last
                     st.next_msg = next_msg + (1 if eflags & _E_NEXT_CONT else 0)
+            span = age / 1000.0 if opened else now - st.last_activity
+            if not self._plausible_entry(st, low, low_msg, last + 1, next_msg, span):
+                if opened:
+                    del peer.streams[stream_id]
+                continue
             st.last_activity = now
             no_retention = bool(eflags & _E_NO_RETENTION)
             st.no_retention = no_retention
@@ -1276,6 +1300,32 @@ class ReliableEndpoint:
             self._gap_check(st, now)
         if final:
             peer.closing = True
+
+    def _plausible(self, st: _Inbound, seq: int, msg: int, span: float) -> bool:
+        """Whether stream ``st`` can have reached datagram ``seq`` (its first message
+        ``msg``) ``span`` seconds after we last heard it (or after it began, for a new
+        one): at most PLAUSIBLE_RATE datagrams per second, and no more messages than
+        those datagrams can carry. False is counted in ``stats.implausible``."""
+        ahead = seq - st.high
+        if ahead <= PLAUSIBLE_RATE * (max(span, 0.0) + PLAUSIBLE_SLACK) and (
+            msg - st.next_msg <= (seq - st.next_seq + 1) * _MAX_RECORDS
+        ):
+            return True
+        self.stats.implausible += 1
+        return False
+
+    def _plausible_entry(
+        self, st: _Inbound, low: int, low_msg: int, after: int, next_msg: int, span: float
+    ) -> bool:
+        """:meth:`_plausible` for a heartbeat's claims: its stream ends before ``after``
+        (message ``next_msg`` next), and everything below ``low`` (message ``low_msg``)
+        is gone; the low mark cannot pass the end."""
+        if low > after or low_msg > next_msg:
+            self.stats.implausible += 1
+            return False
+        if after <= st.high + 1:
+            return True  # nothing new claimed
+        return self._plausible(st, after, next_msg, span)
 
     def _nak_due(self, st: _Inbound, now: float) -> None:
         if st.high < st.next_seq:

@@ -209,6 +209,10 @@ class ReliableStats:
     wrong_source: int = 0
     #: Dropped on arrival: a datagram opening a stream beyond ``max_streams_per_peer``.
     streams_refused: int = 0
+    #: Dropped on arrival: a datagram (data or heartbeat) whose sequence numbers cannot
+    #: be true: a stream further ahead than any sender could have got in the time it
+    #: claims or we have known it (a forgery meant to inflate the loss counters).
+    implausible: int = 0
     #: Retained datagrams dropped before their reliability interval was over, to keep
     #: retention within ``max_retention`` bytes.
     retention_trimmed: int = 0

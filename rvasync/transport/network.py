@@ -20,7 +20,12 @@ from typing import TYPE_CHECKING, Any
 
 from rvasync.busypoll import BusyPoller, check_window, poller_for
 from rvasync.daemon.engine import check_reliability
-from rvasync.daemon.params import parse_network, parse_service, regular_service
+from rvasync.daemon.params import (
+    check_service_text,
+    parse_network,
+    parse_service,
+    regular_service,
+)
 from rvasync.daemon.udp import parse_address_hex
 from rvasync.errors import (
     DaemonUnavailable,
@@ -95,7 +100,7 @@ def _daemon_of(inbox_prefix: str) -> tuple[str, int]:
 class Transport(BaseTransport):
     """A network transport: ``Transport(service=None, network=None, daemon=None, *,
     description=None, reliability=None, batch=False, busy_poll=None, reply_poll=None,
-    security=None, service_key=None, router=False)``.
+    security=None, service_key=None, router=False, pending_limit=None)``.
 
     ``service``: UDP port number or service name (default: ``rendezvous`` or 7500).
     ``network``: ``"interface;groups;send-address"``; None is loopback, so nothing
@@ -125,6 +130,10 @@ class Transport(BaseTransport):
     a user the users file gives ``router = true``, or, without users, to the hosts
     its configuration names (``router_hosts``, loopback by default), and refuses
     the connection with ``NotPermitted`` otherwise (docs/security.md).
+    ``pending_limit``: messages each listener's own queue holds at most before its
+    oldest are dropped and reported (None: DEFAULT_PENDING_LIMIT, 20,000; 0:
+    unbounded); through a standalone daemon the link stops reading at half of it,
+    so the backlog waits in the daemon (docs/daemon.md, "Slow consumers").
 
     Use as ``async with rv.Transport(...) as t:`` or ``await t.open()`` /
     ``await t.close()``.
@@ -147,6 +156,7 @@ class Transport(BaseTransport):
         security: Security | None = None,
         service_key: bytes | str | None = None,
         router: bool = False,
+        pending_limit: int | None = None,
     ) -> None:
         if not isinstance(router, bool):
             raise InvalidArgument(f"router must be True or False, got {router!r}")
@@ -163,6 +173,7 @@ class Transport(BaseTransport):
                 )
         self.security = security
         self.service = _optional_str("service", service)
+        check_service_text(self.service)
         self.network = _optional_str("network", network)
         self.daemon = _optional_str("daemon", daemon)
         description = _optional_str("description", description)
@@ -184,7 +195,7 @@ class Transport(BaseTransport):
         self._direct: DirectChannel | None = None
         if not isinstance(batch, bool):
             raise InvalidArgument(f"batch must be True or False, got {batch!r}")
-        super().__init__(description=description)
+        super().__init__(description=description, pending_limit=pending_limit)
         self.reliability = reliability
         self.batch = batch
         self.busy_poll = 0.0 if busy_poll is None else check_window("busy_poll", busy_poll)
@@ -580,6 +591,22 @@ class Transport(BaseTransport):
         else:
             self._inbox_prefix = f"{prefix}{direct.tag}."
             direct.set_daemon(_daemon_of(prefix))
+
+    def link_backlog(self) -> int:
+        """LinkHooks: the most messages waiting in one of this transport's listener
+        queues (see BaseTransport.backlog); the link stops reading while it is high."""
+        return self.backlog()
+
+    def link_lost(self, error: Exception) -> None:
+        """The link lost its daemon session: every pending ``send_request`` (and
+        ``request_internal``) fails with ``error`` (a DaemonUnavailable) at once, as a
+        new one would; the replies they wait for went to inboxes of that session."""
+        replies, self._replies = self._replies, {}
+        for reply in replies.values():
+            if not reply.done():
+                # One exception per waiter: raised in several tasks, one would collect
+                # all their tracebacks.
+                reply.set_exception(DaemonUnavailable(str(error)))
 
     def link_deliver_inbox(self, msg: Message, owned: bool) -> None:
         """A message for one of this transport's inboxes: the reply a request waits for,
