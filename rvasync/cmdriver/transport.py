@@ -66,6 +66,7 @@ from rvasync.protocol.cm.records import DataRecord, Hello, RegisterRequest, pars
 from rvasync.protocol.relay import RelayTiming
 from rvasync.queues import Queue
 from rvasync.relaydriver.link import RelayLink
+from rvasync.sendpace import pacer_for
 from rvasync.subjects import validate_subject
 from rvasync.transport.base import BaseTransport
 from rvasync.transport.retained import RetainedHandOver
@@ -146,6 +147,8 @@ class CmTransport:
                 "CmTransport needs a running event loop: create it from async code"
             ) from None
         self._transport = transport
+        self._pacer = pacer_for(self._loop)
+        self._ticks = self._pacer.ticks
         self._default_time_limit = check_time_limit(default_time_limit)
         self._require_old = require_old
         self._sync = sync_ledger
@@ -498,6 +501,10 @@ class CmTransport:
             await wait  # the employed transport's send backlog is full
         if self._sync and result.lsn is not None and ledger is not None:
             await ledger.wait_durable(result.lsn)
+        # A long run of sends gives the loop a turn (confirmations, timers, the ledger's
+        # writer, the transport's flush): rvasync.sendpace.
+        if next(self._ticks) and (turn := self._pacer.look()) is not None:
+            await turn
         return result.sequence
 
     async def send_reply(
