@@ -4,14 +4,15 @@ Every send path is driven in a tight ``for`` loop that never yields on its own
 (``await send(...)`` and nothing else), once per transport kind: the process
 transport, a network transport with its in-process daemon and with a
 standalone daemon, certified transports (process ledger, ledger file, through
-a relay agent), a virtual circuit terminal, and remote operations'
-``start_invoke``. During the loop a callback rescheduling itself with
-``call_soon`` must run (the loop turns), a ``call_later`` timer must fire
-(the loop stops at once when it has: a bounded delay, and a loop that never
-turns runs into its bound and fails), and no turn may last longer than the
-pacer's budget of sends. Certified loops must also see confirmations and
-advisories arrive while they send. Before the pacer, none of this happened
-until the loop ended (0 callbacks in 20,000 sends).
+a relay agent), a certified sender of tasks to a distributed queue, a virtual
+circuit terminal, and remote operations' ``start_invoke``. During the loop a
+callback rescheduling itself with ``call_soon`` must run (the loop turns), a
+``call_later`` timer must fire (the loop stops at once when it has: a bounded
+delay, and a loop that never turns runs into its bound and fails), and no
+turn may last longer than the pacer's budget of sends. Certified loops must
+also see confirmations and advisories arrive while they send (the queue's
+sender: its tasks processed and confirmed). Before the pacer, none of this
+happened until the loop ended (0 callbacks in 20,000 sends).
 
 The fault-tolerance consequence between processes is in
 tests/test_ft_driver_processes.py (an active member publishing in a plain
@@ -253,6 +254,46 @@ async def test_certified_transport_through_a_relay_agent(
             check(turns)
         finally:
             await snd.close()
+
+
+async def test_distributed_queue_sender_sees_tasks_done_and_confirmed_while_it_sends(
+    rv_process_transport: rv.ProcessTransport,
+) -> None:
+    """A sender of tasks to a distributed queue is a certified transport: during its loop
+    the scheduler assigns tasks, a worker processes them and their confirmations come
+    back to the sender."""
+    t = rv_process_transport
+    timing = {"scheduler_heartbeat": 0.25, "scheduler_activation": 1.5}
+    scheduler = rv.CmQueueTransport(t, "WORK.Q", scheduler_weight=5, worker_tasks=0, **timing)
+    worker = rv.CmQueueTransport(t, "WORK.Q", **timing)
+    done: list[int] = []
+    for member in (scheduler, worker):  # the scheduler takes tasks for what members listen to
+        member.listen("JOBS.>", callback=lambda msg: done.append(msg["i"]))
+    sender = CmTransport(t, "SENDER", timing=FAST)
+    try:
+        await until(lambda: scheduler.is_scheduler, WAIT, "the scheduler")
+        await sender.add_listener("WORK.Q", "JOBS.RUN")
+        await sender.send(rv.Message("JOBS.RUN", {"i": -1}))
+        await until(lambda: bool(done), WAIT, "the first task")
+        first = len(done)
+        reviews = sender.review_ledger("JOBS.RUN")
+        confirmed = reviews[0].listeners[0].last_confirmed if reviews else 0
+
+        def done_and_confirmed_more() -> bool:
+            reviews = sender.review_ledger("JOBS.RUN")
+            return len(done) > first and (
+                not reviews or reviews[0].listeners[0].last_confirmed > confirmed
+            )
+
+        turns = await tight_loop(
+            lambda n: sender.send(rv.Message("JOBS.RUN", {"i": n})), done_and_confirmed_more
+        )
+        check(turns)
+        assert done_and_confirmed_more(), "no task was processed and confirmed during the loop"
+    finally:
+        await sender.close()
+        for member in (worker, scheduler):
+            await member.close()
 
 
 # -- virtual circuits and remote operations --------------------------------------------
