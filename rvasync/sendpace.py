@@ -52,8 +52,9 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import weakref
 from collections.abc import Awaitable, Generator, Iterator
+
+from rvasync.perloop import PerLoop
 
 __all__ = ["CHECK_EVERY", "TURN_SENDS", "SendPacer", "pacer_for"]
 
@@ -116,16 +117,9 @@ class SendPacer:
         self._marked = False
 
 
-_pacers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, SendPacer] = (
-    weakref.WeakKeyDictionary()
-)
+_pacers: PerLoop[SendPacer] = PerLoop(SendPacer)
 
 
 def pacer_for(loop: asyncio.AbstractEventLoop | None = None) -> SendPacer:
     """The send pacer of ``loop`` (default: the running loop), created on first use."""
-    if loop is None:
-        loop = asyncio.get_running_loop()
-    pacer = _pacers.get(loop)
-    if pacer is None:
-        pacer = _pacers[loop] = SendPacer(loop)
-    return pacer
+    return _pacers.get(loop)
