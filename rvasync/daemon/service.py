@@ -65,6 +65,12 @@ _encode = codec.encode
 _decode = codec.decode
 
 
+#: A daemon that discovers another announces its interest at once and again this many
+#: heartbeat intervals later: by then the other has heard this daemon's stream, and a
+#: lost announcement is asked for again (it cannot be while it is the first datagram).
+REANNOUNCE_HEARTBEATS = (2, 5)
+
+
 class ServiceEndpoint:
     """The sessions, routing and UDP driver of one service (UDP port) in one daemon.
 
@@ -155,6 +161,9 @@ class ServiceEndpoint:
 
         #: LISTEN.START / STOP announcements of this daemon's interest (for routers).
         self._listen_adv = InterestAnnouncer(self.address_hex)
+        #: When a newly discovered daemon is told this one's interest again (see _on_event).
+        self._reannounce_after = tuple(n * heartbeat_interval for n in REANNOUNCE_HEARTBEATS)
+        self._reannounce: set[asyncio.TimerHandle] = set()
         self._fast_producer_handle: asyncio.TimerHandle | None = None
         self._waiting_sessions: set[ClientSession] = set()
         self._linger: asyncio.TimerHandle | None = None
@@ -264,6 +273,16 @@ class ServiceEndpoint:
         """Undo :meth:`add_interest`."""
         self.router.remove_interest(session, subject)
         self._announce(self._listen_adv.removed(session.router, subject))
+
+    def _later(self, delay: float) -> None:
+        """Announce the whole interest again in ``delay`` seconds."""
+
+        def again() -> None:
+            self._reannounce.discard(handle)
+            self._announce(self._listen_adv.everything())
+
+        handle = self._loop.call_later(delay, again)
+        self._reannounce.add(handle)
 
     def _announce(self, advisories: list[Message]) -> None:
         """Publish LISTEN.START / STOP advisories (see :mod:`rvasync.daemon.interestadv`)."""
@@ -660,8 +679,13 @@ class ServiceEndpoint:
                 "OUTBOUND.SUPPRESSED", dest[0], event.datagrams, peer=dest, session=event.session
             )
         elif cls is PeerDiscovered:
-            # A new daemon (perhaps a router) joined: tell it what this one listens to.
+            # A new daemon (perhaps a router) joined: tell it what this one listens to, now
+            # and again later. It joins this daemon's stream where it first hears it, so if
+            # the first announcement is that very datagram and is lost, it never asks for it
+            # again: a restarted router then routed nothing here (issue #34, chaos tier).
             self._announce(self._listen_adv.everything())
+            for delay in self._reannounce_after:
+                self._later(delay)
             return
         elif cls is PeerSilent:
             message = adv.unreachable_daemon(
@@ -737,6 +761,9 @@ class ServiceEndpoint:
         for handle in (self._linger, self._status_handle, self._fast_producer_handle):
             if handle is not None:
                 handle.cancel()
+        for handle in self._reannounce:
+            handle.cancel()
+        self._reannounce.clear()
         self._linger = self._status_handle = self._fast_producer_handle = None
         self._waiting_sessions.clear()
 
