@@ -52,6 +52,12 @@ def parser() -> argparse.ArgumentParser:
     )
     run_cmd.add_argument("--systems", type=_csv, help="comma-separated system names")
     run_cmd.add_argument(
+        "--variants",
+        type=_csv,
+        help="comma-separated variant (row) names: only those rows run (for A/B comparisons; "
+        "a run of some rows is not one to fold into the page)",
+    )
+    run_cmd.add_argument(
         "--repeat",
         type=int,
         help=f"repetitions per row (default {FULL_REPEAT}, or 1 with --quick)",
@@ -134,6 +140,7 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
         repeat=repeat,
         only=args.only,
         systems=args.systems,
+        variants=args.variants,
         command=_settings() + "python -m benchmarks " + shlex.join(argv),
     )
     try:

@@ -28,6 +28,7 @@ from rvasync.correlation import CorrelationId
 from rvasync.errors import InvalidArgument, RequestTimeout, TransportClosed
 from rvasync.message import Message, Origins
 from rvasync.queues import Queue
+from rvasync.sendpace import CHECK_EVERY
 from rvasync.subjects import (
     check_listen_subject,
     check_send_subject,
@@ -114,7 +115,9 @@ class BaseTransport(abc.ABC):
         # this transport in the high half, a send counter in the low half. A network
         # send's whole stamp is ``self._stamp(msg)``: one native call that marks the
         # message shared and writes its new origin (one int built, no copy).
-        self._origins = Origins(int.from_bytes(os.urandom(8), "big"))
+        # ``self._stamp(msg)`` is also the send's pacing tick: True once every
+        # CHECK_EVERY publications (rvasync.sendpace), counted where the send counts.
+        self._origins = Origins(int.from_bytes(os.urandom(8), "big"), tick=CHECK_EVERY)
         self._stamp = self._origins.stamp
 
     # -- lifecycle -----------------------------------------------------------

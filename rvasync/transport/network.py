@@ -38,6 +38,7 @@ from rvasync.message import Message
 from rvasync.protocol.clientproto.address import parse_daemon
 from rvasync.protocol.servicekey import DatagramMac, check_service_key
 from rvasync.security import Security
+from rvasync.sendpace import CHECK_EVERY, SendPacer, pacer_for
 from rvasync.subjects import check_send_subject
 from rvasync.transport.base import (
     BaseTransport,
@@ -49,7 +50,7 @@ from rvasync.transport.direct import DirectChannel, open_direct_socket
 from rvasync.transport.links import DaemonLink, InProcessLink, _not_open
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Awaitable, Callable, Iterator
 
     from rvasync.transport.listener import Listener
 
@@ -203,6 +204,10 @@ class Transport(BaseTransport):
             REPLY_POLL if reply_poll is None else check_window("reply_poll", reply_poll)
         )
         self._poller: BusyPoller | None = None
+        #: The loop's send pacer (rvasync.sendpace) and its ticks, from open on: sends
+        #: reach them only then.
+        self._pacer: SendPacer
+        self._ticks: Iterator[bool]
         self._link: DaemonLink | None = None
         self._loop: Any = None  # the running loop, from open on
         self._opening = False
@@ -254,6 +259,8 @@ class Transport(BaseTransport):
         self._link = link
         self._loop = asyncio.get_running_loop()  # an open transport serves this loop only
         self._poller = poller
+        self._pacer = pacer_for(self._loop)
+        self._ticks = self._pacer.ticks
         self._inbox_prefix = link.inbox_prefix
         self._publish = link.publish
         self._publish_many = link.publish_many
@@ -372,8 +379,9 @@ class Transport(BaseTransport):
     # -- sending ---------------------------------------------------------------
 
     async def send(self, msg: Message) -> None:
-        """Send ``msg`` to its subject (see BaseTransport.send); waits only when the
-        daemon's send backlog is full."""
+        """Send ``msg`` to its subject (see BaseTransport.send); waits when the daemon's
+        send backlog is full, and gives the loop a turn during a long run of sends
+        (rvasync.sendpace)."""
         try:
             subject = msg.subject
         except AttributeError:
@@ -385,11 +393,14 @@ class Transport(BaseTransport):
         if msg.reply_subject is not None:
             check_reply_subject(msg.reply_subject)
         # Shared (the daemon keeps it) and a new publication: its identity, in place (the
-        # link encodes and delivers it before this returns). One native call for both.
-        self._stamp(msg)
+        # link encodes and delivers it before this returns). One native call for both,
+        # which also counts the send for the pacer (rvasync.sendpace).
+        tick = self._stamp(msg)  # True every CHECK_EVERY sends: time to look at the turn
         wait = self._publish(msg)
         if wait is not None:
             await wait
+        if tick and (turn := self._pacer.look()) is not None:
+            await turn
 
     def _publish_checked(self, msg: Message) -> Awaitable[None] | None:
         """The body of :meth:`send` as a plain call, for the request/reply paths (one
@@ -418,6 +429,8 @@ class Transport(BaseTransport):
         wait = self._publish_checked(reply)
         if wait is not None:
             await wait
+        if next(self._ticks) and (turn := self._pacer.look()) is not None:
+            await turn
 
     def send_encoded(self, data: bytes) -> Awaitable[None] | None:
         """Send a message given in its wire form, as :meth:`send_internal` sends (driver API).
@@ -466,13 +479,18 @@ class Transport(BaseTransport):
             if msg.reply_subject is not None:
                 check_reply_subject(msg.reply_subject)
         stamp = self._stamp
+        ticks = 0
         for msg in batch:
-            stamp(msg)  # shared, and each a new publication (see send)
+            if stamp(msg):  # shared, and each a new publication (see send)
+                ticks += 1
         if not batch:
             return
         wait = self._publish_many(batch)
         if wait is not None:
             await wait
+        # A batch counts as its messages (rvasync.sendpace).
+        if ticks and (turn := self._pacer.look(ticks * CHECK_EVERY)) is not None:
+            await turn
 
     async def send_request(self, msg: Message, timeout: float) -> Message:
         """Send ``msg`` with a fresh inbox as reply subject; return the first reply.

@@ -21,6 +21,7 @@ from rvasync.advlimit import Coalescer
 from rvasync.errors import NotPermitted
 from rvasync.fieldtypes import FieldType
 from rvasync.message import Message
+from rvasync.sendpace import pacer_for
 from rvasync.subjects import check_send_subject
 from rvasync.transport.base import BaseTransport, check_reply_subject, not_a_message
 
@@ -44,6 +45,8 @@ class ProcessTransport(BaseTransport):
         self._presenting_limit_advisory = False
         self._limit_coalescer = Coalescer()
         self._match = self._router.match
+        self._pacer = pacer_for(loop)
+        self._ticks = self._pacer.ticks
 
     async def send(self, msg: Message) -> None:
         """Deliver ``msg`` to every matching listener of this loop (see BaseTransport.send).
@@ -69,6 +72,9 @@ class ProcessTransport(BaseTransport):
             copy = msg.delivery_copy
             for listener in listeners:
                 listener.deliver(copy(listener, listener.closure))
+        # A long run of sends gives the loop (the listeners' tasks) a turn: rvasync.sendpace.
+        if next(self._ticks) and (turn := self._pacer.look()) is not None:
+            await turn
 
     def _route(self, msg: Message) -> None:
         self._router.deliver(msg)
