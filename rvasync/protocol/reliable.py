@@ -180,6 +180,7 @@ class _Inbound:
     """Receive state of one sender stream: ordering, gaps, reassembly."""
 
     __slots__ = (
+        "asked_high",
         "asm",
         "buf",
         "buf_bytes",
@@ -233,6 +234,8 @@ class _Inbound:
         self.noted = 0
         self.nak_at: float | None = None
         self.nak_tries = 0
+        #: the highest sequence number the last NAK of the current gap asked for (0: none)
+        self.asked_high = 0
         #: the sender says this stream's losses are shared (E_SHARED): spread NAKs
         self.spread = False
         self.last_activity = now
@@ -1088,16 +1091,20 @@ class ReliableEndpoint:
         (within ``nak_max_interval`` of the first), the loss is shared: it is resent once
         to the group, which serves every host that misses it, and further requests for
         it within ``nak_interval / 2`` are held back (the hosts still waiting to ask then
-        hear the repair instead, see ``nak_spread``). A host that asks again later (it
-        lost that repair too) is answered alone. A requester nobody vouched for yet
-        (``confirmed`` False) never causes a resend to the group.
+        hear the repair instead, see ``nak_spread``). Requests after that come from hosts
+        that lost the group's copy too: they start over (the first answered alone, a
+        second to the group again), so each round costs at most two resends however many
+        hosts there are. A requester nobody vouched for yet (``confirmed`` False) never
+        causes a resend to the group.
         """
         if not ob.ptp:
             grouped = ob.grouped.get(seq)
+            if grouped is not None and now - grouped < self._holdoff:
+                return _HOLD  # on its way to every host
             if grouped is not None:
-                if now - grouped < self._holdoff:
-                    return _HOLD  # on its way to every host
-            elif confirmed:
+                del ob.grouped[seq]  # a new round: whoever asks now lost that copy too
+                ob.askers.pop(seq, None)
+            if confirmed:
                 first = ob.askers.get(seq)
                 if first is None or now - first[1] >= self._share_window:
                     ob.askers[seq] = (src, now)
@@ -1162,8 +1169,7 @@ class ReliableEndpoint:
         if seq < st.next_seq or seq in st.buf:
             stats.duplicates += 1
             return
-        old_high = st.high
-        gap_before = old_high >= st.next_seq
+        gap_before = st.high >= st.next_seq
         if seq == st.next_seq:
             self._deliver(st, p)
             st.next_seq = seq + 1
@@ -1182,9 +1188,11 @@ class ReliableEndpoint:
             st.buf_bytes += size
             if seq > st.high:
                 st.high = seq
-        if gap_before and seq <= old_high:
-            # A hole was filled (retransmission or reordering): ask again for what is
-            # still missing once they stop arriving.
+        if gap_before and seq <= st.asked_high:
+            # A hole we asked for was filled (a retransmission): ask again for what is
+            # still missing once they stop arriving. A hole filled above what was asked
+            # for is only reordering, and moves no NAK: under steady reordering a
+            # postponed NAK would never be sent while the stream flows.
             st.nak_tries = 0
             st.nak_at = now + self._nak_wait(st)
         self._gap_check(st, now)
@@ -1198,6 +1206,7 @@ class ReliableEndpoint:
         elif st.nak_at is not None:
             st.nak_at = None
             st.nak_tries = 0
+            st.asked_high = 0
             self._nak_streams.discard(st)
 
     def _nak_wait(self, st: _Inbound) -> float:
@@ -1415,6 +1424,7 @@ class ReliableEndpoint:
                 total += 1
             ranges.append((start, seq - start))
             self._note_missed(st, start, seq - 1)
+        st.asked_high = seq - 1
         data = self._build_nak(self.session_id, peer.session, st.stream_id, ranges)
         self._emit(data, peer.src)
         self.stats.naks_sent += 1
