@@ -24,7 +24,7 @@ from simnet import Ledger, SimNet
 
 import rvasync as rv
 from rvasync import _accel, _rmwire
-from rvasync.protocol.reliable import ReliableEndpoint
+from rvasync.protocol.reliable import SHARED_PEERS, ReliableEndpoint
 
 _DATA = struct.Struct("<QIQ")  # session, stream, seq (a DATA datagram, from byte 8)
 
@@ -189,6 +189,24 @@ def _shared_loss_first(net: SimNet, names: list[str], ledger: Ledger) -> int:
     net.drop = None
     net.run_for(1.2)
     return 4
+
+
+def test_a_sender_among_many_daemons_says_its_losses_are_shared_from_the_start(frame):
+    """Among more than SHARED_PEERS daemons the first loss on the sender's own link is
+    already asked for with spread requests, not one NAK from every host at once."""
+    net, names = service(frame, SHARED_PEERS + 6, seed=9)
+    tap = Tap(net, frame, 100)
+    ledger = Ledger(net)
+    net.run_for(1.1)
+    assert tap.shared_flags and all(flag for _, flag in tap.shared_flags)
+    net.drop = first_copy_dropper(net, {3}, set(names[1:]))
+    publish(net, ledger, 6)
+    assert len(tap.asked[3]) <= 10, len(tap.asked[3])
+    assert tap.group_resends(3) == 1
+    few, _ = service(frame, 3, seed=9)
+    few_tap = Tap(few, frame, 100)
+    few.run_for(1.1)
+    assert few_tap.shared_flags and not any(flag for _, flag in few_tap.shared_flags)
 
 
 def test_point_to_point_gaps_are_asked_for_without_spread(frame):

@@ -62,7 +62,7 @@ from rvasync.protocol.reliable_events import (
     RetransmissionSuppressed,
 )
 
-__all__ = ["DEFAULT_MAX_RETENTION", "MAX_MESSAGE", "ReliableEndpoint"]
+__all__ = ["DEFAULT_MAX_RETENTION", "MAX_MESSAGE", "SHARED_PEERS", "ReliableEndpoint"]
 
 Address = Hashable
 #: A datagram as rmframe's parse() returns it (its kind decides the layout).
@@ -91,6 +91,10 @@ _E_SHARED = _rmwire.E_SHARED
 
 #: _repair_route's answer for a request not served now (the datagram was just resent).
 _HOLD = object()
+#: A sender that hears more daemons than this flags its multicast stream as shared
+#: (E_SHARED) from the start: among that many hosts a loss on its own link would
+#: otherwise bring one NAK from each before the first resend to the group.
+SHARED_PEERS = 64
 
 
 def _age_ms(seconds: float) -> int:
@@ -297,7 +301,8 @@ class ReliableEndpoint:
     ``nak_spread``
         On a multicast stream whose sender says its losses are shared by
         several hosts (it resent a datagram to the group within the last
-        ``peer_timeout``: its heartbeats carry the flag), a random extra wait
+        ``peer_timeout``, or it hears more than SHARED_PEERS (64) daemons: its
+        heartbeats carry the flag), a random extra wait
         of up to this long before that NAK, drawn from a truncated exponential distribution
         (most hosts wait nearly all of it, a few ask early): when many hosts
         miss the same datagram, the first requests bring a retransmission to
@@ -956,7 +961,9 @@ class ReliableEndpoint:
             flags |= _E_LOW_CONT
         if p.head_cont:
             flags |= _E_NEXT_CONT
-        if now - ob.shared_at < self.peer_timeout:
+        if not ob.ptp and (
+            now - ob.shared_at < self.peer_timeout or len(self._peers) > SHARED_PEERS
+        ):
             flags |= _E_SHARED
         return (ob.stream_id, flags, _stream_age(ob, now), low, low_msg, p.seq, p.head_msg)
 
