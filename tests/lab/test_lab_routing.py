@@ -17,11 +17,9 @@ import pytest
 from rvasync.testing import free_port
 from tests.lab.conftest import _require_lab
 from tests.lab.lab import LabAgent, LabProcess
-from tests.lab.multilan import MultiLab
+from tests.lab.multilan import ROUTER_PORT, MultiLab, start_routers
 
 pytestmark = pytest.mark.lab
-
-ROUTER_PORT = 7600  # inside each router host's own namespace
 
 
 @pytest.fixture
@@ -29,44 +27,6 @@ async def sites3() -> AsyncIterator[MultiLab]:
     _require_lab()
     async with MultiLab(3, hosts=2) as lab:
         yield lab
-
-
-def _config(lab: MultiLab, site: int, service: str, neighbors: list[int]) -> str:
-    host = lab.router_host(site)
-    lines = [
-        "[router]",
-        f'name = "r{site}"',
-        f'listen = "{lab.wan_address(site)}:{ROUTER_PORT}"',
-        "retry_min = 0.1",
-        "retry_max = 1.0",
-        "heartbeat = 0.3",
-        "neighbor_timeout = 2.0",
-        "",
-        "[[network]]",
-        f'name = "lan{site}"',
-        f'service = "{service}"',
-        f'network = "{host.network()}"',
-    ]
-    for other in neighbors:
-        lines += ["", "[[neighbor]]", f'name = "r{other}"', "cost = 1"]
-        if other > site:  # the lower-numbered router dials
-            lines.append(f'address = "{lab.wan_address(other)}:{ROUTER_PORT}"')
-    return "\n".join(lines) + "\n"
-
-
-async def _routers(
-    lab: MultiLab, tmp: Path, service: str, links: list[tuple[int, int]]
-) -> list[LabProcess]:
-    procs = []
-    for site in range(len(lab.sites)):
-        neighbors = [b if a == site else a for a, b in links if site in (a, b)]
-        path = tmp / f"r{site}.toml"
-        path.write_text(_config(lab, site, service, neighbors))
-        proc = await lab.router_host(site).spawn("-m", "rvasync", "router", "--config", str(path))
-        line = await proc.readline(30)
-        assert b"ready" in line, line
-        procs.append(proc)
-    return procs
 
 
 async def _agents(lab: MultiLab, service: str) -> list[LabAgent]:
@@ -103,7 +63,7 @@ async def test_line_of_three_sites(
 ) -> None:
     """A - B - C: pub/sub and request/reply from site A to site C through two routers."""
     service = str(free_port())
-    await _routers(sites3, tmp_path, service, [(0, 1), (1, 2)])
+    await start_routers(sites3, tmp_path, service, [(0, 1), (1, 2)])
     a, b, c = await _agents(sites3, service)
     try:
         await c.call(op="listen", subject="LAB.R")
@@ -133,7 +93,7 @@ async def test_ring_of_three_with_a_wan_cut_and_heal(
     and after the heal it still flows.
     """
     service = str(free_port())
-    await _routers(sites3, tmp_path, service, [(0, 1), (1, 2), (0, 2)])
+    await start_routers(sites3, tmp_path, service, [(0, 1), (1, 2), (0, 2)])
     a, _b, c = await _agents(sites3, service)
     ra = sites3.router_host(0)
     dropped = []
