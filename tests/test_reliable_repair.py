@@ -336,7 +336,7 @@ def test_repairs_reach_everyone_and_go_to_the_group_only_when_shared(
     """Under loss, duplication, reordering, delay and losses shared by every host (the
     publisher's link), every message arrives once, in order; a datagram goes to the
     group only after two different hosts asked for it, and at most once per
-    nak_interval / 2 (each round of requests costs at most two resends)."""
+    nak_max_interval."""
     net = SimNet(seed=seed, loss=loss, duplicate=duplicate, delay=(0.0001, 0.0001 + jitter))
     names = ["p", *(f"r{i}" for i in range(receivers))]
     for i, name in enumerate(names):
@@ -361,13 +361,12 @@ def test_repairs_reach_everyone_and_go_to_the_group_only_when_shared(
         ledger.check(name, lossless=True)
         assert net.endpoints[name].stats.internal_errors == 0
     window = net.endpoints["p"].nak_max_interval
-    holdoff = net.endpoints["p"].nak_interval / 2
     for seq, sends in tap.resends.items():
         group_times = [when for when, dest in sends if dest is None]
         for when in group_times:
             askers = {who for at, who in tap.asked[seq] if when - window - 0.1 < at <= when}
             assert len(askers) >= 2, (seq, sends, tap.asked[seq])
         for a, b in itertools.pairwise(group_times):
-            assert b - a >= holdoff, (seq, group_times)
+            assert b - a >= window, (seq, group_times)
     counts = Counter(dest is None for sends in tap.resends.values() for _, dest in sends)
     assert counts[True] == net.endpoints["p"].stats.retransmissions_to_group

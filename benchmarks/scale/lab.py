@@ -318,7 +318,13 @@ def _repair_counts(
     data = max(1, publisher.get("datagrams_sent", 0) - publisher.get("heartbeats_sent", 0)
                - resent)  # fmt: skip
     lost = _estimated_lost(data, losses, config.hosts)
+    summed: dict[str, int] = {}
+    for sub in subs:
+        for key, value in sub.items():
+            summed[key] = summed.get(key, 0) + value
     return {
+        "publisher_counters": {k: v for k, v in publisher.items() if v},
+        "subscriber_counters": {k: v for k, v in summed.items() if v},
         "data_datagrams": data,
         "losses": losses,
         "lost_estimated": round(lost, 1),

@@ -1096,22 +1096,21 @@ class ReliableEndpoint:
         A loss one host suffers alone is repaired to that host only, so the others never
         see it. When a second host asks for the same datagram of the multicast stream
         (within ``nak_max_interval`` of the first), the loss is shared: it is resent once
-        to the group, which serves every host that misses it, and further requests for
-        it within ``nak_interval / 2`` are held back (the hosts still waiting to ask then
-        hear the repair instead, see ``nak_spread``). Requests after that come from hosts
-        that lost the group's copy too: they start over (the first answered alone, a
-        second to the group again), so each round costs at most two resends however many
-        hosts there are. A requester nobody vouched for yet (``confirmed`` False) never
-        causes a resend to the group.
+        to the group, which serves every host that misses it. Requests for it in the
+        next ``nak_interval`` crossed that copy on its way (a host whose NAK was due just
+        before the copy arrived, or whose daemon is slow to read): they are held back.
+        A request after that comes from a host that lost the group's copy too, and is
+        answered to that host alone: a datagram goes to the group at most once per
+        ``nak_max_interval``, however many requests keep coming (under overload, resends
+        to the group must not breed the losses that ask for more of them). A requester
+        nobody vouched for yet (``confirmed`` False) never causes a resend to the group.
         """
         if not ob.ptp:
             grouped = ob.grouped.get(seq)
-            if grouped is not None and now - grouped < self._holdoff:
-                return _HOLD  # on its way to every host
             if grouped is not None:
-                del ob.grouped[seq]  # a new round: whoever asks now lost that copy too
-                ob.askers.pop(seq, None)
-            if confirmed:
+                if now - grouped < self.nak_interval:
+                    return _HOLD  # on its way to every host
+            elif confirmed:
                 first = ob.askers.get(seq)
                 if first is None or now - first[1] >= self._share_window:
                     ob.askers[seq] = (src, now)
