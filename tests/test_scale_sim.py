@@ -93,6 +93,6 @@ def test_the_scale_section_and_its_charts_come_from_the_results(tmp_path: Path) 
     text = "\n".join(page.section(document, {"scale-repairs": chart.name}))
     assert text.startswith("## Scale")
     assert "### Targets" in text and "![scale-repairs](scale-repairs.png)" in text
-    assert "publisher daemon CPU per message, 128 B, 1 % loss, 6 hosts ÷ 2 hosts" in text
+    assert "  - publisher daemon CPU per message, 128 B, 1 % loss, 6 hosts ÷ 2 hosts" in text
     assert "**Shared machine**" in text  # lab figures at load 5 are marked
     assert page.section({}, {}) == []

@@ -192,14 +192,15 @@ async def _failover(lab: Any, peers: list[Peer], where: list[dict[str, Any]]) ->
     await publish
     await asyncio.sleep(12.0)
     tally = (await receiver.call(op="report"))["tally"]
+    reported = tally["dataloss"] + (await sender.call(op="report"))["tally"]["dataloss"]
     cut_from.unblock()
     await sender.call(op="stop")
     await receiver.call(op="stop")
     sent = 5000
     return {
-        "failover_ms": tally.get("max_gap_ms"),
-        "failover_lost": tally["dataloss"],
-        "failover_missing_unreported": max(0, sent - tally["count"] - tally["dataloss"]),
+        "failover_ms": round(tally["max_gap_ms"], 1),
+        "failover_lost": reported,
+        "failover_missing_unreported": max(0, sent - tally["count"] - reported),
         "failover_delivered": tally["count"],
     }
 

@@ -22,8 +22,10 @@ def _cell(value: Any) -> str:
         return "—"
     if isinstance(value, bool):
         return "yes" if value else "**no**"
-    if isinstance(value, float | int):
-        return fmt(float(value))
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        return fmt(value)
     return str(value)
 
 

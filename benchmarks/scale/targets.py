@@ -81,7 +81,7 @@ def _cpu_target(lab: Doc) -> list[str]:
                 what = "publisher daemon" if system == "rvasync" else "nats-server"
                 verdict = _verdict(ratio, 1.2) if system == "rvasync" else f"{ratio:.2f}x"
                 out.append(
-                    f"- {what} CPU per message, {size} B, {loss:g} % loss, {high} hosts ÷ "
+                    f"  - {what} CPU per message, {size} B, {loss:g} % loss, {high} hosts ÷ "
                     f"{low} hosts (lab): {verdict}"
                 )
     return out
@@ -94,11 +94,12 @@ def lines(document: Doc) -> list[str]:
     cpu = _cpu_target(lab)
     if cpu:
         load = (lab.get("fanout", {}).get("load_before") or [0])[0]
-        if load > 1.5:
-            out.append(
-                f"- CPU per message (lab, measured at load {load}: to be taken again on a "
-                "quiet machine before it is published):"
-            )
+        quiet = (
+            ""
+            if load <= 1.5
+            else (f", measured at load {load}: to be taken again on a quiet machine")
+        )
+        out.append(f"- Publisher CPU per message at the most hosts ÷ at the fewest (lab{quiet}):")
         out.extend(cpu)
     out.append("")
     return out
