@@ -81,6 +81,20 @@ class Tally:
         return asdict(self)
 
 
+def lost_messages(msg: rv.Message) -> int:
+    """Messages a DATALOSS advisory says will never come.
+
+    A daemon's advisories count them in ``messages`` (INBOUND: lost on the way here;
+    OUTBOUND to an unknown address: not sent); a router's (DATALOSS.ROUTER) counts the
+    messages it could not forward in ``lost``. An OUTBOUND advisory without ``messages``
+    counts datagrams another host asked for in vain (``lost`` is datagrams, not
+    messages): that loss is reported, as messages, by the host that missed them.
+    """
+    subject = msg.subject or ""
+    field = "lost" if subject.endswith(".DATALOSS.ROUTER") else "messages"
+    return int(msg.get(field, 0) or 0)
+
+
 class Peer:
     def __init__(self) -> None:
         self.daemon: Any = None
@@ -124,7 +138,7 @@ class Peer:
 
     async def _losses(self, transport: rv.Transport) -> None:
         async for msg in transport.listen(DATALOSS):
-            self.tally.dataloss += int(msg.get("messages", 0) or 0)
+            self.tally.dataloss += lost_messages(msg)
 
     async def publish(
         self,
