@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.scale import cli, page, routers_sim, sim
+from benchmarks.scale import cli, page, routers_sim, sim, targets
 
 SHORT = sim.Traffic(size=128, messages=3000, per_turn=10, interval=0.001)
 
@@ -96,3 +96,21 @@ def test_the_scale_section_and_its_charts_come_from_the_results(tmp_path: Path) 
     assert "  - publisher daemon CPU per message, 128 B, 1 % loss, 6 hosts ÷ 2 hosts" in text
     assert "**Shared machine**" in text  # lab figures at load 5 are marked
     assert page.section({}, {}) == []
+
+
+def test_a_bound_over_many_hosts_names_the_case_that_comes_closest() -> None:
+    def row(hosts: int, model: str, naks: float, resends: float) -> dict[str, object]:
+        case = {"hosts": hosts, "model": model, "loss": 1.0, "size": 128}
+        ratios = {"naks_per_lost": naks, "repairs_per_lost": resends}
+        return {"case": case, "lost_datagrams": 10, "ratios": ratios}
+
+    rows = [
+        row(32, "slow", 9.0, 9.0),
+        row(100, "independent", 1.5, 1.9),
+        row(300, "slow", 0.7, 3.0),
+    ]
+    naks, resends = targets.lines({"sim": {"after": {"rows": rows}}})[1:3]
+    assert "100 to 300 simulated hosts" in naks and "**met** (1.50 ≤ 2)" in naks
+    assert naks.endswith("the most in independent, 1 % loss, 100 hosts")
+    assert "**missed** by 50% (3.00 > 2)" in resends
+    assert resends.endswith("the most in slow, 1 % loss, 300 hosts")
