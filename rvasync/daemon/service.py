@@ -30,7 +30,7 @@ from typing import Any
 from rvasync import codec
 from rvasync._logging import stderr_logger
 from rvasync.daemon import advisories as adv
-from rvasync.daemon.interestadv import InterestAnnouncer, is_router
+from rvasync.daemon.interestadv import InterestAnnouncer
 from rvasync.daemon.params import NetworkSpec, ServiceSpec
 from rvasync.daemon.routing import LOCAL_ONLY, TO_PEER, TO_SESSION, Router, subject_of
 from rvasync.daemon.session import ClientSession, SessionOwner
@@ -44,6 +44,7 @@ from rvasync.errors import (
     TransportClosed,
 )
 from rvasync.message import Message
+from rvasync.protocol.authcheck import reserved_publish_refusal
 from rvasync.protocol.reliable import DEFAULT_MAX_RETENTION, MAX_MESSAGE, ReliableEndpoint
 from rvasync.protocol.reliable_events import (
     InboundDataLoss,
@@ -62,6 +63,12 @@ FAST_PRODUCER_AFTER = 5.0
 
 _encode = codec.encode
 _decode = codec.decode
+
+
+#: A daemon that discovers another announces its interest at once and again this many
+#: heartbeat intervals later: by then the other has heard this daemon's stream, and a
+#: lost announcement is asked for again (it cannot be while it is the first datagram).
+REANNOUNCE_HEARTBEATS = (2, 5)
 
 
 class ServiceEndpoint:
@@ -154,6 +161,9 @@ class ServiceEndpoint:
 
         #: LISTEN.START / STOP announcements of this daemon's interest (for routers).
         self._listen_adv = InterestAnnouncer(self.address_hex)
+        #: When a newly discovered daemon is told this one's interest again (see _on_event).
+        self._reannounce_after = tuple(n * heartbeat_interval for n in REANNOUNCE_HEARTBEATS)
+        self._reannounce: set[asyncio.TimerHandle] = set()
         self._fast_producer_handle: asyncio.TimerHandle | None = None
         self._waiting_sessions: set[ClientSession] = set()
         self._linger: asyncio.TimerHandle | None = None
@@ -188,6 +198,7 @@ class ServiceEndpoint:
         *,
         description: str | None,
         reliability: float | None,
+        router: bool = False,
     ) -> ClientSession:
         """A new session on this service (see ``Daemon.attach``)."""
         if self.closed:
@@ -196,7 +207,7 @@ class ServiceEndpoint:
             # Two transports asking for different reliability: the larger wins.
             self.driver.raise_reliability(reliability)
         session = ClientSession(
-            self, owner, token, description=description, reliability=reliability
+            self, owner, token, description=description, reliability=reliability, router=router
         )
         self.sessions[token] = session
         if self._linger is not None:
@@ -217,7 +228,7 @@ class ServiceEndpoint:
         subjects = session.interests()
         self.router.forget(session, subjects)
         for subject in subjects:
-            self._announce(self._listen_adv.removed(session.description, subject))
+            self._announce(self._listen_adv.removed(session.router, subject))
         self._waiting_sessions.discard(session)
         if not self.closed:
             try:
@@ -256,12 +267,22 @@ class ServiceEndpoint:
     def add_interest(self, session: ClientSession, subject: str) -> None:
         """``session`` listens to ``subject`` (called once per subject by the session)."""
         self.router.add_interest(session, subject)
-        self._announce(self._listen_adv.added(session.description, subject))
+        self._announce(self._listen_adv.added(session.router, subject))
 
     def remove_interest(self, session: ClientSession, subject: str) -> None:
         """Undo :meth:`add_interest`."""
         self.router.remove_interest(session, subject)
-        self._announce(self._listen_adv.removed(session.description, subject))
+        self._announce(self._listen_adv.removed(session.router, subject))
+
+    def _later(self, delay: float) -> None:
+        """Announce the whole interest again in ``delay`` seconds."""
+
+        def again() -> None:
+            self._reannounce.discard(handle)
+            self._announce(self._listen_adv.everything())
+
+        handle = self._loop.call_later(delay, again)
+        self._reannounce.add(handle)
 
     def _announce(self, advisories: list[Message]) -> None:
         """Publish LISTEN.START / STOP advisories (see :mod:`rvasync.daemon.interestadv`)."""
@@ -329,7 +350,7 @@ class ServiceEndpoint:
             subject = msg.subject if msg is not None else subject_of(data)  # type: ignore[arg-type]  # data if no msg
             if subject is None:
                 raise InvalidArgument("cannot publish a message without a subject")
-            if session is not None and subject[:1] == "_" and not is_router(session.description):
+            if session is not None and subject[:1] == "_" and not session.router:
                 check_client_subject(subject)
             plan.append((subject, msg, self._wire(session, msg, data)))
         routes = self._routes
@@ -406,7 +427,7 @@ class ServiceEndpoint:
             # "_RV...": what check_client_subject may refuse (not an inbox).
             if subject[:3] == "_RV" and subject != checked:
                 if router is None:
-                    router = is_router(session.description)
+                    router = session.router
                 if not router:
                     check_client_subject(subject)
                 checked = subject
@@ -536,7 +557,7 @@ class ServiceEndpoint:
                 self._deliver_local((where,), msg, data)
             return None
         local_only = kind == LOCAL_ONLY
-        if not local_only and session is not None and not is_router(session.description):
+        if not local_only and session is not None and not session.router:
             check_client_subject(subject)  # a router presents its advisories to its networks
         sessions = self._routes.get(subject)
         if sessions is None:
@@ -658,8 +679,13 @@ class ServiceEndpoint:
                 "OUTBOUND.SUPPRESSED", dest[0], event.datagrams, peer=dest, session=event.session
             )
         elif cls is PeerDiscovered:
-            # A new daemon (perhaps a router) joined: tell it what this one listens to.
+            # A new daemon (perhaps a router) joined: tell it what this one listens to, now
+            # and again later. It joins this daemon's stream where it first hears it, so if
+            # the first announcement is that very datagram and is lost, it never asks for it
+            # again: a restarted router then routed nothing here (issue #34, chaos tier).
             self._announce(self._listen_adv.everything())
+            for delay in self._reannounce_after:
+                self._later(delay)
             return
         elif cls is PeerSilent:
             message = adv.unreachable_daemon(
@@ -735,6 +761,9 @@ class ServiceEndpoint:
         for handle in (self._linger, self._status_handle, self._fast_producer_handle):
             if handle is not None:
                 handle.cancel()
+        for handle in self._reannounce:
+            handle.cancel()
+        self._reannounce.clear()
         self._linger = self._status_handle = self._fast_producer_handle = None
         self._waiting_sessions.clear()
 
@@ -751,8 +780,9 @@ class ServiceEndpoint:
 
 
 def check_client_subject(subject: str) -> None:
-    """Clients may not publish advisories: ``_RV.`` subjects belong to the daemons."""
-    if subject == "_RV" or subject.startswith("_RV."):
-        raise NotPermitted(
-            f"clients may not publish to {subject!r}: '_RV.' subjects are the daemons' advisories"
-        )
+    """A session without the router role may not publish advisories (``_RV.``) or router
+    records (``_RVRD.``), nor to a wildcard inbox: NotPermitted (the rule is
+    :func:`rvasync.protocol.authcheck.reserved_publish_refusal`)."""
+    refusal = reserved_publish_refusal(subject, router=False)
+    if refusal is not None:
+        raise NotPermitted(refusal)
