@@ -154,7 +154,7 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
     copy = write_results(document, args.out)
     print(f"results: {args.out} (copy {copy.name})", file=sys.stderr)
     if not args.no_page:
-        report.write_page(document, args.page, args.images)
+        report.write_page(document, args.page, args.images, scale=report.SCALE)
         print(f"page: {args.page}", file=sys.stderr)
     bad = failures(document)
     if bad:
@@ -181,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
                 return 2
             args.results.write_text(json.dumps(document, indent=1) + "\n")
             print(f"results: {args.results} updated from {args.update}", file=sys.stderr)
-        report.write_page(document, args.page, args.images)
+        report.write_page(document, args.page, args.images, scale=report.SCALE)
         print(f"page: {args.page}", file=sys.stderr)
         return 0
     return _run(args, argv)

@@ -174,6 +174,8 @@ class ReliableStats:
     datagrams_received: int = 0
     bytes_received: int = 0
     datagrams_retransmitted: int = 0
+    #: Of datagrams_retransmitted, those resent to the group (a loss several hosts shared).
+    retransmissions_to_group: int = 0
     bytes_retransmitted: int = 0
     heartbeats_sent: int = 0
     heartbeats_received: int = 0
