@@ -30,6 +30,8 @@ from rvasync.errors import ConversionError, InvalidArgument
 from rvasync.fieldtypes import ARRAY_TYPES, FieldType, field_label
 from rvasync.fieldtypes import convert as _convert
 from rvasync.fieldtypes import infer as _infer
+from rvasync.fieldtypes import read_as as _read_as
+from rvasync.textform import format_entries, parse_entries
 
 __all__ = ["CmLabel", "Field", "Message", "Origins"]
 
@@ -483,12 +485,58 @@ class Message(MessageBase):
 
     def field_by_id(self, field_id: int) -> Field:
         """The field with identifier ``field_id``, in constant time (KeyError if none)."""
+        return _from_tuple(self._entry_by_id(field_id))
+
+    def _entry_by_id(self, field_id: int) -> _Entry:
         entry = self._ids.get(field_id) if self._ids else None
         if entry is None:
             if isinstance(field_id, bool) or not isinstance(field_id, int):
                 raise ConversionError(f"field id must be an int, got {type(field_id).__name__}")
             raise KeyError(field_id)
-        return _from_tuple(entry)
+        return entry
+
+    def field_at(self, index: int) -> Field:
+        """The field at position ``index`` (``IndexError`` outside ``0 .. len(msg) - 1``).
+
+        Positions count fields in order, as iteration yields them; negative
+        positions are refused (Rendezvous programs walk ``0 .. count - 1``).
+        """
+        if isinstance(index, bool) or not isinstance(index, int):
+            raise ConversionError(f"field index must be an int, got {type(index).__name__}")
+        if not 0 <= index < len(self._fields):
+            raise IndexError(
+                f"field index {index} out of range: this message has {len(self._fields)} "
+                f"field{'' if len(self._fields) == 1 else 's'}"
+            )
+        return _from_tuple(self._fields[index])
+
+    def get_as(self, name: str | None, type: FieldType | int, *, field_id: int = 0) -> Any:
+        """The first field called ``name``, its value read as ``type`` (a :class:`FieldType`).
+
+        The value is converted only where ``type`` holds it exactly: an I8
+        read as I64, a U16 as I32, an F32 as F64, an integer as a float, a
+        whole float as an integer, an I8ARRAY as an I64ARRAY. ``KeyError``
+        when there is no such field; :class:`~rvasync.errors.ConversionError`
+        naming the field and both types when the value cannot be represented
+        (a negative value as U32, 300 as I8, a string as an integer).
+
+        With a non-zero ``field_id`` the field is found by its identifier (in
+        constant time) instead; ``name``, if not None, must then be that
+        field's name (``InvalidArgument`` otherwise), as in Rendezvous.
+        """
+        if field_id:
+            entry = self._entry_by_id(field_id)
+            if name is not None and entry[0] != name:
+                raise InvalidArgument(
+                    f"field id {field_id} belongs to field {entry[0]!r}, not {name!r}"
+                )
+        else:
+            for entry in self._fields:
+                if entry[0] == name:
+                    break
+            else:
+                raise KeyError(name)
+        return _read_as(entry[2], entry[3], type, entry[0])
 
     def __contains__(self, name: object) -> bool:
         return any(entry[0] == name for entry in self._fields)
@@ -637,6 +685,31 @@ class Message(MessageBase):
         """
         return self._fields is other._fields
 
+    def __str__(self) -> str:
+        """The Rendezvous text form of the fields: ``{DATA="hello" N=1 SUB={X=2.5}}``.
+
+        Strings are quoted (with backslash escapes, so the text never holds a
+        control character), numbers plain, nested messages in braces, arrays
+        in brackets, opaque and XML data as their size. ``repr(msg)`` is the
+        Python debugging form; :meth:`from_text` reads this form back.
+        """
+        return format_entries(self._fields)
+
+    @classmethod
+    def from_text(cls, text: str) -> Message:
+        """The message whose text form (``str(msg)``) is ``text``; no subject.
+
+        The text form names no types, so each value gets the type its text
+        implies: integers I64 (U64 beyond I64's range), other numbers F64,
+        quoted text STRING, ``TRUE``/``FALSE`` BOOL, dotted quads IPADDR32,
+        ``YYYY-MM-DD hh:mm:ss.fffffffffZ`` DATETIME, braces MSG, brackets the
+        array of their elements' type (an empty one I64ARRAY). Opaque and XML
+        placeholders cannot be read back. Bad text raises InvalidArgument
+        naming the column.
+        """
+        msg: Message = parse_entries(text, _message_of_entries)
+        return msg
+
     def __repr__(self) -> str:
         parts = [f"subject={self.subject!r}"]
         if self.reply_subject is not None:
@@ -686,6 +759,14 @@ else:
 
 def _message_from_bytes(data: bytes) -> Message:
     return Message.from_bytes(data)
+
+
+def _message_of_entries(entries: list[tuple[str | None, FieldType, Any]]) -> Message:
+    """A message with these (name, type, value) fields, names checked as ``add`` checks them."""
+    msg = Message()
+    for name, ftype, value in entries:
+        msg._add_reserved(name, value, ftype)
+    return msg
 
 
 _IMMUTABLE_VALUES = frozenset((str, bytes, int, float, bool, type(None)))
