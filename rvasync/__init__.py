@@ -27,6 +27,7 @@ from rvasync.errors import (
     RvError,
     TransportClosed,
 )
+from rvasync.events import IOEvent, IOKind, IOOccurrence, TimerEvent
 from rvasync.fieldtypes import FieldType
 from rvasync.ftdriver import FtMember, FtMonitor
 from rvasync.message import CmLabel, Field, Message
@@ -60,6 +61,9 @@ __all__ = [
     "FtAction",
     "FtMember",
     "FtMonitor",
+    "IOEvent",
+    "IOKind",
+    "IOOccurrence",
     "InvalidArgument",
     "InvalidSubject",
     "LedgerCorrupt",
@@ -85,6 +89,7 @@ __all__ = [
     "StoreCorrupt",
     "SubjectIndex",
     "Timer",
+    "TimerEvent",
     "Transport",
     "TransportClosed",
     "VcTransport",
