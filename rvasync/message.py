@@ -765,7 +765,7 @@ def _message_of_entries(entries: list[tuple[str | None, FieldType, Any]]) -> Mes
     """A message with these (name, type, value) fields, names checked as ``add`` checks them."""
     msg = Message()
     for name, ftype, value in entries:
-        msg._add_reserved(name, value, ftype)
+        msg.add_reserved(name, value, ftype)
     return msg
 
 
