@@ -104,7 +104,11 @@ def _f32_text(value: float) -> str:
         return repr(value)
     for digits in range(1, 10):
         shortest = float(f"{value:.{digits}g}")
-        if _F32.unpack(_F32.pack(shortest))[0] == value:
+        try:
+            narrowed = _F32.unpack(_F32.pack(shortest))[0]
+        except OverflowError:  # rounded up past the largest float32
+            continue
+        if narrowed == value:
             # Written as Python writes that double, so F64 reads it back to the same text.
             return repr(shortest)
     return repr(value)  # pragma: no cover - nine digits always identify a float32

@@ -80,6 +80,14 @@ def test_every_type_has_its_form() -> None:
     )
 
 
+def test_f32_near_its_largest_value_prints_and_reads_back() -> None:
+    msg = Message(
+        fields=[rv.Field("f", 0, F.F32ARRAY, [3.4025001647762064e38, 3.4028234663852886e38])]
+    )
+    assert str(msg) == "{f=[3.4025002e+38 3.4028235e+38]}"
+    assert str(Message.from_text(str(msg))) == str(msg)
+
+
 def test_datetimes_print_in_common_era_years_at_both_ends_of_the_range() -> None:
     assert str(Message(fields={"t": DateTime(-62135596801)})) == (
         "{t=-0001-12-31 23:59:59.000000000Z}"
