@@ -42,6 +42,7 @@ from rvasync.advisories import AdvisoryClass, build_advisory
 from rvasync.busypoll import poller_for
 from rvasync.daemon.advisories import slow_consumer
 from rvasync.daemon.auth import DaemonSecurity, LoginRefused, User, Users, cert_subject
+from rvasync.daemon.engine import check_reliability
 from rvasync.daemon.interestadv import ROUTER_MARK, ROUTER_PRIVILEGE, is_router
 from rvasync.daemon.routing import subject_of
 from rvasync.daemon.service import check_client_subject
@@ -549,6 +550,8 @@ class ClientConnection(asyncio.Protocol):
             # (call_soon, scheduled earlier), so a PONG confirms they left this daemon
             # (the client counts what is unconfirmed when the daemon dies).
             self._loop.call_soon(self._pong, frame.token)
+        elif frame.__class__ is cp.Reliability:
+            self._request_reliability(frame.seconds)
         elif frame.__class__ is cp.Hello:
             self._hello(frame)
         elif frame.__class__ is cp.Bye:
@@ -698,6 +701,15 @@ class ClientConnection(asyncio.Protocol):
                 raise LoginRefused("the certificate belongs to another user")
             return user_of_cert
         raise LoginRefused("this daemon needs a user name and password, or a client certificate")
+
+    def _request_reliability(self, seconds: float) -> None:
+        """A client's request-reliability call: checked by the rule HELLO's value follows."""
+        try:
+            wanted = check_reliability(seconds)
+        except InvalidArgument as exc:
+            raise cp.ProtocolError(f"RELIABILITY out of bounds: {exc}") from None
+        if wanted is not None:
+            self.session.request_reliability(wanted)
 
     def _listen(self, subject: str) -> None:
         try:

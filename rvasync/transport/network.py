@@ -240,6 +240,22 @@ class Transport(BaseTransport):
             await self._open_direct(link)
         return self
 
+    async def request_reliability(self, seconds: float) -> None:
+        """Ask for ``seconds`` of reliability from now on (the spec's request-reliability call).
+
+        The daemon retains what its transports on this service send for the
+        largest interval any of them asks for (a transport asking for less does
+        not shorten another's); a reconnection asks again. 0 to 3600 seconds
+        (``InvalidArgument`` outside); returns once the daemon has the request.
+        """
+        wanted = check_reliability(seconds, "request_reliability seconds")
+        if wanted is None:
+            raise InvalidArgument("request_reliability needs a number of seconds, got None")
+        self._check_open()
+        # _check_open passed: the link is there.
+        await self._link.request_reliability(wanted)  # type: ignore[union-attr]
+        self.reliability = wanted
+
     # -- direct communication (rvasync.transport.direct) --------------------------
 
     @property

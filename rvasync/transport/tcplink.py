@@ -247,6 +247,17 @@ class TcpLink:
         else:
             self._interests[subject] = count - 1
 
+    async def request_reliability(self, seconds: float) -> None:
+        """Ask the daemon for ``seconds`` of reliability; returns once it has it.
+
+        Kept for the HELLO of a reconnection too. Checked by the caller.
+        """
+        self.reliability = seconds
+        if self._state != "connected":
+            self._refuse_send()
+        self._send_control(cp.Reliability(seconds))
+        await self.ping()
+
     def publish(self, msg: Message) -> Awaitable[None] | None:
         """Queue ``msg`` for the daemon; an awaitable means "wait: the daemon is behind"."""
         if self._state != "connected":
