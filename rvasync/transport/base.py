@@ -86,6 +86,8 @@ class BaseTransport(abc.ABC):
         self._iterated_queues: dict[Queue, int] = {}
         # Unique across processes and restarts: 64 random bits plus a counter.
         self._inbox_prefix = f"_INBOX.{os.urandom(8).hex()}."
+        #: Every prefix this transport's inboxes have had (a reconnection makes a new one).
+        self._inbox_prefixes: list[str] = [self._inbox_prefix]
         self._inbox_counter = itertools.count(1)
         # Publication origins (Message.origin, docs/retained.md): 64 random bits naming
         # this transport in the high half, a send counter in the low half. A network
@@ -271,6 +273,16 @@ class BaseTransport(abc.ABC):
         self._check_open()
         return f"{self._inbox_prefix}{next(self._inbox_counter)}"
 
+    def made_inbox(self, subject: str) -> bool:
+        """True if ``subject`` is an inbox this transport made (now or before a reconnection)."""
+        return any(subject.startswith(prefix) for prefix in self._inbox_prefixes)
+
+    def _set_inbox_prefix(self, prefix: str) -> None:
+        """New inboxes start with ``prefix`` (the daemon link opened or reconnected)."""
+        self._inbox_prefix = prefix
+        if prefix not in self._inbox_prefixes:
+            self._inbox_prefixes.append(prefix)
+
     # -- listening -------------------------------------------------------------
 
     def listen(
@@ -295,6 +307,13 @@ class BaseTransport(abc.ABC):
             raise InvalidArgument(f"retained must be a bool, got {type(retained).__name__}")
         self._check_open()
         check_listen_subject(subject)
+        if is_inbox(subject) and not self.made_inbox(subject):
+            # Point-to-point: only the transport that made an inbox is ever sent its
+            # messages, so this listener would wait forever.
+            raise InvalidArgument(
+                f"inbox {subject!r} was made by another transport: only the transport that "
+                "made an inbox receives its messages (listen on that one)"
+            )
         if queue is not None and not isinstance(queue, Queue):
             raise InvalidArgument(f"queue must be an rvasync Queue, got {type(queue).__name__}")
         if callback is not None and not callable(callback):

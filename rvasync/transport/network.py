@@ -231,7 +231,7 @@ class Transport(BaseTransport):
         self._link = link
         self._loop = asyncio.get_running_loop()  # an open transport serves this loop only
         self._poller = poller
-        self._inbox_prefix = link.inbox_prefix
+        self._set_inbox_prefix(link.inbox_prefix)
         self._publish = link.publish
         self._publish_many = link.publish_many
         self._publish_wire = link.publish_wire
@@ -298,7 +298,7 @@ class Transport(BaseTransport):
                 else DatagramMac(self.service_key, parse_service(self.service).port)
             ),
         )
-        self._inbox_prefix = f"{link.inbox_prefix}{channel.tag}."
+        self._set_inbox_prefix(f"{link.inbox_prefix}{channel.tag}.")
         self._publish = channel.wrap(link.publish)
 
     def _owns_inbox(self, subject: str) -> bool:
@@ -578,9 +578,9 @@ class Transport(BaseTransport):
         """
         direct = self._direct
         if direct is None:
-            self._inbox_prefix = prefix
+            self._set_inbox_prefix(prefix)
         else:
-            self._inbox_prefix = f"{prefix}{direct.tag}."
+            self._set_inbox_prefix(f"{prefix}{direct.tag}.")
             direct.set_daemon(_daemon_of(prefix))
 
     def link_deliver_inbox(self, msg: Message, owned: bool) -> None:
