@@ -50,6 +50,7 @@ from rvasync.protocol.reliable_events import (
     OutboundDataLoss,
     PeerDiscovered,
     PeerSilent,
+    RetransmissionNotRequested,
     RetransmissionRequested,
     RetransmissionSent,
     RetransmissionSuppressed,
@@ -673,6 +674,17 @@ class ServiceEndpoint:
             dest = event.dest
             message = adv.retransmission(
                 "OUTBOUND.SUPPRESSED", dest[0], event.datagrams, peer=dest, session=event.session
+            )
+        elif cls is RetransmissionNotRequested:
+            # This daemon held back its own request (the spec's censoring receiver):
+            # ``host`` is the receiver's, this daemon's, address.
+            src = event.src
+            message = adv.retransmission(
+                "INBOUND.REQUEST_NOT_SENT",
+                self.address[0],
+                event.datagrams,
+                peer=src,
+                session=event.session,
             )
         elif cls is PeerDiscovered:
             # A new daemon (perhaps a router) joined: tell it what this one listens to.
