@@ -30,7 +30,7 @@ from rvasync.errors import (
 from rvasync.events import IOEvent, IOKind, IOOccurrence, TimerEvent
 from rvasync.fieldtypes import FieldType
 from rvasync.ftdriver import FtMember, FtMonitor
-from rvasync.message import CmLabel, Field, Message
+from rvasync.message import CmLabel, Field, Message, Publisher
 from rvasync.protocol.ft import FtAction
 from rvasync.queues import LimitPolicy, Queue, QueueGroup, default_queue
 from rvasync.relaydriver import RelayAgent
@@ -75,6 +75,7 @@ __all__ = [
     "NotPermitted",
     "OperationError",
     "ProcessTransport",
+    "Publisher",
     "Queue",
     "QueueDestroyed",
     "QueueGroup",

@@ -33,7 +33,7 @@ from rvasync.fieldtypes import infer as _infer
 from rvasync.fieldtypes import read_as as _read_as
 from rvasync.textform import format_entries, parse_entries
 
-__all__ = ["CmLabel", "Field", "Message", "Origins"]
+__all__ = ["CmLabel", "Field", "Message", "Origins", "Publisher"]
 
 _new = object.__new__
 
@@ -227,6 +227,24 @@ class CmLabel:
         object.__setattr__(self, "time_limit", limit)
 
 
+# -- Publisher ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Publisher:
+    """Who published a message: ``msg.publisher`` (the MQ identity seed's publisher identity).
+
+    ``publisher_id`` is the sending transport's id (``t.publisher_id``: 16
+    hex digits, random per transport), ``correlation_id`` the correlation id
+    it gave the publication (``rv.Transport(..., correlation_id=...)`` or
+    ``send(msg, correlation_id=...)``), or None. Publishers sharing one
+    transport tell their publications apart by the correlation id.
+    """
+
+    publisher_id: str | None
+    correlation_id: Any = None
+
+
 # -- Message --------------------------------------------------------------------
 
 
@@ -278,6 +296,7 @@ class Message(MessageBase):
         "cm",
         "listener",
         "origin",
+        "publisher_correlation",
         "reply_subject",
         "subject",
     )
@@ -288,6 +307,7 @@ class Message(MessageBase):
     closure: Any
     cm: CmLabel | None
     origin: int | None
+    publisher_correlation: Any
     _fields: list[_Entry]
     _ids: dict[int, _Entry] | None
     _shared: bool
@@ -592,6 +612,7 @@ class Message(MessageBase):
         clone.closure = self.closure
         clone.cm = self.cm
         clone.origin = self.origin
+        clone.publisher_correlation = self.publisher_correlation
         clone._fields = [
             entry
             if entry[3].__class__ in _IMMUTABLE_VALUES
@@ -665,6 +686,30 @@ class Message(MessageBase):
         """
         listener = self.listener
         return None if listener is None else getattr(listener, "correlation_id", None)
+
+    @property
+    def publisher(self) -> Publisher | None:
+        """Who published this message (a :class:`Publisher`), or None if nobody did.
+
+        Read from the publication's origin (whose high half is the sending
+        transport's id) and the correlation id it travelled with
+        (``publisher_correlation``); None for a message no network transport
+        sent. docs/retained.md, "Publisher identity".
+        """
+        origin = self.origin
+        correlation = self.publisher_correlation
+        if origin is None and correlation is None:
+            return None
+        return Publisher(None if origin is None else f"{origin >> 64:016x}", correlation)
+
+    @property
+    def subscription(self) -> str | None:
+        """The name of the named subscription that delivered this message, or None.
+
+        ``t.listen(subject, subscription="NAME")``; read from ``msg.listener``.
+        """
+        listener = self.listener
+        return None if listener is None else getattr(listener, "subscription", None)
 
     def field_values(self) -> dict[str | None, Any]:
         """Every field's value by name (the last field of a repeated name wins) (driver API).

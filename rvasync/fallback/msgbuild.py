@@ -50,6 +50,7 @@ def init(
     self.closure = None
     self.cm = None
     self.origin = None
+    self.publisher_correlation = None
     self._fields = []
     self._ids = None
     self._shared = False
@@ -91,6 +92,7 @@ def delivery_copy(self: Any, listener: Any, closure: Any) -> Any:
     clone.closure = closure
     clone.cm = self.cm
     clone.origin = self.origin
+    clone.publisher_correlation = self.publisher_correlation
     clone._fields = self._fields
     clone._ids = self._ids
     clone._shared = True
@@ -101,20 +103,23 @@ def delivery_copy(self: Any, listener: Any, closure: Any) -> Any:
 class Origins:
     """A transport's publication origins (``Message.origin``).
 
-    ``Origins(publisher_id, sequence=1)``: ``publisher_id`` (an int in
-    [0, 2**64)) is the high half of every origin; the low half counts from
-    ``sequence``. ``stamp(msg)`` is
+    ``Origins(publisher_id, sequence=1, *, correlation=None)``: ``publisher_id``
+    (an int in [0, 2**64)) is the high half of every origin; the low half
+    counts from ``sequence``. ``stamp(msg)`` is
     what a network send does to the message it is given: mark its fields
-    shared (the transport keeps a reference, see ``Message.share``) and write
-    the next origin in place. ``next()`` returns the next origin without
+    shared (the transport keeps a reference, see ``Message.share``), write
+    the next origin in place, and the publisher's ``correlation`` id (checked
+    by the caller; None for none) as ``msg.publisher_correlation``, so a message
+    sent again carries its new publisher's identity, never an earlier one's.
+    ``next()`` returns the next origin without
     touching a message. After 2**64 origins the count carries into the id
     (after 2**128 - 1 there is none: InvalidArgument).
     The native twin builds each origin straight from the two 64-bit halves.
     """
 
-    __slots__ = ("_count",)
+    __slots__ = ("_count", "correlation")
 
-    def __init__(self, publisher_id: int, sequence: int = 1) -> None:
+    def __init__(self, publisher_id: int, sequence: int = 1, *, correlation: Any = None) -> None:
         if publisher_id.__class__ is not int or not 0 <= publisher_id < 2**64:
             raise InvalidArgument(
                 f"publisher id must be an int in [0, 2**64), got {publisher_id!r}"
@@ -122,6 +127,8 @@ class Origins:
         if sequence.__class__ is not int or not 0 <= sequence < 2**64:
             raise InvalidArgument(f"sequence must be an int in [0, 2**64), got {sequence!r}")
         self._count = itertools.count((publisher_id << 64) | sequence)
+        #: The correlation id every stamped message carries (None: none).
+        self.correlation = correlation
 
     def next(self) -> int:
         """The next origin (an int): a new publication's identity."""
@@ -135,6 +142,7 @@ class Origins:
         origin = self.next()
         msg.share()
         msg.origin = origin
+        msg.publisher_correlation = self.correlation
 
     def __repr__(self) -> str:
         # The next origin, without taking it (the repr of a count shows its value).

@@ -24,7 +24,11 @@ from collections.abc import Awaitable
 from typing import Any
 
 from rvasync.advisories import log_unheard
-from rvasync.correlation import CorrelationId
+from rvasync.correlation import (
+    CorrelationId,
+    check_publisher_correlation,
+    check_subscription,
+)
 from rvasync.errors import InvalidArgument, RequestTimeout, TransportClosed
 from rvasync.message import Message, Origins
 from rvasync.queues import Queue
@@ -78,7 +82,9 @@ def check_timeout(timeout: object) -> float:
 class BaseTransport(abc.ABC):
     """Common machinery of the process transport and network transports."""
 
-    def __init__(self, *, description: str | None = None) -> None:
+    def __init__(
+        self, *, description: str | None = None, correlation_id: CorrelationId | None = None
+    ) -> None:
         self.description = description
         self._router = Router()
         self._closed = False
@@ -93,8 +99,16 @@ class BaseTransport(abc.ABC):
         # this transport in the high half, a send counter in the low half. A network
         # send's whole stamp is ``self._stamp(msg)``: one native call that marks the
         # message shared and writes its new origin (one int built, no copy).
-        self._origins = Origins(int.from_bytes(os.urandom(8), "big"))
+        self._publisher_id = int.from_bytes(os.urandom(8), "big")
+        self._origins = Origins(
+            self._publisher_id,
+            correlation=None
+            if correlation_id is None
+            else check_publisher_correlation(correlation_id),
+        )
         self._stamp = self._origins.stamp
+        #: Named subscriptions (listen(subscription=...)) live on this transport.
+        self._subscriptions: dict[str, Listener] = {}
 
     # -- lifecycle -----------------------------------------------------------
 
@@ -141,6 +155,18 @@ class BaseTransport(abc.ABC):
         self._check_open()
 
     @property
+    def publisher_id(self) -> str:
+        """This transport's identity as a publisher: what ``msg.publisher.publisher_id`` says
+        of the messages it sends (16 hex digits, random, the high half of their origins)."""
+        return f"{self._publisher_id:016x}"
+
+    @property
+    def correlation_id(self) -> CorrelationId | None:
+        """The correlation id this transport's publications carry (``msg.publisher``), or None."""
+        correlation: CorrelationId | None = self._origins.correlation
+        return correlation
+
+    @property
     def transport_id(self) -> str | None:
         """The id a daemon names this transport by (``UNREACHABLE.TRANSPORT.<id>``), if any.
 
@@ -151,8 +177,15 @@ class BaseTransport(abc.ABC):
 
     # -- sending -------------------------------------------------------------
 
-    async def send(self, msg: Message) -> None:
-        """Send ``msg`` to its subject (validated; reserved ``_`` subjects refused)."""
+    async def send(self, msg: Message, *, correlation_id: CorrelationId | None = None) -> None:
+        """Send ``msg`` to its subject (validated; reserved ``_`` subjects refused).
+
+        ``correlation_id`` is the publisher's correlation id for this
+        publication (over the transport's own), where the transport gives
+        its publications an identity (network transports: ``msg.publisher``).
+        """
+        if correlation_id is not None:
+            msg.publisher_correlation = check_publisher_correlation(correlation_id)
         try:
             subject = msg.subject
         except AttributeError:
@@ -267,6 +300,7 @@ class BaseTransport(abc.ABC):
         stamps them with this (a retransmission keeps the origin it had).
         """
         msg.origin = self._origins.next()
+        msg.publisher_correlation = self._origins.correlation
 
     def create_inbox(self) -> str:
         """A unique ``_INBOX.`` subject that only this transport receives."""
@@ -294,17 +328,36 @@ class BaseTransport(abc.ABC):
         callback: Callback | None = None,
         correlation_id: CorrelationId | None = None,
         retained: bool = False,
+        subscription: str | None = None,
     ) -> Listener:
         """Listen to ``subject`` (wildcards allowed); see :class:`Listener`.
 
         ``correlation_id`` names this subscription in what it delivers
         (``msg.correlation_id``); rvasync picks a unique one when None.
-        ``retained=True`` first delivers the messages the current value caches
-        retain for ``subject``, then the live stream, with no gap and no
-        duplicate (docs/retained.md).
+        ``subscription="NAME"`` names it instead (the MQ seed's named
+        subscription): deliveries carry ``msg.subscription`` (and the name as
+        their correlation id), and a second live subscription of that name on
+        this transport raises InvalidArgument; with ``retained=True`` a
+        restarted subscriber gets the retained values, then the live stream,
+        under the same name. ``retained=True`` first delivers the messages the
+        current value caches retain for ``subject``, then the live stream, with
+        no gap and no duplicate (docs/retained.md).
         """
         if not isinstance(retained, bool):
             raise InvalidArgument(f"retained must be a bool, got {type(retained).__name__}")
+        if subscription is not None:
+            subscription = check_subscription(subscription)
+            if correlation_id is not None:
+                raise InvalidArgument(
+                    "give a subscription name or a correlation_id, not both (the name is the "
+                    "subscription's identity)"
+                )
+            if subscription in self._subscriptions:
+                raise InvalidArgument(
+                    f"a subscription named {subscription!r} is already live on this transport "
+                    "(close it first, or choose another name)"
+                )
+            correlation_id = subscription
         self._check_open()
         check_listen_subject(subject)
         if is_inbox(subject) and not self.made_inbox(subject):
@@ -325,10 +378,13 @@ class BaseTransport(abc.ABC):
             closure=closure,
             callback=callback,
             correlation_id=correlation_id,
+            subscription=subscription,
         )
         self.attach_queue(listener.queue, dispatched=callback is not None, shared=queue is not None)
         self._router.add(listener)
         self._open_listener(listener)
+        if subscription is not None:
+            self._subscriptions[subscription] = listener
         if retained:
             RetainedHandOver(self, listener)
         return listener
@@ -452,6 +508,9 @@ class BaseTransport(abc.ABC):
             self._router.remove(listener)
         except (KeyError, ValueError):
             return
+        name = listener.subscription
+        if name is not None and self._subscriptions.get(name) is listener:
+            del self._subscriptions[name]
         self.detach_queue(
             listener.queue, dispatched=listener.callback is not None, shared=not listener.own_queue
         )

@@ -55,6 +55,7 @@ class Listener:
         "dispatch_callback",
         "dispatch_is_async",
         "subject",
+        "subscription",
     )
 
     def __init__(
@@ -66,9 +67,13 @@ class Listener:
         closure: Any = None,
         callback: Callback | None = None,
         correlation_id: CorrelationId | None = None,
+        subscription: str | None = None,
     ) -> None:
         self._transport = transport
         self.subject = subject
+        #: The name of a named subscription (``listen(subscription=...)``), else None;
+        #: ``msg.subscription`` of every delivery.
+        self.subscription = subscription
         self.closure = closure
         # Checked now; a chosen one is made on first use (most listeners, the
         # inboxes of requests among them, never need one).

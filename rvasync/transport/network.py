@@ -19,6 +19,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from rvasync.busypoll import BusyPoller, check_window, poller_for
+from rvasync.correlation import CorrelationId, check_publisher_correlation
 from rvasync.daemon.engine import check_reliability
 from rvasync.daemon.params import parse_network, parse_service, regular_service
 from rvasync.daemon.udp import parse_address_hex
@@ -118,6 +119,8 @@ class Transport(BaseTransport):
     ``service_key`` (in-process daemon only): a secret (bytes or str, 16 bytes at
     least) the service authenticates every datagram between daemons with; daemons
     without it, and forgers, are not heard (docs/service-key.md).
+    ``correlation_id``: the publisher correlation id every message this transport
+    sends carries (``msg.publisher``; docs/retained.md, "Publisher identity").
 
     Use as ``async with rv.Transport(...) as t:`` or ``await t.open()`` /
     ``await t.close()``.
@@ -139,6 +142,7 @@ class Transport(BaseTransport):
         reply_poll: float | None = None,
         security: Security | None = None,
         service_key: bytes | str | None = None,
+        correlation_id: CorrelationId | None = None,
     ) -> None:
         if security is not None:
             if not isinstance(security, Security):
@@ -172,7 +176,7 @@ class Transport(BaseTransport):
         self._direct: DirectChannel | None = None
         if not isinstance(batch, bool):
             raise InvalidArgument(f"batch must be True or False, got {batch!r}")
-        super().__init__(description=description)
+        super().__init__(description=description, correlation_id=correlation_id)
         self.reliability = reliability
         self.batch = batch
         self.busy_poll = 0.0 if busy_poll is None else check_window("busy_poll", busy_poll)
@@ -362,9 +366,10 @@ class Transport(BaseTransport):
 
     # -- sending ---------------------------------------------------------------
 
-    async def send(self, msg: Message) -> None:
+    async def send(self, msg: Message, *, correlation_id: CorrelationId | None = None) -> None:
         """Send ``msg`` to its subject (see BaseTransport.send); waits only when the
-        daemon's send backlog is full."""
+        daemon's send backlog is full. ``correlation_id``: this publication's
+        publisher correlation id, over the transport's (``msg.publisher``)."""
         try:
             subject = msg.subject
         except AttributeError:
@@ -378,6 +383,8 @@ class Transport(BaseTransport):
         # Shared (the daemon keeps it) and a new publication: its identity, in place (the
         # link encodes and delivers it before this returns). One native call for both.
         self._stamp(msg)
+        if correlation_id is not None:
+            msg.publisher_correlation = check_publisher_correlation(correlation_id)
         wait = self._publish(msg)
         if wait is not None:
             await wait
