@@ -1,4 +1,5 @@
-"""The Rendezvous tools' counterparts, run as processes the way an operator runs them.
+"""The Rendezvous tools' counterparts, run as processes the way an operator runs them (a
+``*_processes`` module: the pure-twin CI pass skips it, the tools run the same code either way).
 
 ``rvasync send SUBJECT TEXT`` (tibrvsend), ``rvasync cm send`` / ``cm listen``
 (tibrvcmsend / tibrvcmlisten), ``rvasync dq listen`` (tibrvdqlisten),
