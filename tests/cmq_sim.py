@@ -13,7 +13,9 @@ asyncio driver does, through a network that loses, duplicates and delays
   the queue's correspondent only while scheduler);
 * a confirmation travels back to the sender over the same lossy network;
 * each member's program completes a delivered task after a random processing
-  time, unless the member died meanwhile.
+  time, unless the member died meanwhile; a poison task (``poison``) never
+  completes, and a member's program refuses the tasks its spec lists in
+  ``refuses`` (after a short processing time).
 
 Members die (crash: no goodbye) at chosen times. Everything observed is kept
 for the test's assertions.
@@ -28,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rvasync.protocol.cmq import (
+    DEFAULT_REASSIGN_LIMIT,
     GROUP,
     SCHEDULER,
     QueueMemberCore,
@@ -48,6 +51,9 @@ class MemberSpec:
     worker_tasks: int = 1
     scheduler_weight: int = 1
     complete_time: float = 0.0
+    reassign_limit: int = DEFAULT_REASSIGN_LIMIT
+    refuses: frozenset[int] = frozenset()
+    """Sequence numbers of the tasks this member's program refuses."""
 
 
 @dataclass
@@ -61,6 +67,9 @@ class Observed:
     confirmed_unprocessed: list[TaskId] = field(default_factory=list)
     roles: list[tuple[float, str, bool]] = field(default_factory=list)
     advisories: list[tuple[str, str]] = field(default_factory=list)
+    refusals: dict[TaskId, list[str]] = field(default_factory=lambda: defaultdict(list))
+    dead_letters: list[tuple[str, TaskId, str, int]] = field(default_factory=list)
+    """(scheduler, task, reason, moves) of every task given up on."""
 
 
 class QueueSim:
@@ -77,6 +86,7 @@ class QueueSim:
         resend: float = 1.0,
         heartbeat: float = 0.5,
         activation: float = 1.5,
+        poison: frozenset[int] = frozenset(),
     ) -> None:
         self.rng = random.Random(seed)
         self.loss = loss
@@ -85,6 +95,8 @@ class QueueSim:
         self.work = work
         self.slow = slow
         self.resend = resend
+        self.poison = poison
+        self.specs: dict[str, MemberSpec] = {}
         self.now = 0.0
         self.events: list[tuple[float, int, str, Any]] = []
         self.counter = 0
@@ -106,8 +118,10 @@ class QueueSim:
                 scheduler_heartbeat=heartbeat,
                 scheduler_activation=activation,
                 complete_time=spec.complete_time,
+                reassign_limit=spec.reassign_limit,
             )
             self.members[mid] = core
+            self.specs[mid] = spec
             self.alive.add(mid)
         for mid, core in self.members.items():
             self._carry(mid, core.join(self.now))
@@ -173,7 +187,13 @@ class QueueSim:
             took = self.rng.uniform(*self.work)
             if self.slow and self.rng.random() < self.slow:
                 took *= 20
-            self._push(self.now + took, "done", (mid, task.id))
+            spec = self.specs.get(mid)
+            if spec is not None and task.id.seq in spec.refuses:
+                self._push(self.now + took / 10, "refuse", (mid, task.id))
+            elif task.id.seq not in self.poison:
+                self._push(self.now + took, "done", (mid, task.id))
+        for dead in out.dead_letters:
+            self.obs.dead_letters.append((mid, dead.task.id, dead.reason, dead.moves))
         for adv in out.advisories:
             self.obs.advisories.append((mid, adv.subject))
 
@@ -196,6 +216,12 @@ class QueueSim:
             if mid in self.alive:
                 self.obs.completions[tid].append(mid)
                 self._carry(mid, self.members[mid].complete(tid, self.now))
+            return
+        if kind == "refuse":
+            mid, tid = item
+            if mid in self.alive and self.members[mid].holds(tid):
+                self.obs.refusals[tid].append(mid)
+                self._carry(mid, self.members[mid].refuse(tid, self.now))
             return
         dest, payload = item
         if kind == "confirm":

@@ -213,7 +213,8 @@ def test_records_round_trip_and_malformed_ones_are_named() -> None:
     for broken in (
         {**fields, "v": 1},  # version 1 spelled tasks out one by one
         {**fields, "v": 2},  # version 2 had no acknowledgements on an ASSIGN
-        {**fields, "v": 4},
+        {**fields, "v": 3},  # version 3 had no REFUSE or RELEASE
+        {**fields, "v": 5},
         {**fields, "k": "NOPE"},
         {**fields, "b": "[1,2"},
         {**fields, "b": '[1,2,3,[["S","X",true,["1"]]],[]]'},  # a sequence as text

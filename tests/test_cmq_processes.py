@@ -153,3 +153,36 @@ async def test_kill_9_of_a_busy_worker_and_of_the_scheduler_loses_no_task(spawn)
         twice = {n for n, k in done.items() if k > 1}
         assert len(twice) <= len(in_hand | sched_held) + 4, (twice, in_hand, sched_held)
         await sender.close()
+
+
+async def test_a_worker_closed_while_its_task_runs_finishes_it_and_nobody_else_runs_it(
+    spawn,
+) -> None:
+    """Issue 34 item 3: close() used to withdraw at once, the callback was cut short and the
+    scheduler gave the task to another worker. Now the worker finishes what it started,
+    hands back what it had not started, and only then leaves."""
+    members = [
+        await spawn("s", scheduler_weight=9, worker_tasks=0),
+        await spawn("b", worker_weight=5, worker_tasks=2, work=1.0),
+        await spawn("c", worker_weight=1, work=0.05),
+    ]
+    await until(lambda: members[0].scheduler, "s to schedule")
+    busy, other = members[1], members[2]
+    async with rv.Transport(spawn.service, network=spawn.network) as transport:
+        sender = rv.CmTransport(transport, "SENDER")
+        await sender.add_listener(QUEUE, "JOBS.RUN")
+        for n in range(3):
+            await sender.send(rv.Message("JOBS.RUN", {"n": n}))
+        await until(lambda: len(busy.holding()) == 1, "b busy with a task")
+        (running,) = busy.holding()
+        assert busy.process.stdin is not None
+        busy.process.stdin.close()  # cmqpeer then closes its member and exits
+        assert await asyncio.wait_for(busy.process.wait(), WAIT) == 0
+        await until(lambda: unconfirmed(sender) == 0, "every task confirmed")
+        await until(
+            lambda: {n for m in members for n in m.of("done")} >= {0, 1, 2}, "all reported done"
+        )
+        assert running in busy.of("done")
+        started = Counter(n for m in members for n in m.of("start"))
+        assert started == {0: 1, 1: 1, 2: 1}, (started, busy.of("start"), other.of("start"))
+        await sender.close()

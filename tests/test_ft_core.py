@@ -478,6 +478,9 @@ def test_partition_with_goal_two() -> None:
     net.heal()
     net.run_for(3)
     assert net.active() == {"W0", "W1"}
+    # The extras (W2, W3) were active when they should not be: the two that stay
+    # say so; newcomers that belong among the actives raise nothing (test_ft_core_timing).
+    assert net.advisories_of("W0", "TOO_MANY_ACTIVE") and net.advisories_of("W1", "TOO_MANY_ACTIVE")
 
 
 # -- weight ------------------------------------------------------------------------

@@ -4,8 +4,9 @@ The simulator plays the role the asyncio driver will play: it multicasts every
 record a core returns (through ``to_fields``/``from_fields``, as a real
 transport would), wakes each core at its ``next_deadline``, and records the
 actions and advisories. Delivery takes a random latency (so records can be
-reordered), may be lost, and respects partitions. Everything is seeded: a
-failing run replays exactly. It also checks, at every step, the contract a
+reordered), may be lost, and respects partitions; timers may fire late, as an
+event loop's do (``timer_lateness``). Everything is seeded: a failing run
+replays exactly. It also checks, at every step, the contract a
 driver relies on: actions alternate sensibly, a hint precedes each activation
 when one was requested, and a core's deadline is always in the future after
 it was served.
@@ -51,10 +52,17 @@ class Node:
 class SimNet:
     """Nodes (member or monitor cores) sharing one simulated network."""
 
-    def __init__(self, *, seed: int = 0, latency: tuple[float, float] = (0.002, 0.02)) -> None:
+    def __init__(
+        self,
+        *,
+        seed: int = 0,
+        latency: tuple[float, float] = (0.002, 0.02),
+        timer_lateness: tuple[float, float] = (0.0, 0.0),
+    ) -> None:
         self.now = 0.0
         self.rng = random.Random(seed)
         self.latency = latency
+        self.timer_lateness = timer_lateness
         self.loss = 0.0
         self.nodes: dict[str, Node] = {}
         self._side: dict[str, int] = {}
@@ -186,7 +194,8 @@ class SimNet:
         deadline = node.core.next_deadline()
         if deadline is not None:
             assert deadline > self.now, f"{name}: deadline {deadline} not after now {self.now}"
-            self._push(deadline, "timer", name, None)
+            late = self.rng.uniform(*self.timer_lateness) if self.timer_lateness[1] else 0.0
+            self._push(deadline + late, "timer", name, None)
 
     def _check_action(self, node: Node, action: FtAction) -> None:
         core = node.core
@@ -201,7 +210,9 @@ class SimNet:
             if core.preparation > 0:
                 assert node.prepared, f"{node.name}: ACTIVATE without a preceding hint"
                 lead = self.now - node.prepared_at
-                assert lead <= core.activation - core.preparation + 1e-9, (
+                # A late timer delays the ACTIVATE by its lateness, never the decision.
+                slack = self.timer_lateness[1] + 1e-9
+                assert lead <= core.activation - core.preparation + slack, (
                     f"{node.name}: hint came {lead} s before ACTIVATE"
                 )
             node.model_active = True

@@ -8,13 +8,13 @@ import pytest
 from test_ft_driver_support import FAST, WAIT, Journal, until
 
 import rvasync as rv
-from rvasync.ftdriver import FtMember
-from rvasync.ftdriver._channel import (
+from rvasync.driverkit.channel import (
     ORIGIN_FIELD,
     UNREACHABLE_PREFIX,
     send_internal,
     transport_id,
 )
+from rvasync.ftdriver import FtMember
 from rvasync.message import Message
 from rvasync.protocol.ft import FtAction, FtRecord, RecordKind, control_subject
 from rvasync.transport.process import ProcessTransport

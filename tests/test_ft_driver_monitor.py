@@ -127,3 +127,20 @@ async def test_monitor_parameters_and_lifecycle(rv_process_transport):
         assert monitor.lost_interval == 1.0
     with pytest.raises(rv.NotPermitted, match="already started"):
         await monitor.start()
+
+
+async def test_monitor_with_the_heartbeat_as_lost_interval_does_not_flap(rv_process_transport):
+    """A punctual member is never counted lost, even with lost_interval == heartbeat."""
+    counts: list[int] = []
+    journal = Journal()
+    member = FtMember(rv_process_transport, "SVC.TIGHT", callback=journal.callback("m"), **FAST)
+    monitor = FtMonitor(
+        rv_process_transport,
+        "SVC.TIGHT",
+        lost_interval=FAST["heartbeat"],
+        callback=lambda _monitor, count: counts.append(count),
+    )
+    async with monitor, member:
+        await until(lambda: member.active and counts == [1], what="the member counted")
+        await asyncio.sleep(12 * FAST["heartbeat"])  # twelve heartbeats, each due at a loss
+        assert counts == [1]

@@ -16,6 +16,13 @@ all; see the driver-facing methods of ``BaseTransport``, ``Listener``,
 
 Dunder names (``__class__``) are not private. ``getattr(x, "_name")`` is not
 caught here: don't.
+
+Private modules are the same rule one level up: a module whose name starts
+with ``_`` (``rvasync/ftdriver/_serial.py``) belongs to its package, which
+includes the package's subpackages; no other package imports it. What two
+packages share lives in a public module (``rvasync/driverkit/`` holds what
+the drivers share). ``rvasync``'s own private modules (``rvasync._logging``)
+belong to the whole library.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ import ast
 import importlib.util
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -54,11 +62,29 @@ ALLOWLIST: dict[str, frozenset[str]] = {
 }
 
 
+#: Imports of another package's private module still made: file (relative to
+#: rvasync/) -> the private modules it imports. THIS LIST MUST ONLY SHRINK:
+#: make the module public (or move what is shared to rvasync/driverkit/) and
+#: remove the entry; never add one. Emptied 2026-12, issue 36 (the group
+#: channel and deadline timer left ftdriver for rvasync/driverkit/).
+PRIVATE_IMPORT_ALLOWLIST: dict[str, frozenset[str]] = {}
+
+
 def _is_module(dotted: str) -> bool:
     try:
         return importlib.util.find_spec(dotted) is not None
     except (ImportError, ValueError):
         return False
+
+
+def _from_base(node: ast.ImportFrom, package: str) -> str:
+    """The module a ``from ... import`` names, a relative one resolved against ``package``."""
+    base = node.module or ""
+    if node.level:
+        parts = package.split(".")
+        parts = parts[: len(parts) - node.level + 1]
+        base = ".".join([*parts, base] if base else parts)
+    return base
 
 
 def _module_names(tree: ast.AST, package: str) -> dict[str, str]:
@@ -73,11 +99,7 @@ def _module_names(tree: ast.AST, package: str) -> dict[str, str]:
                     top = alias.name.split(".")[0]
                     names[top] = top
         elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parts = package.split(".")
-                parts = parts[: len(parts) - node.level + 1]
-                base = ".".join([*parts, base] if base else parts)
+            base = _from_base(node, package)
             for alias in node.names:
                 dotted = f"{base}.{alias.name}"
                 if _is_module(dotted):
@@ -307,12 +329,16 @@ def _modules() -> list[Path]:
     return sorted(PACKAGE.rglob("*.py"))
 
 
-def _scan() -> dict[str, list[tuple[int, str]]]:
+def _scan(
+    check: Callable[[str, str], list[tuple[int, str]]] | None = None,
+) -> dict[str, list[tuple[int, str]]]:
+    """``check(source, package)`` (default :func:`private_accesses`) of every module, by file."""
+    check = check or private_accesses
     result = {}
     for path in _modules():
         relative = path.relative_to(PACKAGE).as_posix()
         package = ".".join(["rvasync", *path.relative_to(PACKAGE).parent.parts])
-        found = private_accesses(path.read_text(encoding="utf-8"), package)
+        found = check(path.read_text(encoding="utf-8"), package)
         if found:
             result[relative] = found
     return result
@@ -426,6 +452,92 @@ def test_allowlist_names_only_accesses_still_made():
 )
 def test_the_check_finds_what_it_should(source, expected):
     assert private_accesses(source) == expected
+
+
+def _imported_modules(tree: ast.AST, package: str) -> list[tuple[int, str]]:
+    """(line, dotted module) of every module ``tree``'s imports name, relative ones resolved."""
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = _from_base(node, package)
+            found.append((node.lineno, base))
+            found += [
+                (node.lineno, f"{base}.{alias.name}")
+                for alias in node.names
+                if _is_module(f"{base}.{alias.name}")
+            ]
+    return found
+
+
+def _private_owner(dotted: str) -> str | None:
+    """The package a private module belongs to (``a.b`` for ``a.b._c.d``), or None."""
+    parts = dotted.split(".")
+    for i, part in enumerate(parts):
+        if part.startswith("_") and not part.startswith("__"):
+            return ".".join(parts[:i])
+    return None
+
+
+def private_module_imports(source: str, package: str) -> list[tuple[int, str]]:
+    """(line, module) of every import in ``source`` of a private module of another package.
+
+    ``package`` is the importing module's package; a private module may be
+    imported from its own package and the packages inside it.
+    """
+    found = []
+    for line, dotted in _imported_modules(ast.parse(source), package):
+        owner = _private_owner(dotted)
+        if owner is None or not owner.startswith("rvasync"):
+            continue
+        if package != owner and not package.startswith(owner + "."):
+            found.append((line, dotted))
+    return sorted(set(found))
+
+
+def test_no_module_imports_another_packages_private_module():
+    problems = []
+    for relative, found in _scan(private_module_imports).items():
+        allowed = PRIVATE_IMPORT_ALLOWLIST.get(relative, frozenset())
+        problems += [f"rvasync/{relative}:{line}: {m}" for line, m in found if m not in allowed]
+    assert not problems, (
+        "import of another package's private module (make it public, or move what is "
+        "shared to rvasync/driverkit/; see tests/test_layering.py):\n  " + "\n  ".join(problems)
+    )
+
+
+def test_private_import_allowlist_names_only_imports_still_made():
+    found = _scan(private_module_imports)
+    stale = {
+        path: sorted(names - {m for _, m in found.get(path, ())})
+        for path, names in PRIVATE_IMPORT_ALLOWLIST.items()
+        if names - {m for _, m in found.get(path, ())}
+    }
+    assert not stale, f"private-import allowlist entries no longer needed (remove them): {stale}"
+
+
+_SERIAL = "rvasync.ftdriver._serial"
+
+
+@pytest.mark.parametrize(
+    ("source", "package", "expected"),
+    [
+        (f"from {_SERIAL} import S\n", "rvasync.ftdriver", []),
+        (f"from {_SERIAL} import S\n", "rvasync.cmqdriver", [(1, _SERIAL)]),
+        (f"import {_SERIAL}\n", "rvasync.vcdriver", [(1, _SERIAL)]),
+        ("from rvasync.ftdriver import _serial\n", "rvasync.cmqdriver", [(1, _SERIAL)]),
+        ("from ..ftdriver import _serial\n", "rvasync.cmqdriver", [(1, _SERIAL)]),
+        ("from . import _serial\n", "rvasync.ftdriver", []),
+        ("from rvasync._logging import stderr_logger\n", "rvasync.cmqdriver", []),
+        ("from rvasync import _accel\n", "rvasync.protocol.cm", []),
+        ("from rvasync.driverkit.channel import GroupChannel\n", "rvasync.cmqdriver", []),
+        ("from rvasync.transport._x import y\n", "rvasync.transport.sub", []),
+        ("import asyncio._private_thing\n", "rvasync.cmqdriver", []),
+    ],
+)
+def test_the_private_import_check_finds_what_it_should(source, package, expected):
+    assert private_module_imports(source, package) == expected
 
 
 def test_importing_rvasync_changes_no_other_modules_behaviour():

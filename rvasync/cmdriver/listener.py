@@ -33,13 +33,30 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from rvasync.correlation import CorrelationId, check_correlation_id, new_correlation_id
-from rvasync.errors import InvalidArgument
+from rvasync.errors import InvalidArgument, NotPermitted
 from rvasync.message import Message
 from rvasync.queues import Queue
 
-__all__ = ["CmCallback", "CmListener", "ListenerHooks"]
+__all__ = ["CmCallback", "CmListener", "ListenerHooks", "present_in"]
 
 CmCallback = Callable[[Message], Awaitable[None] | None]
+
+
+def present_in(queue: Queue) -> set[int]:
+    """Ids of the items waiting in ``queue``, for :meth:`CmListener.sweep` (driver API).
+
+    O(n): it scans the queue without removing anything. The CM transports and
+    the distributed queue members call it to find which tracked deliveries a
+    program has consumed straight from its queue.
+    """
+    present: set[int] = set()
+
+    def note(item: object) -> bool:
+        present.add(id(item))
+        return False
+
+    queue.discard_where(note)
+    return present
 
 
 class ListenerHooks:
@@ -60,6 +77,8 @@ class ListenerHooks:
     program's queue; check them until they leave it.
     ``queue_discarded(queue)``: a program's queue discarded items (certified
     ones among them count as taken).
+    ``refuse(listener_id, sender, subject, sequence)``: coroutine, give a task
+    back (distributed queue workers only; None elsewhere).
     """
 
     __slots__ = (
@@ -67,6 +86,7 @@ class ListenerHooks:
         "confirm_later",
         "confirm_now",
         "queue_discarded",
+        "refuse",
         "track",
         "transport",
     )
@@ -80,8 +100,10 @@ class ListenerHooks:
         close_listener: Callable[[CmListener, bool], Awaitable[None]],
         track: Callable[[CmListener], None],
         queue_discarded: Callable[[Queue], None],
+        refuse: Callable[[int, str, str, int], Awaitable[None]] | None = None,
     ) -> None:
         self.transport = transport
+        self.refuse = refuse
         self.confirm_later = confirm_later
         self.confirm_now = confirm_now
         self.close_listener = close_listener
@@ -252,17 +274,51 @@ class CmListener:
         disk. Confirmations reach the sender in sequence order: confirming 57
         while 55 and 56 are not yet confirmed sends nothing until they are.
         """
-        if not isinstance(msg, Message):
-            raise InvalidArgument(f"confirm takes a Message, not {type(msg).__name__}")
-        if msg.listener is not self:
-            raise InvalidArgument(
-                "confirm takes a message this listener delivered; "
-                f"this one came from {msg.listener!r}"
-            )
+        self._check_own(msg, "confirm")
         cm = msg.cm
         if self._closed or cm is None or cm.sequence is None:
             return
         await self._hooks.confirm_now(self._id, cm.sender, msg.subject or "", cm.sequence)
+
+    def _check_own(self, msg: object, what: str) -> None:
+        """``msg`` must be a message this listener delivered (``what``: the call, for errors)."""
+        if not isinstance(msg, Message):
+            raise InvalidArgument(f"{what} takes a Message, not {type(msg).__name__}")
+        if msg.listener is not self:
+            raise InvalidArgument(
+                f"{what} takes a message this listener delivered; "
+                f"this one came from {msg.listener!r}"
+            )
+
+    async def refuse(self, msg: Message) -> None:
+        """Refuse the task ``msg``: its scheduler gives it to another worker.
+
+        For the listeners of a distributed queue member (``rv.CmQueueTransport``,
+        an rvasync extension): the program will not process this task, so it
+        is neither completed nor confirmed; the scheduler gives it to a worker
+        that has not refused it, and a task refused too often, or by every
+        worker, is dead-lettered (docs/distributed-queues.md). Call it instead
+        of :meth:`confirm`; an automatic confirmation that follows (the callback
+        returns, the loop moves on) then does nothing.
+
+        Raises :class:`~rvasync.errors.NotPermitted` on other CM listeners, for
+        an uncertified task (it was complete once delivered), and for a task
+        this worker no longer holds (confirmed, refused, or the member closed).
+        """
+        self._check_own(msg, "refuse")
+        refuse = self._hooks.refuse
+        if refuse is None:
+            raise NotPermitted(
+                "only the workers of a distributed queue (rv.CmQueueTransport) refuse tasks; "
+                "a certified listener that does not want a message leaves it unconfirmed"
+            )
+        cm = msg.cm
+        if cm is None or cm.sequence is None:
+            raise NotPermitted(
+                f"an uncertified task on {msg.subject!r} cannot be refused: "
+                "it was complete once delivered, and nothing could send it again"
+            )
+        await refuse(self._id, cm.sender, msg.subject or "", cm.sequence)
 
     def confirm_soon(self, msg: Message) -> None:
         """Confirm ``msg`` at the end of this loop turn, together with the turn's others.
@@ -273,13 +329,7 @@ class CmListener:
         subject leaves per turn instead of one per message. It does not wait
         for a ``sync_ledger`` transport's disk (await :meth:`confirm` for that).
         """
-        if not isinstance(msg, Message):
-            raise InvalidArgument(f"confirm_soon takes a Message, not {type(msg).__name__}")
-        if msg.listener is not self:
-            raise InvalidArgument(
-                "confirm_soon takes a message this listener delivered; "
-                f"this one came from {msg.listener!r}"
-            )
+        self._check_own(msg, "confirm_soon")
         cm = msg.cm
         if self._closed or cm is None or cm.sequence is None:
             return

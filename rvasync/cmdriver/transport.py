@@ -21,7 +21,7 @@ from typing import Any
 
 from rvasync._logging import stderr_logger
 from rvasync.cmdriver.ledgerfile import LedgerFile, check_ledger_path
-from rvasync.cmdriver.listener import CmCallback, CmListener, ListenerHooks
+from rvasync.cmdriver.listener import CmCallback, CmListener, ListenerHooks, present_in
 from rvasync.cmdriver.wire import (
     internal_sender,
     make_label,
@@ -710,7 +710,7 @@ class CmTransport:
         """What the listener handed over counts as taken (it is closing)."""
         listener.settle()
         if listener.tracking:
-            listener.sweep(_present_in(listener.queue))
+            listener.sweep(present_in(listener.queue))
 
     async def _close_listener(self, listener: CmListener, cancel_agreements: bool) -> None:
         core = self._core
@@ -787,7 +787,7 @@ class CmTransport:
             else:
                 by_queue.setdefault(listener.queue, []).append(listener)
         for queue, listeners in by_queue.items():
-            present = _present_in(queue)
+            present = present_in(queue)
             for listener in listeners:
                 listener.sweep(present)
         if self._tracking and not self._closed:
@@ -795,7 +795,7 @@ class CmTransport:
 
     def _queue_discarded(self, queue: Queue) -> None:
         """A program's queue discarded items: certified ones among them count as taken."""
-        present = _present_in(queue)
+        present = present_in(queue)
         for listener in list(self._tracking):
             if listener.queue is queue:
                 listener.sweep(present)
@@ -1039,15 +1039,3 @@ class CmTransport:
             return
         core.handle_timer(time.time())
         self._process(core.drain())
-
-
-def _present_in(queue: Queue) -> set[int]:
-    """Ids of the items in ``queue`` (O(n); it scans without removing anything)."""
-    present: set[int] = set()
-
-    def note(item: object) -> bool:
-        present.add(id(item))
-        return False
-
-    queue.discard_where(note)
-    return present

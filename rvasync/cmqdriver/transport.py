@@ -24,11 +24,20 @@ from typing import Any
 
 from rvasync._logging import stderr_logger
 from rvasync.cmdriver import CmListener
-from rvasync.cmdriver.listener import CmCallback, ListenerHooks
+from rvasync.cmdriver.listener import CmCallback, ListenerHooks, present_in
 from rvasync.cmdriver.wire import make_label
 from rvasync.cmqdriver.correspondent import SchedulerCorrespondent
+from rvasync.cmqdriver.leaving import (
+    CLOSE_TIMEOUT,
+    check_close_timeout,
+    check_dead_letter_subject,
+    dead_letter_message,
+    take_unstarted,
+)
 from rvasync.cmqdriver.routes import PeerRoutes
 from rvasync.cmqdriver.wire import QueueSubjects, record_message
+from rvasync.driverkit.channel import ORIGIN_MEMORY, GroupChannel
+from rvasync.driverkit.deadline import DeadlineTimer
 from rvasync.errors import (
     InvalidArgument,
     MalformedMessage,
@@ -36,11 +45,11 @@ from rvasync.errors import (
     RvError,
     TransportClosed,
 )
-from rvasync.ftdriver._channel import ORIGIN_MEMORY, GroupChannel
-from rvasync.ftdriver._deadline import DeadlineTimer
 from rvasync.message import Message
 from rvasync.protocol.cm.names import check_listen_pattern
 from rvasync.protocol.cmq import (
+    DEFAULT_REASSIGN_LIMIT,
+    DeadLetter,
     QueueMemberCore,
     QueueOutputs,
     QueueRecord,
@@ -111,9 +120,15 @@ class CmQueueTransport:
     ``backlog_limit`` (0 = none) bounds the tasks a scheduler keeps waiting
     for a free worker; beyond it a task is discarded with a
     SCHEDULER.OVERFLOW advisory (the certified sender still holds it).
+    ``reassign_limit`` (0 = none) bounds how often a task is moved from
+    worker to worker (a poison task); past it, and when every worker refused
+    it (``await listener.refuse(msg)``), the task is dead-lettered: confirmed
+    to its sender, counted by a SCHEDULER.DEAD_LETTER advisory, and published
+    on ``dead_letter_subject`` when there is one.
 
     Needs a running event loop. The member joins at once; ``close()`` (or
-    leaving ``async with``) withdraws it, and its tasks go to other workers.
+    leaving ``async with``) lets the program finish the tasks it started,
+    gives back the others, and withdraws (see :meth:`close`).
     """
 
     def __init__(
@@ -128,6 +143,8 @@ class CmQueueTransport:
         scheduler_activation: float = 3.5,
         complete_time: float = 0.0,
         backlog_limit: int = 0,
+        reassign_limit: int = DEFAULT_REASSIGN_LIMIT,
+        dead_letter_subject: str | None = None,
     ) -> None:
         if not isinstance(transport, BaseTransport):
             raise InvalidArgument(
@@ -152,7 +169,9 @@ class CmQueueTransport:
             scheduler_activation=scheduler_activation,
             complete_time=complete_time,
             backlog_limit=validate_backlog_limit(backlog_limit),
+            reassign_limit=reassign_limit,
         )
+        self._dead_letter_subject = check_dead_letter_subject(dead_letter_subject)
         self._subjects = QueueSubjects(self._core.name, self._core.member_id)
         self._channel = GroupChannel(
             transport,
@@ -170,6 +189,7 @@ class CmQueueTransport:
             close_listener=self._close_listener,
             track=self._track,
             queue_discarded=self._queue_discarded,
+            refuse=self._refuse,
         )
         self._listeners: list[CmListener] = []
         self._next_listener_id = 0
@@ -193,6 +213,8 @@ class CmQueueTransport:
         self._completions: dict[TaskId, None] = {}
         self._completions_handle: asyncio.Handle | None = None
         self._closed = False
+        #: set while close() waits for the program's started tasks (then: core holds none)
+        self._drained: asyncio.Event | None = None
         self.malformed = 0
         """Queue records dropped as malformed."""
         self._start()
@@ -252,6 +274,20 @@ class CmQueueTransport:
     @backlog_limit.setter
     def backlog_limit(self, value: int) -> None:
         self._input(lambda now: self._core.set_backlog_limit(value, now))
+
+    @property
+    def reassign_limit(self) -> int:
+        """Moves of one task between workers before it is dead-lettered (0: no limit)."""
+        return self._core.reassign_limit
+
+    @reassign_limit.setter
+    def reassign_limit(self, value: int) -> None:
+        self._input(lambda now: self._core.set_reassign_limit(value, now))
+
+    @property
+    def dead_letter_subject(self) -> str | None:
+        """Where this member, as scheduler, publishes the tasks it gives up on (or None)."""
+        return self._dead_letter_subject
 
     @property
     def stats(self) -> Any:
@@ -364,8 +400,34 @@ class CmQueueTransport:
         self._internal.append(transport.listen(subjects.advisories, callback=self._on_shared))
         self._input(self._core.join)
 
-    async def close(self) -> None:
-        """Leave the queue: the scheduler role passes on, held tasks go to other workers."""
+    async def close(self, timeout: float | None = CLOSE_TIMEOUT) -> None:
+        """Leave the queue: finish what the program started, give back the rest, withdraw.
+
+        One-of-n is exactly once while the worker lives, and it lives until
+        this returns. First the member stops working: it takes no more tasks,
+        and those its program has not started yet (still waiting in its
+        listeners' queues) go back to the scheduler at once, for other
+        workers; uncertified ones, which nothing can send again, are reported
+        lost (SCHEDULER.OVERFLOW). Then it waits, at most ``timeout`` seconds
+        (None: as long as it takes), for the program to complete or refuse the
+        tasks it started: a running callback, a task an ``async for`` is on,
+        one taken for explicit confirmation. Then it withdraws: the scheduler
+        role passes on at once, and a task still unfinished is moved to
+        another worker (its callback is cancelled; it may run twice).
+
+        Awaited inside one of this member's own callbacks, it waits for that
+        callback too (until the timeout): close from there with
+        ``asyncio.create_task(member.close())``.
+        """
+        limit = check_close_timeout(timeout)
+        if self._closed:
+            return
+        if self._drained is None:
+            self._stop_working()
+        assert self._drained is not None
+        if not self._drained.is_set() and limit != 0:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._drained.wait(), limit)
         if self._closed:
             return
         with contextlib.suppress(TransportClosed):
@@ -387,6 +449,26 @@ class CmQueueTransport:
         self._scheduling_listeners(False)
         for listener in list(self._listeners):
             self._drop_listener(listener)
+
+    def _stop_working(self) -> None:
+        """close()'s first step: take no more tasks, give back those never started."""
+        self._drained = asyncio.Event()
+        certified, uncertified = take_unstarted(self._listeners)
+        # Tasks waiting for a listener were never started either.
+        certified += [task.id for task in self._unrouted]
+        self._unrouted.clear()
+        with contextlib.suppress(TransportClosed):
+            self._take_completions()
+            self._input(
+                lambda now: self._core.stop_working(certified, now, dropped_uncertified=uncertified)
+            )
+        self._check_drained()
+
+    def _check_drained(self) -> None:
+        """Wake close() once the program holds no task any more."""
+        drained = self._drained
+        if drained is not None and not self._core.held and not self._completions:
+            drained.set()
 
     async def __aenter__(self) -> CmQueueTransport:
         return self
@@ -416,6 +498,8 @@ class CmQueueTransport:
             return
         out: QueueOutputs = step(self._loop.time())
         self._carry_out(out)
+        if self._drained is not None:
+            self._check_drained()
         if self._arm_handle is None:
             # The core's next deadline is asked once per loop turn, after every input
             # of the turn, not after each one: a busy scheduler has an input per task,
@@ -519,11 +603,31 @@ class CmQueueTransport:
             self._correspondent.confirm(task.id)
         for task in out.deliveries:
             self._hand_over(task)
+        for dead in out.dead_letters:
+            self._publish_dead_letter(dead)
         for advisory in out.advisories:
             if advisory.subject.startswith("_RV.WARN.RVCM.QUEUE.SCHEDULER.OVERFLOW."):
                 self._forget_overflow(advisory.to_message())
             with contextlib.suppress(TransportClosed):
                 self._transport.present(advisory.to_message())
+
+    def _publish_dead_letter(self, dead: DeadLetter) -> None:
+        """A task the scheduler gave up on, to the dead-letter subject (if there is one)."""
+        subject = self._dead_letter_subject
+        if subject is None:
+            return
+        try:
+            self._transport.send_internal(dead_letter_message(subject, self.name, dead))
+        except TransportClosed:
+            pass
+        except RvError as exc:
+            stderr_logger().warning(
+                "a dead-lettered task could not be published; its SCHEDULER.DEAD_LETTER "
+                "advisory still counts it",
+                queue=self.name,
+                subject=subject,
+                problem=str(exc),
+            )
 
     def _send_record(self, rec: QueueRecord) -> None:
         """Send ``rec``: to its peer's inbox when known (cmqdriver.routes), else its subject."""
@@ -698,10 +802,20 @@ class CmQueueTransport:
     async def _confirm_now(self, listener_id: int, sender: str, subject: str, seq: int) -> None:
         self._complete(TaskId(sender, subject, seq))
 
+    async def _refuse(self, listener_id: int, sender: str, subject: str, seq: int) -> None:
+        tid = TaskId(sender, subject, seq)
+        if self._closed or tid in self._completions or not self._core.holds(tid):
+            raise NotPermitted(
+                f"task {seq} from {sender!r} on {subject!r} is no longer held by this worker "
+                f"of queue {self.name!r} (confirmed, refused, reassigned or closed): "
+                "it cannot be refused"
+            )
+        self._input(lambda now: self._core.refuse(tid, now))
+
     async def _close_listener(self, listener: CmListener, cancel_agreements: bool) -> None:
         listener.settle()
         if listener.tracking:
-            listener.sweep(_present_in(listener.queue))
+            listener.sweep(present_in(listener.queue))
         self._drop_listener(listener)
 
     def _drop_listener(self, listener: CmListener) -> None:
@@ -730,24 +844,12 @@ class CmQueueTransport:
             if not listener.tracking:
                 self._tracking.discard(listener)
             else:
-                listener.sweep(_present_in(listener.queue))
+                listener.sweep(present_in(listener.queue))
         if self._tracking and not self._closed:
             self._sweep_handle = self._loop.call_later(_SWEEP_INTERVAL, self._sweep)
 
     def _queue_discarded(self, queue: Queue) -> None:
-        present = _present_in(queue)
+        present = present_in(queue)
         for listener in list(self._tracking):
             if listener.queue is queue:
                 listener.sweep(present)
-
-
-def _present_in(queue: Queue) -> set[int]:
-    """Ids of the items in ``queue`` (a scan that removes nothing)."""
-    present: set[int] = set()
-
-    def note(item: object) -> bool:
-        present.add(id(item))
-        return False
-
-    queue.discard_where(note)
-    return present

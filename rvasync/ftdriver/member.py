@@ -30,9 +30,9 @@ import uuid
 from collections.abc import Awaitable, Callable
 
 from rvasync._logging import stderr_logger
+from rvasync.driverkit.channel import ORIGIN_MEMORY, GroupChannel
+from rvasync.driverkit.deadline import DeadlineTimer
 from rvasync.errors import DaemonUnavailable, InvalidArgument, NotPermitted, TransportClosed
-from rvasync.ftdriver._channel import ORIGIN_MEMORY, GroupChannel
-from rvasync.ftdriver._deadline import DeadlineTimer
 from rvasync.ftdriver._serial import SerialCallback
 from rvasync.protocol.ft import FtAction, FtMemberCore, FtOutputs, FtRecord, validate_weight
 from rvasync.transport.base import BaseTransport

@@ -14,9 +14,9 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 
 from rvasync._logging import stderr_logger
+from rvasync.driverkit.channel import ORIGIN_MEMORY, GroupChannel
+from rvasync.driverkit.deadline import DeadlineTimer
 from rvasync.errors import InvalidArgument, NotPermitted
-from rvasync.ftdriver._channel import ORIGIN_MEMORY, GroupChannel
-from rvasync.ftdriver._deadline import DeadlineTimer
 from rvasync.ftdriver._serial import SerialCallback
 from rvasync.ftdriver.member import check_transport
 from rvasync.protocol.ft import FtMonitorCore, FtRecord
@@ -39,7 +39,9 @@ class FtMonitor:
     iterator from the moment the monitor starts; with one, the iterator sees
     the changes from ``aiter()`` on (so a callback-only monitor stores
     nothing). ``lost_interval`` (normally the group's activation
-    interval) is how long a silent member keeps being counted.
+    interval) is how long a silent member keeps being counted; never less
+    than the activation interval the member announces, so a punctual member
+    is never counted lost.
     """
 
     def __init__(

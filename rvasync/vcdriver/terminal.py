@@ -32,9 +32,9 @@ from rvasync._logging import stderr_logger
 from rvasync.advisories import AdvisoryClass, build_advisory
 from rvasync.codec import encode as _encode
 from rvasync.correlation import CorrelationId, check_publisher_correlation
+from rvasync.driverkit.deadline import DeadlineTimer
 from rvasync.errors import MalformedMessage, NotPermitted, TransportClosed
 from rvasync.fieldtypes import FieldType
-from rvasync.ftdriver._deadline import DeadlineTimer
 from rvasync.message import Message
 from rvasync.protocol.vc import (
     Circuit,

@@ -14,21 +14,25 @@ and carries out its :class:`QueueOutputs`. See docs/distributed-queues.md.
 
 from rvasync.protocol.cmq.book import SchedulerStats
 from rvasync.protocol.cmq.member import PLAIN_PREFIX, QueueMemberCore
-from rvasync.protocol.cmq.outputs import QueueAdvisory, QueueOutputs, Task
+from rvasync.protocol.cmq.outputs import DeadLetter, QueueAdvisory, QueueOutputs, Task
 from rvasync.protocol.cmq.params import (
+    DEFAULT_REASSIGN_LIMIT,
     group_of,
     validate_backlog_limit,
     validate_complete_time,
     validate_queue_name,
+    validate_reassign_limit,
     validate_worker_tasks,
     validate_worker_weight,
 )
 from rvasync.protocol.cmq.records import GROUP, SCHEDULER, QueueRecord, RecordKind, TaskId
 
 __all__ = [
+    "DEFAULT_REASSIGN_LIMIT",
     "GROUP",
     "PLAIN_PREFIX",
     "SCHEDULER",
+    "DeadLetter",
     "QueueAdvisory",
     "QueueMemberCore",
     "QueueOutputs",
@@ -41,6 +45,7 @@ __all__ = [
     "validate_backlog_limit",
     "validate_complete_time",
     "validate_queue_name",
+    "validate_reassign_limit",
     "validate_worker_tasks",
     "validate_worker_weight",
 ]

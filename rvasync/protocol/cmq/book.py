@@ -47,7 +47,11 @@ class Assignment:
     ``worker`` is None while the task waits in the backlog. An unaccepted
     assignment is re-sent every heartbeat and moved to another worker after
     an activation interval; an accepted one is moved once ``complete_by``
-    passes (complete time > 0, certified tasks only).
+    passes (complete time > 0, certified tasks only). ``moves`` counts the
+    moves from worker to worker that may follow an attempt (all but a closing
+    worker's release of a task it never started), against the reassignment
+    limit; ``refused_by`` names the workers whose program refused the task,
+    which this scheduler never gives it again.
     """
 
     task: Task
@@ -57,6 +61,8 @@ class Assignment:
     accept_by: float = math.inf
     complete_by: float = math.inf
     version: int = 0
+    moves: int = 0
+    refused_by: set[str] | None = None
 
 
 @dataclass(slots=True)
@@ -72,6 +78,12 @@ class SchedulerStats:
     reassigned_complete_time: int = 0
     overflow: int = 0
     dropped_uncertified: int = 0
+    refused: int = 0
+    """Tasks a worker's program refused, moved to another worker."""
+    released: int = 0
+    """Tasks a closing worker gave back unstarted, moved to another worker."""
+    dead_lettered: int = 0
+    """Tasks given up on (SCHEDULER.DEAD_LETTER): moved too often, or refused by every worker."""
 
     @property
     def reassigned(self) -> int:
@@ -85,6 +97,9 @@ class SchedulerBook:
 
     tasks: dict[TaskId, Assignment] = field(default_factory=dict)
     backlog: deque[TaskId] = field(default_factory=deque)
+    #: refused tasks waiting for a worker that has not refused them (kept apart
+    #: from the backlog, whose drain gives its head to whoever is free)
+    refused_waiting: deque[TaskId] = field(default_factory=deque)
     confirmed: dict[TaskId, float] = field(default_factory=dict)
     early_done: dict[TaskId, tuple[str, float]] = field(default_factory=dict)
     last_pick: dict[str, int] = field(default_factory=dict)

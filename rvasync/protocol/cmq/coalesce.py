@@ -1,12 +1,12 @@
 """Merging the records a member emits in one loop turn into fewer records.
 
 Under load the scheduler assigns and acknowledges, and a worker accepts and
-completes, many tasks per turn of the event loop; each of those records
-would otherwise be a message of its own (built, encoded, routed, decoded and
-fed to the peer's core), which is most of a task's cost. The records that
-list tasks for one destination (ASSIGN, ACCEPT, COMPLETE, ACK) mean the same
-whether they come one by one or together, so the driver holds them until the
-end of the turn and sends :func:`coalesce` of them: one record per (kind,
+completes, many tasks per turn of the event loop; each of those records would
+otherwise be a message of its own (built, encoded, routed, decoded and fed to
+the peer's core), which is most of a task's cost. The records that list tasks
+for one destination (ASSIGN, ACCEPT, COMPLETE, ACK, REFUSE, RELEASE) mean the
+same whether they come one by one or together, so the driver holds them until
+the end of the turn and sends :func:`coalesce` of them: one record per (kind,
 destination), tasks in order, each once, at most :data:`MAX_TASKS` tasks and
 about :data:`MAX_BYTES` of assigned payload per record. An ACCEPT of a task
 whose COMPLETE goes to the same destination in the same batch says nothing
@@ -41,7 +41,16 @@ MAX_TASKS = 128
 MAX_BYTES = 32 * 1024
 """Assigned payload bytes above which a merged ASSIGN is cut (a single task may exceed it)."""
 
-MERGEABLE = frozenset({RecordKind.ASSIGN, RecordKind.ACCEPT, RecordKind.COMPLETE, RecordKind.ACK})
+MERGEABLE = frozenset(
+    {
+        RecordKind.ASSIGN,
+        RecordKind.ACCEPT,
+        RecordKind.COMPLETE,
+        RecordKind.ACK,
+        RecordKind.REFUSE,
+        RecordKind.RELEASE,
+    }
+)
 """Record kinds that only list tasks for one destination, and may wait until the end of the turn."""
 
 _Row = tuple[TaskId, bool, bytes]

@@ -23,6 +23,9 @@ Exceptional situations ("Reassigning Tasks in Exceptional Situations"):
 * slow worker: an assignment not accepted within the activation interval is
   moved; with complete time > 0 an accepted certified task not completed in
   that time is moved too;
+* refusal: a worker's program refuses a task (``listener.refuse``); it goes
+  to a worker that has not refused it, and is never given again to one that
+  has (by this scheduler);
 * scheduler replacement: the certified sender retransmits what the old
   scheduler had not confirmed. The new scheduler confirms at once the tasks a
   worker reports completed, *adopts* the tasks a live worker reports holding
@@ -36,6 +39,18 @@ Every worker remembers the tasks it completed for a while and never hands the
 same task to its program twice, so a duplicate assignment costs a message,
 not a second processing; a second processing happens only when the task
 reaches *another* worker through one of the exceptions above.
+
+Poison tasks: every move of a task from one worker to another after an
+attempt (worker exit, no acceptance, complete time, refusal) counts, and the
+move past ``reassign_limit`` dead-letters the task instead: the scheduler
+confirms it to its sender, presents SCHEDULER.DEAD_LETTER and hands it to the
+driver (``QueueOutputs.dead_letters``) for the dead-letter subject. So does a
+refusal by every worker there is.
+
+Leaving: a closing worker first stops working (:meth:`stop_working`: task
+capacity 0, and the tasks its program never started go back to the scheduler
+at once, uncounted), lets its program finish what it started, and only then
+withdraws; what it still holds then is moved as for a worker exit.
 """
 
 from __future__ import annotations
@@ -46,13 +61,15 @@ from heapq import heapify, heappop, heappush
 
 from rvasync.errors import InvalidArgument, NotPermitted
 from rvasync.protocol.cmq.book import Assignment, PeerView, SchedulerBook, SchedulerStats
-from rvasync.protocol.cmq.outputs import QueueAdvisory, QueueOutputs, Task
+from rvasync.protocol.cmq.outputs import DeadLetter, QueueAdvisory, QueueOutputs, Task
 from rvasync.protocol.cmq.params import (
+    DEFAULT_REASSIGN_LIMIT,
     DONE_MEMORY_FACTOR,
     group_of,
     validate_backlog_limit,
     validate_complete_time,
     validate_queue_name,
+    validate_reassign_limit,
     validate_worker_tasks,
     validate_worker_weight,
 )
@@ -68,12 +85,14 @@ _FT_ACTIVATE, _FT_DEACTIVATE = (FtAction.ACTIVATE, FtAction.DEACTIVATE)
 # RecordKind members as module globals, read per message: on Python 3.11 reading a
 # member through its class costs about 0.2 us (EnumType defines __getattr__, which
 # puts every look-up on the class on a slow path); a global costs about 15 ns.
-_ACCEPT, _ACK, _ASSIGN, _BYE, _COMPLETE, _STATUS = (
+_ACCEPT, _ACK, _ASSIGN, _BYE, _COMPLETE, _REFUSE, _RELEASE, _STATUS = (
     RecordKind.ACCEPT,
     RecordKind.ACK,
     RecordKind.ASSIGN,
     RecordKind.BYE,
     RecordKind.COMPLETE,
+    RecordKind.REFUSE,
+    RecordKind.RELEASE,
     RecordKind.STATUS,
 )
 
@@ -86,6 +105,9 @@ PLAIN_PREFIX = "plain:"
 OVERFLOW_REASON = "Task backlog limit reached."
 DEACTIVATED_REASON = "Scheduler deactivated before assigning this uncertified task."
 NOT_SCHEDULER_REASON = "Uncertified task reached a member that is no longer the scheduler."
+CLOSED_REASON = "Worker closed before its program took this uncertified task."
+REASSIGN_LIMIT_REASON = "Task moved between workers more often than the reassignment limit."
+REFUSED_REASON = "Every worker of the queue refused this task."
 
 
 class QueueMemberCore:
@@ -103,12 +125,14 @@ class QueueMemberCore:
         scheduler_activation: float = 3.5,
         complete_time: float = 0.0,
         backlog_limit: int = 0,
+        reassign_limit: int = DEFAULT_REASSIGN_LIMIT,
     ) -> None:
         self.name = validate_queue_name(name)
         self._worker_weight = validate_worker_weight(worker_weight)
         self._worker_tasks = validate_worker_tasks(worker_tasks)
         self._complete_time = validate_complete_time(complete_time)
         self._backlog_limit = validate_backlog_limit(backlog_limit)
+        self._reassign_limit = validate_reassign_limit(reassign_limit)
         self._ft = FtMemberCore(
             group_of(self.name),
             weight=scheduler_weight,
@@ -137,6 +161,10 @@ class QueueMemberCore:
         self._assigner: dict[TaskId, str] = {}
         self._done_unacked: dict[TaskId, tuple[bool, float]] = {}
         self._done_memory: dict[TaskId, float] = {}
+        #: tasks given back to another scheduler, not yet acknowledged:
+        #: id -> (certified, refused (else released), when)
+        self._returned: dict[TaskId, tuple[bool, bool, float]] = {}
+        self._leaving = False
         self._book: SchedulerBook | None = None
         self.stats = SchedulerStats()
 
@@ -165,6 +193,15 @@ class QueueMemberCore:
     @property
     def backlog_limit(self) -> int:
         return self._backlog_limit
+
+    @property
+    def reassign_limit(self) -> int:
+        return self._reassign_limit
+
+    @property
+    def leaving(self) -> bool:
+        """True once :meth:`stop_working` was called: the member takes no more tasks."""
+        return self._leaving
 
     @property
     def held(self) -> tuple[TaskId, ...]:
@@ -214,13 +251,19 @@ class QueueMemberCore:
         return out
 
     def withdraw(self, now: float) -> QueueOutputs:
-        """Leave: stop scheduling, tell the others (they reassign what this worker held)."""
+        """Leave: stop scheduling, tell the others (they reassign what this worker held).
+
+        The BYE lists the tasks this member released and no scheduler has
+        acknowledged yet: a scheduler that hears the BYE first still knows
+        they were never started, and does not count their move.
+        """
         out = QueueOutputs()
         if not self._joined or self._left:
             return out
         now = self._clock(now)
         self._absorb_ft(self._ft.withdraw(now), now, out)
-        out.records.append(QueueRecord(_BYE, self.name, self.member_id))
+        released = tuple((tid, c) for tid, (c, refused, _) in self._returned.items() if not refused)
+        out.records.append(QueueRecord(_BYE, self.name, self.member_id, tasks=released))
         self._left = True
         return out
 
@@ -245,9 +288,9 @@ class QueueMemberCore:
         if kind is _STATUS:
             self._on_status(rec, now, out)
         elif kind is _ASSIGN:
-            for tid, _ in rec.done:
+            if rec.done:
                 # Acknowledgements riding on the ASSIGN (coalesce): as in an ACK.
-                self._done_unacked.pop(tid, None)
+                self._acknowledged(rec.done)
             for (tid, certified), payload in zip(rec.tasks, rec.task_payloads(), strict=False):
                 self._accept(Task(tid, certified, payload), rec.member, now, out)
         elif kind is _ACCEPT:
@@ -262,11 +305,13 @@ class QueueMemberCore:
                     self._completed(book, tid, certified, rec.member, now, out)
                 self._drain_backlog(book, now, out)
         elif kind is _ACK:
-            for tid, _ in rec.tasks:
-                self._done_unacked.pop(tid, None)
+            self._acknowledged(rec.tasks)
+        elif kind is _REFUSE or kind is _RELEASE:
+            if book is not None:
+                self._given_back(book, rec, kind is _REFUSE, now, out)
         elif kind is _BYE:
             self._gone[rec.member] = now
-            self._peer_left(rec.member, now, out)
+            self._peer_left(rec.member, now, out, released={tid for tid, _ in rec.tasks})
         return out
 
     def peer_gone(self, member: str, now: float) -> QueueOutputs:
@@ -361,6 +406,83 @@ class QueueMemberCore:
                 self._complete_held(tid, task, now, out)
         return out
 
+    def refuse(self, tid: TaskId, now: float) -> QueueOutputs:
+        """This member's program refuses task ``tid``: it goes to another worker.
+
+        The scheduler that assigned it gives it to a worker that has not
+        refused it, and never again to this one; the refusal counts towards
+        the reassignment limit, and a task every worker refused is
+        dead-lettered. Refusing a task this worker does not hold raises
+        :class:`~rvasync.errors.NotPermitted`.
+        """
+        task = self._held.get(tid)
+        if task is None:
+            raise NotPermitted(
+                f"task {tid} is not held by this worker of queue {self.name!r} "
+                "(completed, refused or never assigned to it): it cannot be refused"
+            )
+        now = self._clock(now)
+        out = QueueOutputs()
+        self._give_back(tid, task, True, now, out)
+        return out
+
+    def stop_working(
+        self, unstarted: Iterable[TaskId], now: float, *, dropped_uncertified: Iterable[str] = ()
+    ) -> QueueOutputs:
+        """The member is about to leave: it takes no more tasks and gives back ``unstarted``.
+
+        Its task capacity drops to 0 (announced at once), tasks assigned from
+        now on are given back as they arrive, and each held task of
+        ``unstarted`` (delivered, but never started by the program) goes back
+        to the scheduler, which moves it without counting it as a reassignment.
+        ``dropped_uncertified`` names the subjects of uncertified tasks the
+        program had not taken: nothing can send them again, and each loss is
+        an OVERFLOW advisory. The member keeps scheduling, if it is the
+        scheduler, until :meth:`withdraw`.
+        """
+        out = QueueOutputs()
+        if not self._active_input():
+            return out
+        now = self._clock(now)
+        self._leaving = True
+        self._worker_tasks = 0
+        for subject in dropped_uncertified:
+            self.stats.dropped_uncertified += 1
+            lost = Task(TaskId(PLAIN_PREFIX + self.member_id, subject, 0), False, b"")
+            out.advisories.append(self._overflow(lost, CLOSED_REASON))
+        for tid in unstarted:
+            task = self._held.get(tid)
+            if task is not None:
+                self._give_back(tid, task, False, now, out)
+        self._send_status(now, out)
+        return out
+
+    def _give_back(
+        self, tid: TaskId, task: Task, refused: bool, now: float, out: QueueOutputs
+    ) -> None:
+        """Hand a held task back to its scheduler: refused by the program, or released."""
+        del self._held[tid]
+        assigner = self._assigner.pop(tid, self.member_id)
+        book = self._book
+        if book is not None and assigner == self.member_id:
+            self._take_back(book, tid, self.member_id, refused, now, out)
+            self._drain_backlog(book, now, out)
+            return
+        # Reported again with every STATUS until a scheduler acknowledges it.
+        self._returned[tid] = (task.certified, refused, now)
+        kind = _REFUSE if refused else _RELEASE
+        out.records.append(
+            QueueRecord(kind, self.name, self.member_id, SCHEDULER, tasks=((tid, task.certified),))
+        )
+
+    def _acknowledged(self, tasks: Iterable[tuple[TaskId, bool]]) -> None:
+        """A scheduler acknowledged these completions (or tasks given back): forget them."""
+        done, returned = self._done_unacked, self._returned
+        for tid, _ in tasks:
+            done.pop(tid, None)
+            if returned:
+                returned.pop(tid, None)
+
     def _complete_held(self, tid: TaskId, task: Task, now: float, out: QueueOutputs) -> None:
         del self._held[tid]
         assigner = self._assigner.pop(tid, self.member_id)
@@ -403,6 +525,11 @@ class QueueMemberCore:
         self._backlog_limit = validate_backlog_limit(limit)
         return self._changed(now)
 
+    def set_reassign_limit(self, limit: int, now: float) -> QueueOutputs:
+        """New reassignment limit (0: none); it applies to the next move of every task."""
+        self._reassign_limit = validate_reassign_limit(limit)
+        return self._changed(now)
+
     def handle_timer(self, now: float) -> QueueOutputs:
         out = QueueOutputs()
         if not self._active_input():
@@ -433,11 +560,33 @@ class QueueMemberCore:
             if scheduler != self.member_id:
                 self._reply(_COMPLETE, scheduler, tid, task.certified, out)
             return
+        if (self._returned or self._leaving) and self._give_back_again(task, scheduler, now, out):
+            return
         self._held[tid] = task
         self._assigner[tid] = scheduler
         out.deliveries.append(task)
         if scheduler != self.member_id:
             self._reply(_ACCEPT, scheduler, tid, task.certified, out)
+
+    def _give_back_again(self, task: Task, scheduler: str, now: float, out: QueueOutputs) -> bool:
+        """Answer an ASSIGN with a refusal or release instead of delivering; True if it did.
+
+        For a task given back and not acknowledged yet (the ASSIGN crossed the
+        refusal), and for every task once this member is leaving. An
+        assignment by this member's own book is delivered: the earlier refusal
+        went to another scheduler, and the program decides again.
+        """
+        tid = task.id
+        if scheduler == self.member_id:
+            self._returned.pop(tid, None)
+            return False
+        back = self._returned.get(tid)
+        if back is None:
+            if not self._leaving:
+                return False
+            back = self._returned[tid] = (task.certified, False, now)
+        self._reply(_REFUSE if back[1] else _RELEASE, scheduler, tid, task.certified, out)
+        return True
 
     def _reply(
         self, kind: RecordKind, to: str, tid: TaskId, certified: bool, out: QueueOutputs
@@ -461,7 +610,18 @@ class QueueMemberCore:
                 done=tuple((tid, c) for tid, (c, _) in self._done_unacked.items()),
             )
         )
+        if self._returned:
+            self._resend_returned(out)
         self._next_status = now + self.heartbeat
+
+    def _resend_returned(self, out: QueueOutputs) -> None:
+        """Tasks given back and not acknowledged: told to the scheduler again (as ``done`` is)."""
+        for kind, refused in ((_REFUSE, True), (_RELEASE, False)):
+            tasks = tuple((tid, c) for tid, (c, r, _) in self._returned.items() if r is refused)
+            if tasks:
+                out.records.append(
+                    QueueRecord(kind, self.name, self.member_id, SCHEDULER, tasks=tasks)
+                )
 
     def _changed(self, now: float) -> QueueOutputs:
         out = QueueOutputs()
@@ -481,6 +641,8 @@ class QueueMemberCore:
             del self._gone[member]
         for tid in [k for k, (_, t) in self._done_unacked.items() if t < horizon]:
             del self._done_unacked[tid]
+        for tid in [k for k, (_, _, t) in self._returned.items() if t < horizon]:
+            del self._returned[tid]
         book = self._book
         if book is not None:
             for tid in [k for k, t in book.confirmed.items() if t < horizon]:
@@ -518,7 +680,10 @@ class QueueMemberCore:
             self._completed(book, tid, certified, rec.member, now, out)
         self._drain_backlog(book, now, out)
 
-    def _peer_left(self, member: str, now: float, out: QueueOutputs) -> None:
+    def _peer_left(
+        self, member: str, now: float, out: QueueOutputs, released: set[TaskId] | None = None
+    ) -> None:
+        """``member`` is gone: move its tasks (``released``: those it never started)."""
         if self._peers.pop(member, None) is None and member not in self._gone:
             return
         self._reported = None
@@ -527,8 +692,12 @@ class QueueMemberCore:
             return
         for tid in list(book.by_worker.get(member, ())):
             a = book.tasks[tid]
+            if released and tid in released:
+                self.stats.released += 1
+                self._move(book, a, now, out, exclude=member, counted=False)
+                continue
             self.stats.reassigned_exit += 1
-            self._assign(book, a, now, out, exclude=member)
+            self._move(book, a, now, out, exclude=member)
         book.by_worker.pop(member, None)
         self._drain_backlog(book, now, out)
 
@@ -573,17 +742,16 @@ class QueueMemberCore:
         return QueueAdvisory("INFO", condition, self.name, (("name", self.name),))
 
     def _overflow(self, task: Task, reason: str) -> QueueAdvisory:
+        return self._task_advisory("SCHEDULER.OVERFLOW", task, reason)
+
+    def _task_advisory(
+        self, condition: str, task: Task, reason: str, *more: tuple[str, str | int]
+    ) -> QueueAdvisory:
+        """A WARN advisory about one task: the queue, the task's identity, why, and ``more``."""
+        tid = task.id
+        fields = (("name", self.name), ("subject", tid.subject), ("sender", tid.sender))
         return QueueAdvisory(
-            "WARN",
-            "SCHEDULER.OVERFLOW",
-            self.name,
-            (
-                ("name", self.name),
-                ("subject", task.id.subject),
-                ("sender", task.id.sender),
-                ("seqno", task.id.seq),
-                ("reason", reason),
-            ),
+            "WARN", condition, self.name, (*fields, ("seqno", tid.seq), ("reason", reason), *more)
         )
 
     def _new_task(self, book: SchedulerBook, task: Task, now: float, out: QueueOutputs) -> None:
@@ -648,7 +816,9 @@ class QueueMemberCore:
         self._reported = reported
         return reported
 
-    def _pick(self, book: SchedulerBook, exclude: str | None) -> str | None:
+    def _pick(
+        self, book: SchedulerBook, exclude: str | None, avoid: set[str] | None = None
+    ) -> str | None:
         # Once per assignment and per backlog step. A peer's load: what this book
         # gave it plus what it holds that the book does not know (PeerView.unknown).
         # The best is the least (-weight, last pick, member), compared field by field
@@ -658,7 +828,7 @@ class QueueMemberCore:
         by_worker, last_pick = book.by_worker, book.last_pick
         for p in self._peers.values():
             member = p.member
-            if member == exclude:
+            if member == exclude or (avoid is not None and member in avoid):
                 continue
             mine = by_worker.get(member)
             if p.capacity <= (len(mine) if mine else 0) + p.unknown:
@@ -676,8 +846,9 @@ class QueueMemberCore:
                 best, best_weight, best_last = member, weight, last
         if best is not None:
             return best
-        if exclude != self.member_id and len(self._held) < self._worker_tasks:
-            return self.member_id
+        me = self.member_id
+        if exclude != me and len(self._held) < self._worker_tasks and not (avoid and me in avoid):
+            return me
         return None
 
     def _assign(
@@ -710,6 +881,107 @@ class QueueMemberCore:
         a.accept_by = now + self.activation
         book.schedule(a.resend_at, a.task.id, a.version)
 
+    def _move(
+        self,
+        book: SchedulerBook,
+        a: Assignment,
+        now: float,
+        out: QueueOutputs,
+        *,
+        exclude: str | None,
+        counted: bool = True,
+    ) -> None:
+        """Move ``a`` away from its worker ``exclude``: to another worker, or dead-letter it.
+
+        ``counted``: the move follows an attempt (all but a release), and the
+        one past the reassignment limit dead-letters the task instead.
+        """
+        if counted:
+            a.moves += 1
+            limit = self._reassign_limit
+            if limit and a.moves > limit:
+                self._dead_letter(book, a, REASSIGN_LIMIT_REASON, now, out)
+                return
+        if a.refused_by:
+            self._place_refused(book, a, exclude, now, out)
+        else:
+            self._assign(book, a, now, out, exclude=exclude)
+
+    def _place_refused(
+        self, book: SchedulerBook, a: Assignment, exclude: str | None, now: float, out: QueueOutputs
+    ) -> None:
+        """Give a refused task to a free worker that never refused it, or let it wait for one.
+
+        With no such worker left in the queue at all, nobody will take it:
+        it is dead-lettered.
+        """
+        refused = a.refused_by or set()
+        worker = self._pick(book, exclude, refused)
+        if worker is not None:
+            self._assign(book, a, now, out, picked=worker)
+            return
+        others = [p.member for p in self._peers.values() if p.capacity]
+        if self._worker_tasks:
+            others.append(self.member_id)
+        if all(member in refused for member in others):
+            self._dead_letter(book, a, REFUSED_REASON, now, out)
+            return
+        book.place(a, None)
+        a.accepted = False
+        a.complete_by = math.inf
+        book.refused_waiting.append(a.task.id)
+
+    def _given_back(
+        self, book: SchedulerBook, rec: QueueRecord, refused: bool, now: float, out: QueueOutputs
+    ) -> None:
+        """A worker's REFUSE or RELEASE: take its tasks back, and acknowledge them."""
+        for tid, certified in rec.tasks:
+            self._take_back(book, tid, rec.member, refused, now, out)
+            self._ack(rec.member, tid, certified, out)
+        self._drain_backlog(book, now, out)
+
+    def _take_back(
+        self,
+        book: SchedulerBook,
+        tid: TaskId,
+        worker: str,
+        refused: bool,
+        now: float,
+        out: QueueOutputs,
+    ) -> None:
+        """``worker`` gave ``tid`` back; move it if it is still that worker's (else a repeat)."""
+        a = book.tasks.get(tid)
+        if a is None or a.worker != worker:
+            return
+        if refused:
+            if a.refused_by is None:
+                a.refused_by = set()
+            a.refused_by.add(worker)
+            self.stats.refused += 1
+        else:
+            self.stats.released += 1
+        self._move(book, a, now, out, exclude=worker, counted=refused)
+
+    def _dead_letter(
+        self, book: SchedulerBook, a: Assignment, reason: str, now: float, out: QueueOutputs
+    ) -> None:
+        """Give up on ``a``: confirmed to its sender, counted by an advisory, out to the driver.
+
+        Retransmissions of a certified task are then confirmed at once (it
+        stays among the confirmed ids), and a worker that still runs it may
+        still complete it: that completion is only acknowledged.
+        """
+        task = a.task
+        book.finish(task.id)
+        book.confirmed[task.id] = now
+        self.stats.dead_lettered += 1
+        if task.certified:
+            out.confirms.append(task)
+        out.dead_letters.append(DeadLetter(task, reason, a.moves))
+        out.advisories.append(
+            self._task_advisory("SCHEDULER.DEAD_LETTER", task, reason, ("moves", a.moves))
+        )
+
     def _send_assign(self, a: Assignment, out: QueueOutputs) -> None:
         assert a.worker is not None
         out.records.append(
@@ -738,10 +1010,10 @@ class QueueMemberCore:
             if a.accepted:
                 if now >= a.complete_by:
                     self.stats.reassigned_complete_time += 1
-                    self._assign(book, a, now, out, exclude=a.worker)
+                    self._move(book, a, now, out, exclude=a.worker)
             elif now >= a.accept_by:
                 self.stats.reassigned_unaccepted += 1
-                self._assign(book, a, now, out, exclude=a.worker)
+                self._move(book, a, now, out, exclude=a.worker)
             else:
                 self._send_assign(a, out)
                 a.resend_at = now + self.heartbeat
@@ -754,6 +1026,8 @@ class QueueMemberCore:
         # load and last pick, so that worker goes back in with its new key
         # (-weight, last pick, member) while it has room. A busy scheduler assigns
         # most tasks here, and the scan of every peer per task was its dearest step.
+        if book.refused_waiting:
+            self._drain_refused(book, now, out)
         backlog = book.backlog
         tasks = book.tasks
         heap: list[tuple[int, int, str, int]] | None = None
@@ -776,6 +1050,15 @@ class QueueMemberCore:
                 weight, _, member, room = heappop(heap)
                 if room > 1:
                     heappush(heap, (weight, book.tick, member, room - 1))
+
+    def _drain_refused(self, book: SchedulerBook, now: float, out: QueueOutputs) -> None:
+        """Give each waiting refused task to a free worker that has not refused it."""
+        waiting = book.refused_waiting
+        for _ in range(len(waiting)):
+            a = book.tasks.get(waiting.popleft())
+            if a is None or a.worker is not None:
+                continue
+            self._place_refused(book, a, None, now, out)
 
     def _available(self, book: SchedulerBook) -> list[tuple[int, int, str, int]]:
         """(-weight, last pick, member, room) of each peer _pick could choose, as a heap."""

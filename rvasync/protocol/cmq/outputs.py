@@ -10,7 +10,7 @@ from rvasync.message import Message
 from rvasync.protocol.cmq.records import QueueRecord, TaskId
 from rvasync.protocol.ft import FtAdvisory, FtRecord
 
-__all__ = ["QueueAdvisory", "QueueOutputs", "Task"]
+__all__ = ["DeadLetter", "QueueAdvisory", "QueueOutputs", "Task"]
 
 
 @dataclass(slots=True)
@@ -25,6 +25,21 @@ class Task:
     id: TaskId
     certified: bool
     payload: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    """A task the scheduler gave up on, for the driver to publish on the dead-letter subject.
+
+    ``reason`` says why (the reassignment limit, or every worker refused it),
+    ``moves`` how often it had been moved from worker to worker. The core has
+    already confirmed a certified one to its sender and presented the
+    SCHEDULER.DEAD_LETTER advisory that counts it.
+    """
+
+    task: Task
+    reason: str
+    moves: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +74,9 @@ class QueueOutputs:
     member became the scheduler and must start listening as the queue's
     certified correspondent; False: it stopped), then ``confirms`` (tasks the
     scheduler now confirms to their senders), then ``deliveries`` (tasks for
-    this member's own worker), then ``advisories``. ``assigned`` only informs.
+    this member's own worker), then ``dead_letters`` (tasks given up on, to
+    publish on the dead-letter subject), then ``advisories``. ``assigned``
+    only informs.
     """
 
     ft_records: list[FtRecord] = field(default_factory=list)
@@ -67,6 +84,7 @@ class QueueOutputs:
     roles: list[bool] = field(default_factory=list)
     confirms: list[Task] = field(default_factory=list)
     deliveries: list[Task] = field(default_factory=list)
+    dead_letters: list[DeadLetter] = field(default_factory=list)
     advisories: list[QueueAdvisory | FtAdvisory] = field(default_factory=list)
     assigned: list[tuple[TaskId, str]] = field(default_factory=list)
     """(task, worker) of each assignment decision: for logs and tests, nothing to carry out."""
@@ -79,6 +97,7 @@ class QueueOutputs:
         self.roles += other.roles
         self.confirms += other.confirms
         self.deliveries += other.deliveries
+        self.dead_letters += other.dead_letters
         self.advisories += other.advisories
         self.assigned += other.assigned
 
@@ -89,5 +108,6 @@ class QueueOutputs:
             or self.roles
             or self.confirms
             or self.deliveries
+            or self.dead_letters
             or self.advisories
         )

@@ -14,11 +14,13 @@ from rvasync.errors import InvalidArgument
 from rvasync.protocol.cm.names import check_correspondent_name
 
 __all__ = [
+    "DEFAULT_REASSIGN_LIMIT",
     "DONE_MEMORY_FACTOR",
     "group_of",
     "validate_backlog_limit",
     "validate_complete_time",
     "validate_queue_name",
+    "validate_reassign_limit",
     "validate_worker_tasks",
     "validate_worker_weight",
 ]
@@ -28,6 +30,16 @@ DONE_MEMORY_FACTOR = 20.0
 
 A retransmitted assignment or task that arrives later than that is treated as
 new. Twenty intervals outlast any retransmission the protocols make.
+"""
+
+
+DEFAULT_REASSIGN_LIMIT = 10
+"""How many times a scheduler moves one task from worker to worker before it gives up.
+
+A task that kills, hangs or is refused by every worker it reaches (a poison
+task) would otherwise circulate for ever. Ten moves ride out a rolling
+restart of the workers and a few slow runs past ``complete_time``; beyond
+that the task is dead-lettered (docs/distributed-queues.md).
 """
 
 
@@ -70,6 +82,11 @@ def validate_worker_tasks(value: object) -> int:
 def validate_backlog_limit(value: object) -> int:
     """Scheduler task backlog limit: 0 means unlimited (the queue never overflows)."""
     return _integer("backlog_limit", value, 0)
+
+
+def validate_reassign_limit(value: object) -> int:
+    """Reassignment limit: 0 (move a task however often) or the most moves of one task."""
+    return _integer("reassign_limit", value, 0)
 
 
 def validate_complete_time(value: object) -> float:

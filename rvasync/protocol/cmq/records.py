@@ -16,8 +16,18 @@ records (:mod:`rvasync.protocol.ft`); these records carry the work:
 ``ACCEPT``   worker to the scheduler that assigned: the worker has the task.
 ``COMPLETE`` worker to the scheduler: the worker's program finished tasks.
 ``ACK``      scheduler to a worker: these completions are confirmed to their
-             senders, the worker may forget them.
-``BYE``      a member leaving the queue: its tasks are reassigned at once.
+             senders, the worker may forget them; or these tasks it gave
+             back (REFUSE, RELEASE) are taken back.
+``REFUSE``   worker to the scheduler: its program refused these tasks; give
+             them to other workers (each refusal counts towards the
+             reassignment limit).
+``RELEASE``  worker to the scheduler: a closing worker gives back tasks its
+             program never started (they do not count towards the limit).
+``BYE``      a member leaving the queue: its tasks are reassigned at once
+             (``tasks``: those it released and never started).
+
+REFUSE and RELEASE are repeated with every STATUS until acknowledged: state,
+as the ``done`` list of a STATUS is.
 """
 
 from __future__ import annotations
@@ -33,12 +43,14 @@ from rvasync.errors import MalformedMessage
 
 __all__ = ["GROUP", "RECORD_VERSION", "SCHEDULER", "QueueRecord", "RecordKind", "TaskId"]
 
-RECORD_VERSION = 3
+RECORD_VERSION = 4
 """2: task lists travel grouped by (sender, subject, certified), one run of sequence
 numbers per group (version 1 spelled out every task in full). 3: an ASSIGN's
 ``done`` lists completions the scheduler acknowledges to that worker (an ACK
-merged into it, see coalesce); version 2 ignored it. Members of one queue run
-one version; a record of another version is refused by name."""
+merged into it, see coalesce); version 2 ignored it. 4: REFUSE and RELEASE
+(version 3 would drop them as malformed, and the tasks would stay with a
+worker that no longer holds them). Members of one queue run one version; a
+record of another version is refused by name."""
 
 GROUP = ""
 """Destination of a record for every member."""
@@ -65,6 +77,8 @@ class RecordKind(enum.StrEnum):
     ACCEPT = "ACCEPT"
     COMPLETE = "COMPLETE"
     ACK = "ACK"
+    REFUSE = "REFUSE"
+    RELEASE = "RELEASE"
     BYE = "BYE"
 
 

@@ -150,7 +150,6 @@ class FtMemberCore:
         self._next_send = math.inf
         self._announced = math.inf
         self._hint_outstanding = False
-        self._hint_time = -math.inf
         self._too_few_since: float | None = None
         self._too_few_reported = False
 
@@ -458,13 +457,25 @@ class FtMemberCore:
         """TOO_MANY_ACTIVE (appendix C): checked when a heartbeat reveals a new active member.
 
         Presented only by an active member whose rank keeps it active, when more
-        members send heartbeats than the active goal.
+        members send heartbeats than the active goal, and only when the
+        newcomer is one of the extras: "one or more other members are active
+        that should not be active". A newcomer that outranks all but fewer
+        than ``active_goal`` of the active members belongs among them: it is
+        a preemption (a heavier member, a planned weight change), and the
+        member it displaces steps down as soon as it hears it. With an active
+        goal of 1 that member is this one, which the rank condition already
+        silences; with a larger goal it is another, and the advisory used to
+        come with every planned weight change (issue 44 item 10).
         """
         count = self.active_count
-        if self._active and count > self.active_goal and self._active_above() < self.active_goal:
-            out.advisories.append(
-                adv.too_many_active(self.group, count, self.active_goal, newcomer.member)
-            )
+        goal = self.active_goal
+        if not (self._active and count > goal and self._active_above() < goal):
+            return
+        key = newcomer.key
+        above = sum(1 for p in self._peers.values() if p.active and p.key < key)
+        if above + (self._key() < key) < goal:
+            return
+        out.advisories.append(adv.too_many_active(self.group, count, goal, newcomer.member))
 
     def _in_target(self, excluded: frozenset[str] = frozenset()) -> bool:
         """Would this (inactive) member be among the first ``active_goal`` members?
@@ -504,12 +515,18 @@ class FtMemberCore:
 
     def _activate(self, now: float, out: FtOutputs) -> None:
         # "Timing of Hints": a member that asked for hints always gets one
-        # before ACTIVATE, never longer before it than activation - preparation.
-        if self.preparation:
-            window = self.activation - self.preparation
-            fresh = self._hint_outstanding and now - self._hint_time <= window * (1 + 1e-9)
-            if not fresh:
-                out.actions.append(FtAction.PREPARE_TO_ACTIVATE)
+        # before ACTIVATE, and one only. An outstanding hint is never older
+        # than activation - preparation on time: it was given when this member
+        # became the candidate, and _update_hint withdraws it the moment the
+        # member stops being one; the ACTIVATE then comes when the suspects'
+        # silence reaches the activation interval, as their hint came when it
+        # reached the preparation interval (or at the end of the first
+        # interval, as its hint came at preparation). So its age is not
+        # checked: a late event loop delays the ACTIVATE, and measuring the
+        # age in the loop's time used to turn the hint stale and give a second
+        # one right with the ACTIVATE (issue 34 item 4, issue 44 item 10).
+        if self.preparation and not self._hint_outstanding:
+            out.actions.append(FtAction.PREPARE_TO_ACTIVATE)
         self._hint_outstanding = False
         self._active = True
         out.actions.append(FtAction.ACTIVATE)
@@ -538,7 +555,6 @@ class FtMemberCore:
             candidate = self._in_target(suspects)
         if candidate and not self._hint_outstanding:
             self._hint_outstanding = True
-            self._hint_time = now
             out.actions.append(FtAction.PREPARE_TO_ACTIVATE)
         elif not candidate:
             self._hint_outstanding = False

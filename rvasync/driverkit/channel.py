@@ -1,10 +1,13 @@
 """How a fault tolerance group's records and advisories travel on an rvasync transport.
 
-Members multicast their records on ``_RVFT.<group>``. That subject is
-reserved: the user-facing ``send`` refuses subjects that start with ``_``, so
-records go straight to the transport's routing hook, which is the same path a
-validated user message takes after its checks. Every transport (intra-process
-or network) therefore carries them without knowing about fault tolerance.
+Every driver that takes part in a fault tolerance group uses it:
+``rv.FtMember`` and ``rv.FtMonitor``, and the distributed queue members,
+whose scheduler such a group elects. Members multicast their records on
+``_RVFT.<group>``. That subject is reserved: the user-facing ``send`` refuses
+subjects that start with ``_``, so records go straight to the transport's
+routing hook, which is the same path a validated user message takes after its
+checks. Every transport (intra-process or network) therefore carries them
+without knowing about fault tolerance.
 
 Received records are decoded with :meth:`FtRecord.from_fields`; malformed ones
 are dropped and counted (the first is logged, so a misconfigured peer is
@@ -34,7 +37,14 @@ if TYPE_CHECKING:
     from rvasync.transport.base import BaseTransport
     from rvasync.transport.listener import Listener
 
-__all__ = ["ORIGIN_FIELD", "UNREACHABLE_PREFIX", "GroupChannel", "send_internal", "transport_id"]
+__all__ = [
+    "ORIGIN_FIELD",
+    "ORIGIN_MEMORY",
+    "UNREACHABLE_PREFIX",
+    "GroupChannel",
+    "send_internal",
+    "transport_id",
+]
 
 ORIGIN_FIELD = "origin"
 """Driver-level record field: id of the transport that sent the record (when it has one)."""

@@ -1,9 +1,10 @@
 """One re-armable wake-up at an absolute loop time, for a sans-IO core's next deadline.
 
-The fault tolerance cores say when they next need to run
-(``next_deadline()``); the driver re-arms this timer after every input. A
-``loop.call_at`` handle costs nothing while it waits, and re-arming to the same
-moment keeps the existing handle.
+A sans-IO core says when it next needs to run (``next_deadline()``); its
+driver re-arms this timer after every input (the fault tolerance members and
+monitors, the distributed queue members and the virtual circuit terminals all
+do). A ``loop.call_at`` handle costs nothing while it waits, and re-arming to
+the same moment keeps the existing handle.
 """
 
 from __future__ import annotations

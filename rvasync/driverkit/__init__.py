@@ -1,0 +1,1 @@
+"""The shared kit the asyncio drivers are built on: durable files, the core pump, group channels and deadline timers."""
