@@ -32,7 +32,12 @@ from rvasync._wire import LOOPBACK_DATAGRAM, NETWORK_DATAGRAM
 from rvasync.busypoll import BusyPoller, check_window, poller_for
 from rvasync.daemon.auth import DaemonSecurity
 from rvasync.daemon.ipmconfig import STANDALONE_ONLY, implicit_file, read_config
-from rvasync.daemon.params import parse_network, parse_service
+from rvasync.daemon.params import (
+    MAX_RELIABILITY,
+    check_reliability,
+    parse_network,
+    parse_service,
+)
 from rvasync.daemon.service import ServiceEndpoint
 from rvasync.daemon.session import ClientSession, SessionOwner
 from rvasync.errors import DaemonUnavailable, InvalidArgument, NotPermitted
@@ -51,20 +56,6 @@ __all__ = [
 STANDALONE_RELIABILITY = 60.0
 #: Default reliability interval of the in-process daemon, as IPM.
 IN_PROCESS_RELIABILITY = 5.0
-#: Longest reliability interval a daemon or a client may ask for (one hour). Retention
-#: is also bounded in bytes (``max_retention``); this keeps a client from pinning it
-#: for the daemon's lifetime (see docs/reliability.md, "Bounds").
-MAX_RELIABILITY = 3600.0
-
-
-def check_reliability(value: Any, name: str = "reliability") -> float | None:
-    """A requested reliability interval: None, or finite seconds within 0..MAX_RELIABILITY."""
-    seconds = _optional_seconds(name, value, zero_ok=True)
-    if seconds is not None and seconds > MAX_RELIABILITY:
-        raise InvalidArgument(
-            f"{name} must be at most {MAX_RELIABILITY:g} seconds, got {seconds!r}"
-        )
-    return seconds
 
 
 def _seconds(name: str, value: Any, *, zero_ok: bool) -> float:

@@ -42,8 +42,8 @@ from rvasync.advisories import AdvisoryClass, build_advisory
 from rvasync.busypoll import poller_for
 from rvasync.daemon.advisories import slow_consumer
 from rvasync.daemon.auth import DaemonSecurity, LoginRefused, User, Users, cert_subject
-from rvasync.daemon.engine import check_reliability
 from rvasync.daemon.interestadv import ROUTER_MARK, ROUTER_PRIVILEGE, is_router
+from rvasync.daemon.params import check_reliability
 from rvasync.daemon.routing import subject_of
 from rvasync.daemon.service import check_client_subject
 from rvasync.errors import (

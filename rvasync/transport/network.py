@@ -20,8 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from rvasync.busypoll import BusyPoller, check_window, poller_for
 from rvasync.correlation import CorrelationId, check_publisher_correlation
-from rvasync.daemon.engine import check_reliability
-from rvasync.daemon.params import parse_network, parse_service, regular_service
+from rvasync.daemon.params import check_reliability, parse_network, parse_service, regular_service
 from rvasync.daemon.udp import parse_address_hex
 from rvasync.errors import (
     DaemonUnavailable,
