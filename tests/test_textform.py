@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from test_codec import IMPLS, INT_RANGES, NATIVE, messages
 
 import rvasync as rv
-from rvasync.fieldtypes import FieldType
+from rvasync.fieldtypes import FieldType, values_equal
 from rvasync.message import Message
 from rvasync.rvdatetime import DateTime
 from rvasync.textform import printable
@@ -330,6 +330,31 @@ def test_get_as_by_field_id(impl: ModuleType) -> None:
         received.get_as("b", F.I32, field_id=7)
     with pytest.raises(KeyError):
         received.get_as(None, F.I32, field_id=8)
+
+
+@given(msg=messages())
+@settings(max_examples=120, suppress_health_check=[HealthCheck.too_slow])
+def test_positions_ids_and_types_agree_on_both_twins(msg: Message) -> None:
+    """What a receiver walks (iteration, ``field_at``, ``field_by_id``, ``get_as`` in a
+    field's own type) is the same fields, in order, with the types they were sent with,
+    whichever codec twin decoded them."""
+    sent = [(f.name, f.id, f.type) for f in msg]
+    for impl in IMPLS:
+        received: Message = impl.decode(impl.encode(msg))
+        fields = list(received)
+        assert [(f.name, f.id, f.type) for f in fields] == sent
+        assert [received.field_at(i) for i in range(len(received))] == fields
+        with pytest.raises(IndexError):
+            received.field_at(len(received))
+        first: dict[str | None, rv.Field] = {}
+        for field in fields:
+            first.setdefault(field.name, field)
+            if field.id:
+                assert received.field_by_id(field.id) == field
+                got = received.get_as(field.name, field.type, field_id=field.id)
+                assert values_equal(field.type, got, field.value)
+        for name, field in first.items():
+            assert values_equal(field.type, received.get_as(name, field.type), field.value)
 
 
 def test_field_at(impl: ModuleType) -> None:
