@@ -14,10 +14,13 @@ The capture is written once, by the benchmark adapter's ``write_capture``
 (250,000-row files), into ``--dir`` (default /tmp/rvasync-spark-cpu-ROWS)
 and kept for the next run; warm-up is the benchmark's (a small capture, then
 one pass over the full one, untimed). ``--rows-per-partition N`` adds rows
-reading with ``option("rowsPerPartition", N)``, beside the default. Usage::
+reading with ``option("rowsPerPartition", N)``, beside the default.
+``--unchecked`` adds a row reading a copy of the capture (the same files,
+hard-linked) whose marker is of format version 1, which has no checksums:
+the cost of checking them, back to back. Usage::
 
     python -m benchmarks.spark_cpu [--rows 2500000] [--repeat 5]
-        [--rows-per-partition 262144,524288] [--dir DIR]
+        [--rows-per-partition 262144,524288] [--unchecked] [--dir DIR]
 """
 
 from __future__ import annotations
@@ -71,12 +74,31 @@ def tree_cpu(root: int) -> dict[str, float]:
     return totals
 
 
+def _unchecked_copy(full: str, copy: str) -> str:
+    """``full``'s files under a version-1 marker (no file entries, so no checksums)."""
+    import json
+
+    from rvasync.spark.capture import MARKER_NAME, file_name, read_marker
+
+    marker = read_marker(full)
+    os.makedirs(copy, exist_ok=True)
+    for index in range(1, marker.committed + 1):
+        target = os.path.join(copy, file_name(index))
+        if not os.path.exists(target):
+            os.link(os.path.join(full, file_name(index)), target)
+    legacy = {"format": "rvasync-capture", "version": 1, "committed": marker.committed}
+    with open(os.path.join(copy, MARKER_NAME), "w") as f:
+        json.dump({**legacy, "rows": marker.rows}, f)
+    return copy
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rows", type=int, default=2_500_000)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--rows-per-partition", default="")
     parser.add_argument("--dir", default=None)
+    parser.add_argument("--unchecked", action="store_true")
     args = parser.parse_args()
     directory = args.dir or f"/tmp/rvasync-spark-cpu-{args.rows}"
     rv = RvCaptureScan({}, {}, LOCAL)  # the adapter, outside the benchmark runner
@@ -95,6 +117,9 @@ def main() -> None:
         "rvasync": lambda: rv.scan(full, False, True),
         "parquet": lambda: parquet.scan(full, False, True),
     }
+    if args.unchecked:
+        legacy = _unchecked_copy(full, f"{directory}/unchecked")
+        queries["rvasync unchecked"] = lambda: rv.scan(legacy, False, True)
     for per_part in filter(None, args.rows_per_partition.split(",")):
         queries[f"rvasync rowsPerPartition={per_part}"] = with_rows(per_part)
     for engine in (rv, parquet):  # the benchmark's warm-up

@@ -5,10 +5,11 @@ the other Spark tests hold a local[2] one. Each run is a fresh driver, so
 running ``stream`` twice against one checkpoint is a restarted driver.
 
     python tests/spark_cluster_driver.py MASTER CAPTURE_DIR WORK_DIR STEP [STEP ...] \
-        [--daemon HOST:PORT --service S] [--gate ID]
+        [--daemon HOST:PORT --service S] [--gate ID] [--remote URL --storage-options JSON]
 
-Steps: ``batch`` (read and check counts); ``kill`` (a batch read during
-which the executor running row ID is killed with SIGKILL); ``stream``
+Steps: ``batch`` (read and check counts, from the --remote copy when
+given); ``kill`` (a batch read during which the executor running row ID is
+killed with SIGKILL); ``stream``
 (availableNow from the checkpoint in WORK_DIR into a Parquet file sink
 there); ``stream-kill`` (the same, killing the executor that runs row ID
 mid-batch); ``write`` (publish rows from the executors to the daemon);
@@ -59,7 +60,7 @@ def session(master: str):
         # Small JVMs that start fast on a loaded 2-core machine.
         "spark.executor.extraJavaOptions": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1",
     }
-    for name in ("PYTHONPATH", "RVASYNC_PURE"):
+    for name in ("PYTHONPATH", "RVASYNC_PURE", "AWS_EC2_METADATA_DISABLED"):
         if os.environ.get(name):
             config[f"spark.executorEnv.{name}"] = os.environ[name]
     for key, value in config.items():
@@ -70,16 +71,19 @@ def session(master: str):
     return spark
 
 
-def step_batch(spark, capture_dir: str) -> dict:
+def step_batch(spark, source: str, storage_options: str | None) -> dict:
+    """Read the capture's uploaded copy (an object store) on the executors."""
     from pyspark.sql import functions as F
 
     # Partitions of a few thousand rows (the default is 1,048,576), so this small
     # capture is read by several tasks on both executors.
+    reader = spark.read.format("rvasync")
+    if storage_options:
+        reader = reader.option("storageOptions", storage_options)
     df = (
-        spark.read.format("rvasync")
-        .option("fields", "id, region, amount")
+        reader.option("fields", "id, region, amount")
         .option("rowsPerPartition", "4096")
-        .load(capture_dir)
+        .load(source)
     )
     rows = df.select("id", "subject", "region", "amount", "data").collect()
     ids = [r["id"] for r in rows]
@@ -99,6 +103,7 @@ def step_batch(spark, capture_dir: str) -> dict:
             r["subject"] == f"ORDERS.{r['region']}.NEW" and r["amount"] == r["id"] / 4 for r in rows
         ),
         "driver_pid": os.getpid(),
+        "source": source,
     }
 
 
@@ -343,6 +348,8 @@ def main() -> int:
     parser.add_argument("--daemon")
     parser.add_argument("--service")
     parser.add_argument("--gate", type=int, help="the id whose task the kill steps kill")
+    parser.add_argument("--remote", help="the capture's uploaded copy, which batch reads")
+    parser.add_argument("--storage-options", help="storageOptions for --remote (JSON)")
     args = parser.parse_args()
     if args.gate is None and {"kill", "stream-kill", "kill-worker"} & set(args.steps):
         parser.error("the kill steps need --gate ID")
@@ -352,7 +359,7 @@ def main() -> int:
         for step in args.steps:
             started = time.monotonic()
             if step == "batch":
-                results[step] = step_batch(spark, args.capture)
+                results[step] = step_batch(spark, args.remote or args.capture, args.storage_options)
             elif step in ("kill", "kill-worker"):
                 results[step] = step_kill(
                     spark, args.capture, args.work, args.gate, step == "kill-worker"

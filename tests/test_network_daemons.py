@@ -102,6 +102,11 @@ async def test_point_to_point_goes_to_the_owning_daemon_only(service, loops):
     async with Transport(service) as c:
         inbox = await b_loop.run(_create_inbox(b))
         on_b = await b_loop.run(_listen(b, inbox))
+        # Point-to-point goes only to a daemon heard on the service (a crafted inbox name
+        # is refused): here the inbox reached a by hand, not in a message from b, so wait
+        # until a's daemon has heard b's.
+        service_a = a.link.session._service
+        await until(lambda: service_a.driver.knows_address(b.link.session._service.address))
         # c listens to every inbox pattern it is allowed to: only its own daemon's traffic
         before_c = c.link.session._service.counters.messages_in
         await a_loop.run(_send_all(a, [Message(inbox, {"n": i}) for i in range(20)]))

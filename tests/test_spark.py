@@ -245,9 +245,10 @@ def test_pruned_read_filters_on_columns_it_does_not_return(orders_capture):
     schema = T.StructType([T.StructField("data", T.BinaryType())])
     predicate = Predicate("subject", "eq", "ORDERS.US.NEW")
     got = []
-    for path in committed_files(directory):
-        parquet = capture.open_committed(path)
-        part = FilePart(str(path), tuple(range(parquet.num_row_groups)), (predicate,))
+    for ref in capture.snapshot(directory):
+        with ref.open() as opened:
+            groups = tuple(range(opened.metadata.num_row_groups))
+        part = FilePart(ref, groups, (predicate,))
         for batch in read_part(part, schema):
             assert batch.schema.names == ["data"]
             got.extend(Message.from_bytes(data) for data in batch.column(0).to_pylist())
@@ -278,7 +279,7 @@ def test_damaged_files_before_and_after_the_committed_offset(spark, orders_captu
     with pytest.raises(Exception) as excinfo:
         df.count()
     assert "part-0000000001.parquet" in _error_text(excinfo)
-    assert "unreadable" in _error_text(excinfo)
+    assert "is damaged: it has" in _error_text(excinfo)
 
 
 def test_empty_capture_reads_as_an_empty_dataframe(spark, tmp_path):
@@ -373,11 +374,13 @@ def test_streaming_sees_every_message_exactly_once_across_a_restart(spark, tmp_p
         writer.close()
 
 
-def test_projection_takes_the_first_field_of_a_name_and_nulls_other_types():
-    """As Message.field: the first field called the name decides; repeats are ignored."""
+def test_projection_takes_the_first_field_of_a_name_and_converts_only_exactly():
+    """As Message.field: the first field called the name decides; repeats are ignored. A
+    number of another type converts when the column holds it exactly; anything else is a
+    bad record, with the reason (strictTypes: any other type is)."""
     import pyarrow as pa
 
-    from rvasync.spark.scan import _project
+    from rvasync.spark.project import Projection
 
     twice = Message("A")
     twice.add("x", 7, FieldType.I32)
@@ -386,26 +389,32 @@ def test_projection_takes_the_first_field_of_a_name_and_nulls_other_types():
     twice.add("levels", [1, 2], FieldType.I32ARRAY)
     other = Message("B")
     other.add("x", 1.5, FieldType.F64)
-    batch = pa.RecordBatch.from_arrays(
-        [pa.array([twice.to_bytes(), other.to_bytes(), b"garbage"], pa.binary())], ["data"]
-    )
+    data = pa.array([twice.to_bytes(), other.to_bytes(), b"garbage"], pa.binary())
     fields = [
         ("x", FieldType.I32),
         ("x", FieldType.F64),
         ("when", FieldType.DATETIME),
-        ("levels", FieldType.I32ARRAY),
+        ("levels", FieldType.I64ARRAY),
         ("none", FieldType.STRING),
     ]
     types = [
         pa.int32(),
         pa.float64(),
         pa.timestamp("us", tz="UTC"),
-        pa.list_(pa.int32()),
+        pa.list_(pa.int64()),
         pa.string(),
     ]
-    columns = [column.to_pylist() for column in _project(batch, fields, types)]
+    arrays, bad = Projection(fields, types)(data)
+    columns = [column.to_pylist() for column in arrays]
     assert columns[0] == [7, None, None]
-    assert columns[1] == [None, 1.5, None]
+    assert columns[1] == [7.0, 1.5, None]
     assert [v and v.timestamp() for v in columns[2]] == [1_700_000_000.000005, None, None]
     assert columns[3] == [[1, 2], None, None]
     assert columns[4] == [None, None, None]
+    assert sorted(bad) == [1, 2]
+    assert bad[1] == "field 'x' is F64, its column is I32"
+    assert bad[2].startswith("undecodable message")
+    strict_arrays, strict_bad = Projection(fields, types, strict=True)(data)
+    assert strict_arrays[1].to_pylist() == [None, 1.5, None]
+    assert strict_arrays[3].to_pylist() == [None, None, None]
+    assert "field 'x' is I32, its column is F64" in strict_bad[0]

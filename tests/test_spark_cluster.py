@@ -47,7 +47,7 @@ if spark_skip_reason():
 import rvasync as rv
 from rvasync.pytest_plugin import stop_process_group
 from rvasync.queues import Queue
-from rvasync.spark import capture
+from rvasync.spark import capture, storage
 from rvasync.spark.standalone import StandaloneCluster
 from rvasync.testing import free_port
 
@@ -96,13 +96,50 @@ def _order(i: int) -> rv.Message:
     return msg
 
 
-async def _record(capture_dir: Path, daemon: str, service: str, ids: range) -> None:
-    """Run ``rvasync record --count`` and publish ``ids`` to it through the daemon."""
+class ObjectStore:
+    """An S3 server on 127.0.0.1 (moto's), in this process, for the capture's upload."""
+
+    BUCKET = "rvasync-tier"
+
+    def __init__(self) -> None:
+        import logging
+
+        from moto.server import ThreadedMotoServer
+
+        logging.getLogger("werkzeug").setLevel(logging.ERROR)
+        self.server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        self.server.start()
+        host, port = self.server.get_host_and_port()
+        self.options = json.dumps(
+            {
+                "endpoint_override": f"http://{host}:{port}",
+                "access_key": "tier",
+                "secret_key": "tier",
+                "region": "us-east-1",
+                "allow_bucket_creation": True,
+            }
+        )
+        self.url = f"s3://{self.BUCKET}/capture"
+
+    def stop(self) -> None:
+        self.server.stop()
+
+
+def _s3_environment() -> None:
+    # Credentials and region are in the storage options: never ask a metadata service.
+    os.environ["AWS_EC2_METADATA_DISABLED"] = "true"
+
+
+async def _record(
+    capture_dir: Path, daemon: str, service: str, ids: range, store: ObjectStore
+) -> None:
+    """Run ``rvasync record --count`` and publish ``ids`` to it through the daemon; it
+    uploads what it commits to the object store."""
     recorder = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "rvasync", "record", "ORDERS.>",
         "--to", str(capture_dir), "--daemon", daemon, "--service", service,
         "--roll-size", "48KiB", "--roll-interval", "1", "--count", str(len(ids)),
-        "--no-progress",
+        "--no-progress", "--upload", store.url, "--storage-options", store.options,
         stderr=asyncio.subprocess.PIPE,
         start_new_session=True,
     )  # fmt: skip
@@ -125,9 +162,11 @@ async def _record(capture_dir: Path, daemon: str, service: str, ids: range) -> N
             await recorder.wait()
 
 
-async def _drive(cluster, capture_dir, work, steps, daemon=None, service=None, timeout=TIMEOUT):
+async def _drive(
+    cluster, capture_dir, work, steps, store, daemon=None, service=None, timeout=TIMEOUT
+):
     args = [sys.executable, str(DRIVER), cluster.master_url, str(capture_dir), str(work), *steps]
-    args += ["--gate", str(GATE)]
+    args += ["--gate", str(GATE), "--remote", store.url, "--storage-options", store.options]
     if daemon:
         args += ["--daemon", daemon, "--service", service]
     errors = work / f"driver-{'-'.join(steps)}.log"
@@ -158,13 +197,15 @@ async def _collect(queue: Queue, count: int) -> list[rv.Message]:
     return received
 
 
-async def _tier(cluster, daemon: str, tmp: Path) -> dict:
+async def _tier(cluster, daemon: str, tmp: Path, store: ObjectStore) -> dict:
     capture_dir, work = tmp / "capture", tmp / "work"
     work.mkdir()
     service = str(free_port())
     results: dict = {}
-    await _record(capture_dir, daemon, service, range(FIRST))
+    await _record(capture_dir, daemon, service, range(FIRST), store)
     results["files_first"] = capture.read_marker(capture_dir).committed
+    remote = capture.read_marker(storage.locate(store.url, store.options))
+    results["uploaded"] = remote == capture.read_marker(capture_dir)
     await asyncio.to_thread(cluster.ready.wait, TIMEOUT)
     if cluster.error is not None:
         raise cluster.error
@@ -178,8 +219,8 @@ async def _tier(cluster, daemon: str, tmp: Path) -> dict:
             # kill-worker comes last: the cluster is one worker short after it.
             results["first"] = await _drive(
                 cluster.cluster, capture_dir, work,
-                ["batch", "kill", "stream-kill", "write", "kill-worker"], daemon, out_service,
-                timeout=2 * TIMEOUT,
+                ["batch", "kill", "stream-kill", "write", "kill-worker"], store, daemon,
+                out_service, timeout=2 * TIMEOUT,
             )  # fmt: skip
             results["received"] = await collecting
         finally:
@@ -187,22 +228,22 @@ async def _tier(cluster, daemon: str, tmp: Path) -> dict:
         await asyncio.sleep(0.5)  # a duplicate would arrive in this time
         results["extra"] = len(queue)
     if LONG:
-        await _restarted_driver(cluster, daemon, service, capture_dir, work, results)
+        await _restarted_driver(cluster, daemon, service, capture_dir, work, results, store)
     # Kept beside the drivers' logs: step times and kill reports for a look afterwards.
     kept = {key: value for key, value in results.items() if key != "received"}
     (work / "results.json").write_text(json.dumps(kept))
     return results
 
 
-async def _restarted_driver(cluster, daemon, service, capture_dir, work, results) -> None:
+async def _restarted_driver(cluster, daemon, service, capture_dir, work, results, store) -> None:
     # The killed worker comes back while more is recorded.
     restarting = asyncio.ensure_future(asyncio.to_thread(cluster.cluster.restart_workers))
     try:
-        await _record(capture_dir, daemon, service, range(FIRST, FIRST + SECOND))
+        await _record(capture_dir, daemon, service, range(FIRST, FIRST + SECOND), store)
     finally:
         results["restarted"] = await restarting
     results["files_total"] = capture.read_marker(capture_dir).committed
-    results["second"] = await _drive(cluster.cluster, capture_dir, work, ["stream"])
+    results["second"] = await _drive(cluster.cluster, capture_dir, work, ["stream"], store)
 
 
 class _Starting:
@@ -224,18 +265,22 @@ class _Starting:
 
 @pytest.fixture(scope="module")
 def tier(tmp_path_factory):
+    _s3_environment()
+    store = ObjectStore()
     daemon, where = _start_daemon()
     starting = _Starting()
     try:
         with ThreadPoolExecutor(1) as pool:
             pool.submit(starting.run)
             try:
-                yield asyncio.run(_tier(starting, where, tmp_path_factory.mktemp("cluster")))
+                tmp = tmp_path_factory.mktemp("cluster")
+                yield asyncio.run(_tier(starting, where, tmp, store))
             finally:
                 starting.ready.wait(TIMEOUT)
     finally:
         starting.cluster.stop()
         stop_process_group(daemon)
+        store.stop()
 
 
 def test_the_recorder_rolled_many_files(tier):
@@ -247,8 +292,14 @@ def test_the_recorder_went_on_rolling_while_the_worker_restarted(tier):
     assert tier["files_total"] > tier["files_first"]
 
 
+def test_the_recorder_uploaded_the_capture_to_the_object_store(tier):
+    assert tier["uploaded"]
+
+
 def test_a_batch_read_on_two_executors_returns_every_message_once(tier):
     batch = tier["first"]["batch"]
+    # Read from the object store: the executors' Python workers fetch the files from S3.
+    assert batch["source"].startswith("s3://")
     assert batch["executors"] == 2
     assert batch["rows"] == FIRST
     assert batch["ids"] == list(range(FIRST))

@@ -9,12 +9,13 @@ warning), never wrong rows.
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 import threading
 
 import pyarrow.parquet as pq
 import pytest
-from test_spark_support import spark_fixture, spark_skip_reason  # noqa: F401
+from test_spark_support import spark_fixture, spark_skip_reason, start_id_stream  # noqa: F401
 
 if spark_skip_reason():
     pytest.skip(spark_skip_reason(), allow_module_level=True)
@@ -56,17 +57,7 @@ def _ids(spark, directory) -> list[int]:
 
 
 def _stream(spark, source, out, checkpoint):
-    query = (
-        spark.readStream.format("rvasync")
-        .option("fields", "id:I64")
-        .load(str(source))
-        .select("id")
-        .writeStream.format("parquet")
-        .option("path", str(out))
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(availableNow=True)
-        .start()
-    )
+    query = start_id_stream(spark, source, out, checkpoint)
     assert query.awaitTermination(90), "streaming query did not finish"
     return query
 
@@ -105,7 +96,7 @@ def test_a_torn_last_committed_file_fails_the_read_naming_it(spark, tmp_path):
     assert _ids(spark, tmp_path) == list(range(100))
     last = capture.file_path(tmp_path, 2)
     last.write_bytes(last.read_bytes()[:-40])  # the footer is gone
-    with pytest.raises(Exception, match=r"part-0000000002\.parquet.*unreadable"):
+    with pytest.raises(Exception, match=r"part-0000000002\.parquet' is damaged: it has"):
         _ids(spark, tmp_path)
 
 
@@ -117,10 +108,21 @@ def test_a_torn_file_past_the_committed_offset_is_skipped(spark, tmp_path):
 
 
 def _rewrite_with_format(path, fmt: bytes) -> None:
+    """Rewrite a committed file with another format key, and its marker entry to match
+    (as a newer rvasync would have written both)."""
+    from pyarrow import fs as pafs
+
+    from rvasync.spark.integrity import describe
+
     table = pq.read_table(path)
     metadata = dict(table.schema.metadata or {})
     metadata[capture.FORMAT_KEY] = fmt
     pq.write_table(table.replace_schema_metadata(metadata), path)
+    marker = capture.read_marker(path.parent)
+    index = int(path.name[5:15])
+    files = list(marker.files)
+    files[index - 1] = describe(pafs.LocalFileSystem(), str(path))
+    capture.write_marker(path.parent, dataclasses.replace(marker, files=tuple(files)))
 
 
 def test_a_file_from_a_newer_format_version_is_refused(spark, tmp_path):
@@ -327,7 +329,7 @@ def test_partitions_spanning_files_read_every_row_once_in_order(tmp_path):
     from rvasync.spark.scan import BASE_SCHEMA, plan, read_part
 
     rows = _timed_capture(tmp_path)
-    files = capture.committed_files(tmp_path)
+    files = capture.snapshot(tmp_path)
     schema = T.StructType([BASE_SCHEMA["received_at"], BASE_SCHEMA["subject"]])
     for per_part in (7, 25, 45, 1000):
         seen = []
@@ -344,25 +346,25 @@ def test_planning_prunes_row_groups_by_time_and_splits_by_rows(tmp_path):
     from rvasync.spark.scan import plan
 
     _timed_capture(tmp_path)
-    files = capture.committed_files(tmp_path)
+    files = capture.snapshot(tmp_path)
     everything = plan(files, rows_per_part=10)
     assert len(everything) == 9  # 3 files x 3 row groups of 10 rows
     # Partitions span files: as many as the row count asks for, as even as row groups allow.
     assert _pieces(plan(files, rows_per_part=1000)) == [
-        [(str(files[0]), (0, 1, 2)), (str(files[1]), (0, 1, 2)), (str(files[2]), (0, 1, 2))]
+        [(files[0].url, (0, 1, 2)), (files[1].url, (0, 1, 2)), (files[2].url, (0, 1, 2))]
     ]
     assert _pieces(plan(files, rows_per_part=45)) == [
-        [(str(files[0]), (0, 1, 2)), (str(files[1]), (0, 1))],
-        [(str(files[1]), (2,)), (str(files[2]), (0, 1, 2))],
+        [(files[0].url, (0, 1, 2)), (files[1].url, (0, 1))],
+        [(files[1].url, (2,)), (files[2].url, (0, 1, 2))],
     ]
-    assert _pieces(plan(files, rows_per_part=40)) == [[(str(f), (0, 1, 2))] for f in files]
+    assert _pieces(plan(files, rows_per_part=40)) == [[(f.url, (0, 1, 2))] for f in files]
     late = Predicate("received_at", "ge", dt.datetime.fromtimestamp(1_700_000_000 + 65, dt.UTC))
     pruned = plan(files, rows_per_part=10, predicates=[late])
     # Rows 60..89 live in the last file's three row groups; 65 is in its first.
     assert _pieces(pruned) == [
-        [(str(files[2]), (0,))],
-        [(str(files[2]), (1,))],
-        [(str(files[2]), (2,))],
+        [(files[2].url, (0,))],
+        [(files[2].url, (1,))],
+        [(files[2].url, (2,))],
     ]
     assert all(piece.predicates == (late,) for part in pruned for piece in part.pieces)
     nobody = Predicate("subject", "eq", "NOT.THERE")

@@ -55,3 +55,18 @@ def spark_fixture():
     register(spark)
     yield spark
     spark.stop()
+
+
+def start_id_stream(spark, source, out, checkpoint):
+    """An availableNow stream of a capture's ``id`` field into a Parquet file sink."""
+    return (
+        spark.readStream.format("rvasync")
+        .option("fields", "id:I64")
+        .load(str(source))
+        .select("id")
+        .writeStream.format("parquet")
+        .option("path", str(out))
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )

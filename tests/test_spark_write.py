@@ -123,6 +123,7 @@ async def test_a_dataframe_write_is_received_with_subjects_fields_and_types(spar
         await transport.close()
     by_id = {msg["id"]: msg for msg in received}
     assert sorted(by_id) == list(range(len(rows)))
+    assert len({msg["rvasync_row"] for msg in received}) == len(rows)
     for i, msg in by_id.items():
         assert msg.subject == f"OUT.{('EU', 'US')[i % 2]}"
         types = {field.name: field.type for field in msg}
@@ -142,6 +143,7 @@ async def test_a_dataframe_write_is_received_with_subjects_fields_and_types(spar
             "levels": FieldType.I32ARRAY,
             "tags": FieldType.STRINGARRAY,
             "detail": FieldType.MSG,
+            "rvasync_row": FieldType.STRING,  # names the row, the same in a retried task
         }
         assert "subject" not in msg
         assert msg["qty"] == i % 250 and msg["lot"] == -i and msg["price"] == i / 4
@@ -272,3 +274,100 @@ def test_a_certified_write_fails_when_a_listener_never_confirms(spark, rv_daemon
     )
     with pytest.raises(Exception, match="not confirmed within cm_timeout=1"):
         writer.save()
+
+
+# -- a retried task: the same row identities, and certified rows exactly once ----------------
+
+RETRIED = 40
+
+
+def _failing_attempt(count: int, fail_at: int):
+    for i in range(count):
+        if i == fail_at:
+            raise RuntimeError("the attempt's executor died")
+        yield (i,)
+
+
+def _retry_publisher(daemon: str, service: str, subject: str, **options: str):
+    from rvasync.spark.options import WriteOptions
+    from rvasync.spark.publish import RowPublisher
+
+    parsed = WriteOptions.parse(
+        {"daemon": daemon, "service": service, "subject": subject, **options}
+    )
+    return RowPublisher(parsed, T.StructType([T.StructField("n", T.LongType())]))
+
+
+async def _attempts(publisher, count: int, fail_at: int) -> None:
+    """Attempt 0 fails at row ``fail_at``; attempt 1 publishes the whole partition."""
+    from rvasync.spark.publish import TaskIdentity
+
+    task = TaskIdentity(publisher.write_id, 3)
+    with pytest.raises(RuntimeError, match="executor died"):
+        attempt = _failing_attempt(count, fail_at)
+        await asyncio.to_thread(publisher.publish, attempt, task)
+    await asyncio.to_thread(publisher.publish, [(i,) for i in range(count)], task)
+
+
+async def test_a_retried_task_names_its_rows_as_the_failed_attempt_did(rv_daemon):
+    service = str(free_port())
+    transport, queue = await _listening(service, rv_daemon, "RETRY.PLAIN")
+    try:
+        # Rows go out 256 at a time: the failed attempt sent its first 256.
+        await _attempts(_retry_publisher(rv_daemon, service, "RETRY.PLAIN"), 300, 280)
+        received = await _collect(queue, 300 + 256)
+    finally:
+        await transport.close()
+    # At least once: the failed attempt's rows arrived twice, under the same identity.
+    by_row: dict[str, set[int]] = {}
+    for msg in received:
+        by_row.setdefault(msg["rvasync_row"], set()).add(msg["n"])
+    assert len(by_row) == 300
+    assert all(len(ns) == 1 for ns in by_row.values())
+    assert sorted(n for ns in by_row.values() for n in ns) == list(range(300))
+
+
+async def _certified_attempts(publisher) -> None:
+    """Attempt 0 publishes 25 rows, which are confirmed, and then its executor dies
+    before Spark hears of its success; attempt 1 publishes the whole partition."""
+    from rvasync.spark.publish import TaskIdentity
+
+    task = TaskIdentity(publisher.write_id, 3)
+    await asyncio.to_thread(publisher.publish, [(i,) for i in range(25)], task)
+    await asyncio.to_thread(publisher.publish, [(i,) for i in range(RETRIED)], task)
+
+
+async def test_a_retried_certified_task_delivers_each_row_once(rv_daemon):
+    from rvasync.cmdriver import CmTransport
+    from rvasync.transport.network import Transport
+
+    service = str(free_port())
+    async with (
+        Transport(service, None, rv_daemon) as transport,
+        CmTransport(transport, "RETRY.SINK", require_old=True) as cm,
+    ):
+        messages = aiter(cm.listen("RETRY.CERT"))
+        await transport.link.ping()
+        publisher = _retry_publisher(
+            rv_daemon, service, "RETRY.CERT",
+            cm_name="SPARK.OUT", cm_listeners="RETRY.SINK", cm_timeout="20",
+        )  # fmt: skip
+        attempts = asyncio.ensure_future(_certified_attempts(publisher))
+        received = []
+        extra = None
+        try:
+            async with asyncio.timeout(TIMEOUT):
+                while len(received) < RETRIED:
+                    received.append(await anext(messages))  # taking one confirms the last
+                # Waiting for one more confirms the last; a row delivered twice would come.
+                extra = asyncio.ensure_future(anext(messages))
+                await attempts  # the retry returns once its messages are confirmed
+            done, _ = await asyncio.wait([extra], timeout=1.0)
+            assert not done, f"a row was delivered twice: {extra.result()}"
+        finally:
+            attempts.cancel()
+            if extra is not None:
+                extra.cancel()
+    assert [msg["n"] for msg in received] == list(range(RETRIED))
+    # The first 25 came from the failed attempt, the rest from the retry: one name.
+    assert {msg.cm.sender for msg in received} == {f"SPARK.OUT.{publisher.write_id}.p3"}

@@ -111,11 +111,29 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default=None,
         help="ledger file of the certified listener",
     )
+    p.add_argument(
+        "--upload",
+        type=_args.nonempty,
+        metavar="URL",
+        default=None,
+        help="also copy every committed file, then the marker, to URL (s3://bucket/prefix, "
+        "any fsspec URL, or a path), where the cluster reads the capture",
+    )
+    p.add_argument(
+        "--storage-options",
+        type=_args.nonempty,
+        metavar="JSON",
+        default=None,
+        help='file system options for --upload, as a JSON object (e.g. \'{"endpoint_override": '
+        '"http://127.0.0.1:9000"}\')',
+    )
     add_transport_options(p)
     p.set_defaults(handler=run)
 
 
 def _check(args: argparse.Namespace) -> None:
+    if args.storage_options is not None and args.upload is None:
+        raise InvalidArgument("--storage-options applies to --upload URL")
     if (args.certified is None) != (args.ledger is None):
         raise InvalidArgument(
             "--certified NAME and --ledger FILE go together: a certified recorder keeps its "
@@ -181,6 +199,8 @@ async def run(args: argparse.Namespace) -> int:
                 roll_bytes=args.roll_size,
                 roll_interval=args.roll_interval,
                 progress=args.progress,
+                upload=args.upload,
+                storage_options=args.storage_options,
             )
             async with recorder:
                 await _confirm_interests(transport)

@@ -38,10 +38,12 @@ from pyspark.sql.datasource import (
 from rvasync._logging import stderr_logger
 from rvasync.errors import InvalidArgument
 from rvasync.spark import capture
+from rvasync.spark.debug import debug_log
+from rvasync.spark.offsets import Position, Stream, decode, encode
 from rvasync.spark.options import ReadOptions, WriteOptions
 from rvasync.spark.publish import RowPublisher
-from rvasync.spark.pushdown import Predicate, predicates_of
-from rvasync.spark.scan import plan, projections, read_part, read_schema
+from rvasync.spark.pushdown import Predicate, exact_predicates
+from rvasync.spark.scan import ReadRules, plan, projections, read_part, read_schema
 
 try:  # PySpark 4.2+: admission control and Trigger.AvailableNow for Python sources
     from pyspark.sql.streaming.datasource import (
@@ -77,6 +79,7 @@ class RvasyncDataSource(DataSource):
 
     def reader(self, schema: T.StructType) -> DataSourceReader:
         options = self._read_options(schema)
+        options.refuse_streaming_options()
         if options.pushdown:
             return FilteringCaptureReader(options, schema)
         return CaptureReader(options, schema)
@@ -105,28 +108,42 @@ def _publisher(options: Any, schema: T.StructType, overwrite: bool) -> RowPublis
     return publisher
 
 
+def _planned(kind: str, options: ReadOptions, parts: list[Any], pushed: Any = ()) -> None:
+    """The debug line a read's planning writes (PySpark's plan shows only the schema and
+    the pushed filters of a Python source): RVASYNC_SPARK_DEBUG=1 in the environment of
+    the driver's Python workers turns it on."""
+    debug_log(
+        "rvasync read planned",
+        kind=kind,
+        partitions=len(parts),
+        pushed_filters=[f"{p.column} {p.op} {p.value!r}" for p in pushed],
+        **options.summary(),
+    )
+
+
 # -- reading --------------------------------------------------------------------------
 
 
 class CaptureReader(DataSourceReader):
-    """Batch read of every committed file of a capture directory."""
+    """Batch read of every committed file of the capture directories."""
 
     def __init__(self, options: ReadOptions, schema: T.StructType) -> None:
         self.options = options
         self.schema = schema
+        self.rules = ReadRules(options.mode, options.strict_types)
 
     predicates: tuple[Predicate, ...] = ()
 
     def partitions(self) -> list[InputPartition]:
+        files = [f for location in self.options.locations() for f in capture.snapshot(location)]
         parts = plan(
-            capture.committed_files(self.options.path),
-            rows_per_part=self.options.rows_per_partition,
-            predicates=self.predicates,
+            files, rows_per_part=self.options.rows_per_partition, predicates=self.predicates
         )
+        _planned("batch", self.options, parts, self.predicates)
         return parts or [InputPartition(None)]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        return read_part(partition, self.schema)
+        return read_part(partition, self.schema, self.rules)
 
 
 class FilteringCaptureReader(CaptureReader):
@@ -134,41 +151,37 @@ class FilteringCaptureReader(CaptureReader):
 
     PySpark refuses a reader with ``pushFilters`` unless the session sets
     ``spark.sql.python.filterPushdown.enabled``, so pushdown is an option:
-    without it, reads work in every session.
+    without it, reads work in every session. The filters this reader
+    evaluates exactly (pushdown.py) it keeps, so the plan shows them as
+    ``PushedFilters``; the others go back to Spark.
     """
 
     def pushFilters(self, filters: list[Filter]) -> Iterable[Filter]:
-        # Used to read less; every filter goes back to Spark, which checks it again.
-        self.predicates = tuple(predicates_of(filters))
-        return list(filters)
-
-
-def _offset(value: Any, what: str) -> int:
-    if isinstance(value, dict):
-        file = value.get("file")
-        if isinstance(file, int) and file >= 0:
-            return file
-    raise InvalidArgument(f"{what} offset {value!r} is not an rvasync capture offset {{'file': N}}")
+        taken, rest = exact_predicates(filters)
+        self.predicates = tuple(taken)
+        return rest
 
 
 class CaptureStreamReader(SupportsTriggerAvailableNow, DataSourceStreamReader):
-    """Micro-batches of committed files; an offset is ``{"file": N}`` (files 1..N read)."""
+    """Micro-batches of committed files; an offset names each capture's identity and how
+    many of its files are read (rvasync.spark.offsets)."""
 
     def __init__(self, options: ReadOptions, schema: T.StructType) -> None:
         self.options = options
         self.schema = schema
-        self._available_now: int | None = None
+        self.rules = ReadRules(options.mode, options.strict_types)
+        self._available_now: dict[str, int] | None = None
         if options.max_files_per_trigger is not None and ReadMaxFiles is None:
             raise InvalidArgument("option maxFilesPerTrigger needs PySpark 4.2 or later")
 
-    def _committed(self) -> int:
-        marker = capture.read_marker(self.options.path)
-        capture.warn_uncommitted(self.options.path, marker.committed)
-        return marker.committed
+    def _stream(self) -> Stream:
+        return Stream(self.options.locations)
 
-    def initialOffset(self) -> dict[str, int]:
-        start = 0 if self.options.starting_offsets == "earliest" else self._committed()
-        return {"file": start}
+    def _decode(self, value: Any, what: str) -> list[Position]:
+        return decode(value, what, [loc.url for loc in self.options.locations()])
+
+    def initialOffset(self) -> dict[str, Any]:
+        return encode(self._stream().initial(self.options.starting_offsets == "latest"))
 
     def getDefaultReadLimit(self) -> Any:
         if self.options.max_files_per_trigger is not None:
@@ -177,36 +190,31 @@ class CaptureStreamReader(SupportsTriggerAvailableNow, DataSourceStreamReader):
 
     def latestOffset(
         self, start: dict[str, Any] | None = None, limit: Any = None
-    ) -> dict[str, int]:
-        end = self._committed()
-        if self._available_now is not None:
-            end = min(end, self._available_now)
-        if start is not None:
-            first = _offset(start, "start")
-            if first > end:
-                raise capture.CaptureError(
-                    f"the query's checkpoint is at file {first} but {self.options.path!r} has "
-                    f"only {end} committed files: the capture directory was replaced or rolled "
-                    f"back; start the query with a fresh checkpoint"
-                )
-            if ReadMaxFiles is not None and isinstance(limit, ReadMaxFiles):
-                end = min(end, first + limit.max_files)
-        return {"file": end}
+    ) -> dict[str, Any]:
+        begun = None if start is None else self._decode(start, "start")
+        max_files = None
+        if ReadMaxFiles is not None and isinstance(limit, ReadMaxFiles):
+            max_files = limit.max_files
+        return encode(self._stream().latest(begun, max_files, self._available_now))
 
     def prepareForTriggerAvailableNow(self) -> None:
-        self._available_now = self._committed()
+        self._available_now = {
+            loc.url: marker.committed for loc, marker in self._stream().markers()
+        }
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
-        first, last = _offset(start, "start"), _offset(end, "end")
-        if last <= first:
-            return []
-        return plan(
-            capture.committed_files(self.options.path, first, last, warn=False),
-            rows_per_part=self.options.rows_per_partition,
+        locations = {loc.url: loc for loc in self.options.locations()}
+        files = self._stream().files(
+            self._decode(start, "start"), self._decode(end, "end"), locations
         )
+        if not files:
+            return []
+        parts = plan(files, rows_per_part=self.options.rows_per_partition)
+        _planned("stream", self.options, parts)
+        return parts
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        return read_part(partition, self.schema)
+        return read_part(partition, self.schema, self.rules)
 
     def commit(self, end: dict[str, Any]) -> None:
         """Nothing to release: committed files stay until the user removes them."""

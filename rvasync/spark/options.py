@@ -8,12 +8,16 @@ would otherwise publish to the wrong place or read the wrong columns.
 
 from __future__ import annotations
 
+import json
+import re
 import socket
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from rvasync.errors import DaemonUnavailable, InvalidArgument
 from rvasync.fieldtypes import FieldType
+from rvasync.spark.storage import Location, expand, parse_storage_options, redacted
 from rvasync.spark.typemap import parse_field_type
 from rvasync.subjects import check_send_subject
 
@@ -23,10 +27,14 @@ __all__ = ["FieldSpec", "ReadOptions", "WriteOptions", "parse_daemon"]
 #: milliseconds of CPU on the JVM and in the Python worker, so partitions are large and
 #: may span files (docs/spark.md, "Partitions and pushdown").
 ROWS_PER_PARTITION = 1048576
+#: What a read does with a bad record (rvasync.spark.project), Spark's names for it.
+MODES = ("PERMISSIVE", "DROPMALFORMED", "FAILFAST")
 
-# Spark adds these itself: the load() path, the streaming sink's checkpoint.
+# Spark adds these itself: the load() path (or paths, for a list), the streaming
+# sink's checkpoint.
 _READ_KEYS = {
     "path",
+    "paths",
     "fields",
     "samplerows",
     "startingoffsets",
@@ -34,7 +42,13 @@ _READ_KEYS = {
     "pushdown",
     "rowsperpartition",
     "columns",
+    "storageoptions",
+    "mode",
+    "columnnameofcorruptrecord",
+    "stricttypes",
 }
+#: Options only a streaming read takes: a batch read refuses them.
+STREAM_KEYS = {"startingoffsets": "startingOffsets", "maxfilespertrigger": "maxFilesPerTrigger"}
 _WRITE_KEYS = {
     "cm_listeners",
     "cm_timeout",
@@ -44,14 +58,20 @@ _WRITE_KEYS = {
     "subject",
     "fieldtypes",
     "cm_name",
+    "rowidfield",
     "path",
     "checkpointlocation",
 }
 _READ_NAMES = (
-    "path (the load() argument), fields, sampleRows, startingOffsets, maxFilesPerTrigger, "
-    "pushdown, rowsPerPartition, columns"
+    "path (the load() argument), fields, columns, sampleRows, rowsPerPartition, pushdown, "
+    "storageOptions, mode, columnNameOfCorruptRecord, strictTypes, and for streams "
+    "startingOffsets, maxFilesPerTrigger"
 )
-_WRITE_NAMES = "daemon, service, network, subject, fieldTypes, cm_name, cm_listeners, cm_timeout"
+_WRITE_NAMES = (
+    "daemon, service, network, subject, fieldTypes, rowIdField, cm_name, cm_listeners, cm_timeout"
+)
+#: The field every published message gets, naming its row (option rowIdField).
+ROW_ID_FIELD = "rvasync_row"
 
 
 def _lower(options: Mapping[str, str]) -> dict[str, str]:
@@ -92,21 +112,30 @@ class FieldSpec:
     column: str
 
 
+_ENTRY = re.compile(r"^(?P<name>[^\s:]+)(?::(?P<type>\S*))?(?:\s+(?i:as)\s+(?P<column>\S+))?$")
+
+
 def parse_fields(text: str) -> list[FieldSpec]:
-    """``"price, qty:U16, subject:STRING as subject_field"`` -> FieldSpecs."""
+    """``"price, qty:U16, subject:STRING as subject_field"`` -> FieldSpecs.
+
+    An entry is ``name``, ``name:TYPE``, and either followed by ``as column``;
+    anything else (``amount as``, ``a b``) is refused rather than read as a
+    field name with spaces.
+    """
     specs: list[FieldSpec] = []
     for part in text.split(","):
         entry = part.strip()
         if not entry:
             continue
-        column = None
-        words = entry.rsplit(None, 2)
-        if len(words) == 3 and words[1].lower() == "as":
-            entry, column = words[0], words[2]
-        name, _, type_text = entry.partition(":")
-        name = name.strip()
-        if not name:
-            raise InvalidArgument(f"option fields: entry {part.strip()!r} has no field name")
+        match = _ENTRY.match(entry)
+        if match is None:
+            raise InvalidArgument(
+                f"option fields: entry {entry!r} is not name, name:TYPE or name[:TYPE] as "
+                f"column (field names with spaces or commas are read from the fields column)"
+            )
+        name, type_text, column = match.group("name", "type", "column")
+        if type_text == "":
+            raise InvalidArgument(f"option fields: entry {entry!r} has ':' but no type")
         ftype = parse_field_type(type_text, f"option fields, field {name!r}") if type_text else None
         specs.append(FieldSpec(name, ftype, column or name))
     if not specs:
@@ -150,9 +179,53 @@ def parse_columns(text: str) -> tuple[str, ...]:
     return names
 
 
+def _paths(options: Mapping[str, str]) -> tuple[str, ...]:
+    """The load() argument: ``path`` for one path, ``paths`` (JSON) for a list."""
+    paths = [options["path"]] if options.get("path") else []
+    if options.get("paths"):
+        try:
+            listed = json.loads(options["paths"])
+        except ValueError:
+            listed = None
+        if not isinstance(listed, list) or not all(isinstance(p, str) for p in listed):
+            raise InvalidArgument(f"the load() paths {options['paths']!r} are not a list of paths")
+        paths.extend(listed)
+    if not paths or not all(str(p).strip() for p in paths):
+        raise InvalidArgument(
+            "no capture directory given: use spark.read.format('rvasync').load(DIR), or "
+            "load([DIR, ...]); DIR may be a path, a URL or a glob"
+        )
+    return tuple(str(p) for p in paths)
+
+
+def _choice(options: Mapping[str, str], key: str, label: str, allowed: Sequence[str]) -> str:
+    value = str(options.get(key, allowed[0])).strip()
+    for choice in allowed:
+        if value.lower() == choice.lower():
+            return choice
+    raise InvalidArgument(
+        f"option {label} must be {', '.join(map(repr, allowed[:-1]))} or {allowed[-1]!r}, "
+        f"got {value!r}"
+    )
+
+
+def _corrupt_column(options: Mapping[str, str], taken: Sequence[str]) -> str | None:
+    name = options.get("columnnameofcorruptrecord")
+    if name is None:
+        return None
+    name = str(name).strip()
+    if not name:
+        raise InvalidArgument("option columnNameOfCorruptRecord is empty; name the column")
+    if name in taken:
+        raise InvalidArgument(
+            f"option columnNameOfCorruptRecord: {name!r} is already a column of the read"
+        )
+    return name
+
+
 @dataclass(frozen=True)
 class ReadOptions:
-    path: str
+    paths: tuple[str, ...]
     fields: tuple[FieldSpec, ...] = ()
     sample_rows: int = 1000
     starting_offsets: str = "earliest"
@@ -161,16 +234,51 @@ class ReadOptions:
     rows_per_partition: int = ROWS_PER_PARTITION
     #: The capture columns kept (all of them, in capture order, by default).
     columns: tuple[str, ...] = CAPTURE_COLUMN_NAMES
+    #: Keyword arguments of the file system, as canonical JSON ('' for none).
+    storage_options: str = ""
+    mode: str = "PERMISSIVE"
+    corrupt_column: str | None = None
+    strict_types: bool = False
+    #: The streaming-only options the user gave (a batch read refuses them).
+    stream_only: tuple[str, ...] = ()
+
+    @property
+    def path(self) -> str:
+        """The load() argument as the user wrote it (for messages)."""
+        return self.paths[0] if len(self.paths) == 1 else json.dumps(list(self.paths))
+
+    def locations(self) -> list[Location]:
+        """The capture directories the paths name (globs expanded now)."""
+        return expand(self.paths, self.storage_options)
+
+    def refuse_streaming_options(self) -> None:
+        if self.stream_only:
+            raise InvalidArgument(
+                f"option{'s' if len(self.stream_only) > 1 else ''} "
+                f"{', '.join(self.stream_only)} only apply to streaming reads "
+                f"(spark.readStream); a batch read reads every committed file"
+            )
+
+    def summary(self) -> dict[str, Any]:
+        """The options as a log line shows them (storage secrets hidden)."""
+        return {
+            "paths": list(self.paths),
+            "columns": list(self.columns),
+            "fields": [
+                f"{s.name}:{s.type.name if s.type else '?'} as {s.column}" for s in self.fields
+            ],
+            "mode": self.mode,
+            "strictTypes": self.strict_types,
+            "columnNameOfCorruptRecord": self.corrupt_column,
+            "rowsPerPartition": self.rows_per_partition,
+            "pushdown": self.pushdown,
+            "storageOptions": redacted(self.storage_options),
+        }
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> ReadOptions:
         options = _lower(options)
         _check_known(options, _READ_KEYS, _READ_NAMES, "reading")
-        path = options.get("path")
-        if not path:
-            raise InvalidArgument(
-                "no capture directory given: use spark.read.format('rvasync').load(DIR)"
-            )
         fields = tuple(parse_fields(options["fields"])) if options.get("fields") is not None else ()
         starting = str(options.get("startingoffsets", "earliest")).strip().lower()
         if starting not in ("earliest", "latest"):
@@ -183,11 +291,15 @@ class ReadOptions:
             options, "rowsperpartition", "rowsPerPartition", ROWS_PER_PARTITION
         )
         assert per_part is not None
-        pushdown = str(options.get("pushdown", "false")).strip().lower()
-        if pushdown not in ("true", "false"):
-            raise InvalidArgument(f"option pushdown must be 'true' or 'false', got {pushdown!r}")
+        pushdown = _choice(options, "pushdown", "pushdown", ("false", "true"))
+        strict = _choice(options, "stricttypes", "strictTypes", ("false", "true"))
+        columns = (
+            parse_columns(options["columns"])
+            if options.get("columns") is not None
+            else CAPTURE_COLUMN_NAMES
+        )
         return cls(
-            path=str(path),
+            paths=_paths(options),
             fields=fields,
             sample_rows=sample,
             starting_offsets=starting,
@@ -196,11 +308,14 @@ class ReadOptions:
             ),
             pushdown=pushdown == "true",
             rows_per_partition=per_part,
-            columns=(
-                parse_columns(options["columns"])
-                if options.get("columns") is not None
-                else CAPTURE_COLUMN_NAMES
+            columns=columns,
+            storage_options=parse_storage_options(
+                options.get("storageoptions"), "option storageOptions"
             ),
+            mode=_choice(options, "mode", "mode", MODES),
+            corrupt_column=_corrupt_column(options, (*columns, *(f.column for f in fields))),
+            strict_types=strict == "true",
+            stream_only=tuple(label for key, label in STREAM_KEYS.items() if key in options),
         )
 
 
@@ -259,6 +374,8 @@ class WriteOptions:
     cm_name: str | None = None
     cm_listeners: tuple[str, ...] = ()
     cm_timeout: float = 60.0
+    #: The field naming each message's row ('' for none).
+    row_id_field: str = ROW_ID_FIELD
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> WriteOptions:
@@ -295,6 +412,11 @@ class WriteOptions:
                 type_text, f"option fieldTypes, column {column.strip()!r}"
             )
         cm_name, listeners, timeout = _certified_options(options)
+        row_id = str(options.get("rowidfield", ROW_ID_FIELD)).strip()
+        if row_id.startswith("_"):
+            raise InvalidArgument(
+                f"option rowIdField {row_id!r}: field names starting with '_' are reserved"
+            )
         return cls(
             daemon=str(daemon),
             service=options.get("service"),
@@ -304,6 +426,7 @@ class WriteOptions:
             cm_name=cm_name,
             cm_listeners=listeners,
             cm_timeout=timeout,
+            row_id_field=row_id,
         )
 
     def check_reachable(self, timeout: float = 3.0) -> None:

@@ -25,6 +25,9 @@ class RecorderStats:
     committed_files: int = 0
     written_bytes: int = 0
     skipped: int = 0
+    #: Committed files copied to the upload target, and uploads that failed (retried).
+    uploaded_files: int = 0
+    upload_errors: int = 0
     started: float = 0.0
     last_commit: float | None = None
 

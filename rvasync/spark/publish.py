@@ -5,13 +5,25 @@ the bus the only way a separate process can: a network transport attached to
 a standalone daemon (``option("daemon", "host:port")``). Each task opens
 one transport, sends its partition's rows in order, and closes it, which
 waits until the daemon has taken every message.
+
+Spark runs a task again when an attempt fails (and a micro-batch again after
+a driver restart), and the new attempt publishes the partition again. So
+every message names its row, the same in every attempt: the write (an id
+made when a batch write is planned, or the streaming query's id and the
+micro-batch's), the partition and the row's position in it, in the field
+``rvasync_row`` (option ``rowIdField``). Listeners deduplicate on it. With
+certified publishing (``cm_name``) every attempt of a task is one and the
+same correspondent, named from that identity, and numbers its messages
+alike, so a listener's ledger discards what an earlier attempt already
+delivered: each row arrives once.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
+import uuid
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import types as T
@@ -25,7 +37,7 @@ if TYPE_CHECKING:
     from rvasync.cmdriver import CmTransport
     from rvasync.transport.network import Transport
 
-__all__ = ["RowPublisher", "network_transport"]
+__all__ = ["RowPublisher", "TaskIdentity", "network_transport"]
 
 _CHUNK = 256
 
@@ -39,6 +51,35 @@ def network_transport() -> type[Transport]:
             f"this rvasync installation has no network transport ({exc}); writing needs one"
         ) from None
     return Transport
+
+
+@dataclass(frozen=True)
+class TaskIdentity:
+    """What a task publishes, named the same in all its attempts: ``write`` (the batch
+    write, or the stream's query and micro-batch) and the partition."""
+
+    write: str
+    partition: int
+
+    @classmethod
+    def current(cls, write_id: str) -> TaskIdentity:
+        """The running Spark task's identity (a micro-batch's from Spark's local
+        properties, which a restarted query gives its re-run batches too)."""
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        if context is None:  # called outside Spark: one partition
+            return cls(write_id, 0)
+        batch = context.getLocalProperty("streaming.sql.batchId")
+        query = context.getLocalProperty("sql.streaming.queryId")
+        write = write_id if batch is None or not query else f"{query.replace('-', '')[:12]}.{batch}"
+        return cls(write, context.partitionId())
+
+    def row(self, position: int) -> str:
+        return f"{self.write}.{self.partition}.{position}"
+
+    def correspondent(self, cm_name: str) -> str:
+        return f"{cm_name}.{self.write}.p{self.partition}"
 
 
 class _Progress:
@@ -79,17 +120,25 @@ class RowPublisher:
                 f"option fieldTypes names column(s) {', '.join(unknown)} that the DataFrame "
                 f"does not have (columns: {', '.join(names)})"
             )
+        if options.row_id_field and options.row_id_field in names:
+            raise InvalidArgument(
+                f"column {options.row_id_field!r} has the name of the field naming each row; "
+                f"rename the column or choose another name with option rowIdField"
+            )
+        #: Made when the write is planned: every attempt of a task sees the same one.
+        self.write_id = uuid.uuid4().hex[:12]
         skip = {self._subject_index, self._reply_index}
         self._field_indexes = [i for i in range(len(names)) if i not in skip]
         self._field_schema = T.StructType([schema.fields[i] for i in self._field_indexes])
         # Built here so a column that cannot become a field fails at job start.
         message_builder(self._field_schema, options.field_types, "writing with format('rvasync')")
 
-    def messages(self, rows: Iterable[Any]) -> Iterable[Message]:
+    def messages(self, rows: Iterable[Any], task: TaskIdentity | None = None) -> Iterable[Message]:
         build = message_builder(
             self._field_schema, self.options.field_types, "writing with format('rvasync')"
         )
         indexes = self._field_indexes
+        row_field = self.options.row_id_field if task is not None else ""
         for number, row in enumerate(rows):
             values = tuple(row)
             subject = (
@@ -100,9 +149,11 @@ class RowPublisher:
             msg = build([values[i] for i in indexes], subject)
             if self._reply_index is not None:
                 msg.reply_subject = values[self._reply_index]
+            if row_field and task is not None:
+                msg.add(row_field, task.row(number))
             yield msg
 
-    def publish(self, rows: Iterable[Any]) -> int:
+    def publish(self, rows: Iterable[Any], task: TaskIdentity | None = None) -> int:
         """Send every row through one transport; returns how many messages were sent.
 
         A daemon that cannot be reached, or a connection that drops before the
@@ -111,8 +162,10 @@ class RowPublisher:
         task (which sends the partition again: at-least-once).
         """
         progress = _Progress()
+        if task is None:
+            task = TaskIdentity.current(self.write_id)
         try:
-            return asyncio.run(self._publish(rows, progress))
+            return asyncio.run(self._publish(rows, task, progress))
         except (DaemonUnavailable, TransportClosed, OSError) as exc:
             raise DaemonUnavailable(
                 f"rvasync write to daemon {self.options.daemon} failed after {progress.sent} "
@@ -120,7 +173,7 @@ class RowPublisher:
                 f"fails so that Spark retries it (the retry publishes the whole partition again)"
             ) from exc
 
-    async def _publish(self, rows: Iterable[Any], progress: _Progress) -> int:
+    async def _publish(self, rows: Iterable[Any], task: TaskIdentity, progress: _Progress) -> int:
         opts = self.options
         transport_class = network_transport()
         transport = transport_class(
@@ -131,9 +184,9 @@ class RowPublisher:
             link = transport.link
             reconnects = getattr(link, "reconnects", 0)
             if opts.cm_name is None:
-                count = await self._send_plain(transport, rows, progress)
+                count = await self._send_plain(transport, self.messages(rows, task), progress)
             else:
-                count = await self._send_certified(transport, rows, progress)
+                count = await self._send_certified(transport, rows, task, progress)
             # The task succeeds only once the daemon has taken every message.
             ping = getattr(link, "ping", None)
             if ping is not None:
@@ -147,11 +200,11 @@ class RowPublisher:
         return count
 
     async def _send_plain(
-        self, transport: Transport, rows: Iterable[Any], progress: _Progress
+        self, transport: Transport, messages: Iterable[Message], progress: _Progress
     ) -> int:
         count = 0
         chunk: list[Message] = []
-        for msg in self.messages(rows):
+        for msg in messages:
             chunk.append(msg)
             if len(chunk) >= _CHUNK:
                 await transport.send_many(chunk)
@@ -165,21 +218,24 @@ class RowPublisher:
         return count
 
     async def _send_certified(
-        self, transport: Transport, rows: Iterable[Any], progress: _Progress
+        self, transport: Transport, rows: Iterable[Any], task: TaskIdentity, progress: _Progress
     ) -> int:
-        """Labeled sends from a correspondent of this task's own; returns once every
-        registered listener has confirmed every message (or fails after cm_timeout)."""
+        """Labeled sends from the task's correspondent; returns once every registered
+        listener has confirmed every message (or fails after cm_timeout).
+
+        The name is the task's, the same in every attempt, and the rows are numbered
+        alike (per subject, in partition order): a listener that confirmed sequence N
+        from an earlier attempt discards a retry's 1..N, so each row arrives once. Two
+        tasks never share a name, so never a sequence.
+        """
         from rvasync.cmdriver import CmTransport
 
         opts = self.options
         assert opts.cm_name is not None
-        # A name per task: two tasks never share a sequence, and a later task
-        # never restarts a sequence a listener's ledger has already seen.
-        name = f"{opts.cm_name}.{os.urandom(6).hex()}"
         count = 0
-        async with CmTransport(transport, name) as cm:
+        async with CmTransport(transport, task.correspondent(opts.cm_name)) as cm:
             anticipated: set[str] = set()
-            for msg in self.messages(rows):
+            for msg in self.messages(rows, task):
                 subject = msg.subject
                 assert subject is not None  # messages() refuses a row without one
                 if opts.cm_listeners and subject not in anticipated:

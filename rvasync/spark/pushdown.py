@@ -3,18 +3,21 @@
 With ``option("pushdown", "true")`` (and the session setting
 ``spark.sql.python.filterPushdown.enabled=true``, which PySpark requires)
 the reader is told the query's filters on ``subject``, ``sender`` and
-``received_at``. It uses them twice, both times only to read *less*:
+``received_at``. It uses them twice:
 
 - planning skips row groups (and whole files) whose Parquet statistics
   show no row can match: time ranges prune well, because a capture is
   written in arrival order;
 - reading drops non-matching rows with Arrow before they reach Spark.
 
-Every filter is still handed back to Spark, which evaluates it again, so a
-filter this module reads differently from Spark could only make a read
-slower, never return a row Spark would not. Pruning is conservative: a
-filter value it cannot compare exactly (a timestamp without a time zone,
-an unexpected type) is not used at all.
+The filters it takes it evaluates exactly as Spark does (strings compare
+byte by byte, as Spark's default collation does; timestamps as instants to
+the microsecond; a null never matches), so it keeps them and the query plan
+lists them as ``PushedFilters``. A filter value it cannot compare exactly (a
+timestamp without a time zone, an unexpected type) is not taken: Spark
+evaluates that filter after the scan. Statistics (checked against the
+marker with the footer) only ever prune row groups no row of which can
+match.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-__all__ = ["Predicate", "mask", "predicates_of", "row_group_may_match"]
+__all__ = ["Predicate", "exact_predicates", "mask", "predicates_of", "row_group_may_match"]
 
 _COLUMNS = ("subject", "sender", "received_at")
 _OPS = {
@@ -72,19 +75,33 @@ def _usable(column: str, op: str, value: Any) -> Any:
     return tuple(converted) if op == "in" else converted[0]
 
 
+def _predicate(spark_filter: Any) -> Predicate | None:
+    op = _OPS.get(type(spark_filter).__name__)
+    attribute: tuple[str, ...] = tuple(getattr(spark_filter, "attribute", ()))
+    if op is None or len(attribute) != 1 or attribute[0] not in _COLUMNS:
+        return None
+    column = attribute[0]
+    value = _usable(column, op, getattr(spark_filter, "value", None))
+    return None if value is None else Predicate(column, op, value)
+
+
 def predicates_of(filters: Iterable[Any]) -> list[Predicate]:
     """The filters (pyspark.sql.datasource.Filter objects) this reader can use."""
-    found = []
+    return [p for p in map(_predicate, filters) if p is not None]
+
+
+def exact_predicates(filters: Iterable[Any]) -> tuple[list[Predicate], list[Any]]:
+    """The filters this reader evaluates exactly as Spark does, as Predicates, and the
+    others (the very Filter objects, for Spark to evaluate after the scan)."""
+    taken: list[Predicate] = []
+    rest: list[Any] = []
     for spark_filter in filters:
-        op = _OPS.get(type(spark_filter).__name__)
-        attribute: tuple[str, ...] = tuple(getattr(spark_filter, "attribute", ()))
-        if op is None or len(attribute) != 1 or attribute[0] not in _COLUMNS:
-            continue
-        column = attribute[0]
-        value = _usable(column, op, getattr(spark_filter, "value", None))
-        if value is not None:
-            found.append(Predicate(column, op, value))
-    return found
+        predicate = _predicate(spark_filter)
+        if predicate is None:
+            rest.append(spark_filter)
+        else:
+            taken.append(predicate)
+    return taken, rest
 
 
 def _range_may_match(low: Any, high: Any, op: str, value: Any) -> bool:

@@ -34,6 +34,8 @@ from rvasync.message import Message
 from rvasync.queues import Queue
 from rvasync.spark.capture import CaptureWriter, CommitInfo, fields_json, rows_to_batch
 from rvasync.spark.progress import Progress, RecorderStats
+from rvasync.spark.storage import locate, parse_storage_options
+from rvasync.spark.upload import Mirror
 from rvasync.subjects import check_listen_subject
 
 __all__ = ["Recorder"]
@@ -85,6 +87,8 @@ class Recorder:
         batch_rows: int = 4096,
         row_group_rows: int = 65536,
         progress: bool | None = False,
+        upload: str | None = None,
+        storage_options: str | dict[str, Any] | None = None,
     ) -> None:
         if not callable(getattr(transport, "listen", None)):
             raise InvalidArgument(
@@ -129,6 +133,11 @@ class Recorder:
         self.certified = _is_certified(transport)
         self.stats = RecorderStats()
         self._writer = CaptureWriter(directory, row_group_rows=row_group_rows)
+        self.upload = None
+        if upload is not None:
+            options = parse_storage_options(storage_options, "storage_options")
+            self.upload = locate(upload, options, what="upload")
+        self._mirror: Mirror | None = None
         self._progress_setting = progress
         self._progress: Progress | None = None
         self._executor: ThreadPoolExecutor | None = None
@@ -162,6 +171,10 @@ class Recorder:
             committed_files=self._writer.marker.committed,
             started=time.monotonic(),
         )
+        if self.upload is not None:
+            # Catches up with what an earlier recorder here committed but did not upload.
+            self._mirror = Mirror(self.directory, self.upload)
+            self._mirror.kick()
         self._queue = Queue(name=f"recorder:{self.directory}")
         try:
             for subject in self.subjects:
@@ -231,6 +244,7 @@ class Recorder:
             await self._close_listeners()
             self._executor.shutdown(wait=True)
             self._executor = None
+            await self._finish_upload()
             if self._queue is not None:
                 self._queue.destroy()
             if self._progress is not None:
@@ -392,11 +406,27 @@ class Recorder:
         await self._after_commit(info, covered)
         return info
 
+    async def _finish_upload(self) -> None:
+        mirror, self._mirror = self._mirror, None
+        if mirror is None:
+            return
+        try:
+            await asyncio.to_thread(mirror.finish)
+        except RvError as exc:
+            if self._error is None:
+                self._error = exc
+        finally:
+            self.stats.uploaded_files, self.stats.upload_errors = mirror.uploaded, mirror.errors
+
     async def _after_commit(self, info: CommitInfo | None, durable: list[Message]) -> None:
         if info is not None:
             self.stats.committed_files = info.index
             self.stats.committed_rows = info.total_rows
             self.stats.last_commit = time.monotonic()
+            if self._mirror is not None:
+                self._mirror.kick()
+                self.stats.uploaded_files = self._mirror.uploaded
+                self.stats.upload_errors = self._mirror.errors
         for msg in durable:
             await msg.listener.confirm(msg)
 

@@ -3,12 +3,13 @@
 Everything here runs inside Spark's Python workers (the planner on the
 driver, readers on executors) and speaks Arrow, so rows reach Spark as
 record batches without a per-row Python conversion, except for projected
-field columns, which need each message decoded.
+field columns, which need each message decoded (:mod:`rvasync.spark.project`).
+Files are opened through :mod:`rvasync.spark.capture`, which checks each one
+against its marker entry.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
@@ -21,13 +22,18 @@ from rvasync.errors import InvalidArgument, RvError
 from rvasync.fieldtypes import FieldType
 from rvasync.message import Message
 from rvasync.spark import capture
+from rvasync.spark.capture import CommittedFile
 from rvasync.spark.options import ROWS_PER_PARTITION, FieldSpec, ReadOptions
+from rvasync.spark.project import BadRecord, Projection, Tally, decode_errors
 from rvasync.spark.pushdown import Predicate, mask, row_group_may_match
-from rvasync.spark.typemap import METADATA_KEY, column_converter, field_to_spark
+from rvasync.spark.storage import Location
+from rvasync.spark.typemap import METADATA_KEY, common_type, field_to_spark
 
 __all__ = ["BASE_SCHEMA", "FilePart", "ScanPart", "plan", "read_part", "read_schema"]
 
 FIELD_KEY = "rvasync.field"
+#: Column metadata marking the corrupt-record column (option columnNameOfCorruptRecord).
+CORRUPT_KEY = "rvasync.corrupt"
 BATCH_ROWS = 8192
 
 #: The documented columns every read has (then any projected field columns).
@@ -49,39 +55,42 @@ _BASE_FIELDS = {field.name: field for field in BASE_SCHEMA.fields}
 # -- schema ---------------------------------------------------------------------------
 
 
-def _sample_types(directory: str, names: set[str], limit: int) -> dict[str, set[FieldType]]:
-    """The field types seen for ``names`` in the first ``limit`` committed messages."""
+def _sample_types(
+    locations: Sequence[Location], names: set[str], limit: int
+) -> dict[str, set[FieldType]]:
+    """The field types seen for ``names`` in the first ``limit`` committed messages (the
+    first field of a name in each message, as reads take it)."""
     seen: dict[str, set[FieldType]] = {name: set() for name in names}
     remaining = limit
-    for path in capture.committed_files(directory):
-        parquet = capture.open_committed(path)
-        for group in range(parquet.num_row_groups):
-            try:
-                column = parquet.read_row_group(group, columns=["data"]).column(0)
-                rows = column.to_pylist()[:remaining]
-            except capture.UNREADABLE as exc:
-                raise capture.CaptureError(
-                    f"committed capture file {str(path)!r} is unreadable: {exc}"
-                ) from None
-            # ``data`` is non-null binary (CAPTURE_SCHEMA); a foreign file's null fails
-            # in from_bytes and is skipped like any undecodable row.
-            for data in cast("list[bytes]", rows):
-                try:
-                    msg = Message.from_bytes(data)
-                except RvError:
-                    continue  # as a read does: an undecodable row has no fields
-                for field in msg:
-                    if field.name in seen:
-                        seen[field.name].add(field.type)
-            remaining -= min(remaining, len(column))
-            if remaining == 0:
-                return seen
+    for location in locations:
+        for ref in capture.snapshot(location):
+            with ref.open() as opened:
+                for batch in opened.batches(range(opened.metadata.num_row_groups), ["data"]):
+                    rows = batch.column(0).to_pylist()[:remaining]
+                    _note_types(cast("list[bytes]", rows), seen)
+                    remaining -= len(rows)
+                    if remaining == 0:
+                        return seen
     return seen
 
 
-def _resolve(specs: Sequence[FieldSpec], directory: str, sample_rows: int) -> list[FieldSpec]:
+def _note_types(rows: list[bytes], seen: dict[str, set[FieldType]]) -> None:
+    for data in rows:
+        try:
+            msg = Message.from_bytes(data)
+        except (RvError, TypeError):
+            continue  # a bad record to the read; no type to learn from it
+        noted: set[str] = set()
+        for field in msg:
+            if field.name in seen and field.name not in noted:
+                noted.add(field.name)
+                seen[field.name].add(field.type)
+
+
+def _resolve(specs: Sequence[FieldSpec], options: ReadOptions) -> list[FieldSpec]:
     untyped = {spec.name for spec in specs if spec.type is None}
-    seen = _sample_types(directory, untyped, sample_rows) if untyped else {}
+    limit = options.sample_rows
+    seen = _sample_types(options.locations(), untyped, limit) if untyped else {}
     resolved = []
     for spec in specs:
         if spec.type is not None:
@@ -90,30 +99,33 @@ def _resolve(specs: Sequence[FieldSpec], directory: str, sample_rows: int) -> li
         types = seen[spec.name]
         if not types:
             raise InvalidArgument(
-                f"option fields: field {spec.name!r} does not occur in the first {sample_rows} "
-                f"committed messages of {directory!r}, so its type is unknown; give it as "
+                f"option fields: field {spec.name!r} does not occur in the first {limit} "
+                f"committed messages of {options.path!r}, so its type is unknown; give it as "
                 f"{spec.name}:TYPE (for example {spec.name}:F64)"
             )
-        if len(types) > 1:
+        common = common_type(types)
+        if common is None:
             listed = " and ".join(sorted(t.name for t in types))
             raise InvalidArgument(
-                f"option fields: field {spec.name!r} has types {listed} in {directory!r}; "
+                f"option fields: field {spec.name!r} has types {listed} in {options.path!r}; "
                 f"a column has one type: give it as {spec.name}:TYPE"
             )
-        resolved.append(FieldSpec(spec.name, types.pop(), spec.column))
+        resolved.append(FieldSpec(spec.name, common, spec.column))
     return resolved
 
 
 def read_schema(options: ReadOptions) -> T.StructType:
     """The schema of a read: the capture columns kept (``option columns``; all by
-    default), then one column per projected field.
+    default), then one column per projected field, then the corrupt-record column
+    when one is asked for.
 
-    Checks the capture directory (it must exist and be readable) so a bad
+    Checks the capture directories (they must exist and be readable) so a bad
     path fails when the DataFrame is defined.
     """
-    capture.read_marker(options.path)
+    for location in options.locations():
+        capture.read_marker(location)
     fields = [_BASE_FIELDS[name] for name in options.columns]
-    for spec in _resolve(options.fields, options.path, options.sample_rows):
+    for spec in _resolve(options.fields, options):
         assert spec.type is not None
         if spec.column in _BASE_NAMES:
             raise InvalidArgument(
@@ -123,15 +135,22 @@ def read_schema(options: ReadOptions) -> T.StructType:
         dtype = field_to_spark(spec.type, f"option fields, field {spec.name!r}")
         metadata = {METADATA_KEY: spec.type.name, FIELD_KEY: spec.name}
         fields.append(T.StructField(spec.column, dtype, True, metadata))
+    if options.corrupt_column is not None:
+        corrupt = T.StructField(options.corrupt_column, T.StringType(), True, {CORRUPT_KEY: True})
+        fields.append(corrupt)
     return T.StructType(fields)
+
+
+#: A column of a read: a capture column (its name), a projected field (name, type), or
+#: the corrupt-record column (None).
+Column = str | tuple[str, FieldType] | None
 
 
 @dataclass(frozen=True)
 class Layout:
-    """What a read schema asks for: each output column is a capture column (its name)
-    or a projected message field (field name, type), in the schema's order."""
+    """What a read schema asks for, column by column in the schema's order."""
 
-    columns: tuple[str | tuple[str, FieldType], ...]
+    columns: tuple[Column, ...]
 
     @property
     def capture_columns(self) -> list[str]:
@@ -139,15 +158,22 @@ class Layout:
 
     @property
     def fields(self) -> list[tuple[str, FieldType]]:
-        return [c for c in self.columns if not isinstance(c, str)]
+        return [c for c in self.columns if isinstance(c, tuple)]
+
+    @property
+    def corrupt(self) -> bool:
+        return None in self.columns
 
 
 def layout(schema: T.StructType) -> Layout:
     """How to fill each column of a read schema; a column that is neither a capture column
     (of its documented type) nor a projected field is an InvalidArgument."""
-    result: list[str | tuple[str, FieldType]] = []
+    result: list[Column] = []
     for field in schema.fields:
         meta = field.metadata or {}
+        if meta.get(CORRUPT_KEY) and isinstance(field.dataType, T.StringType):
+            result.append(None)
+            continue
         if METADATA_KEY in meta and FIELD_KEY in meta:
             result.append((meta[FIELD_KEY], FieldType[meta[METADATA_KEY]]))
             continue
@@ -186,19 +212,23 @@ def arrow_schema(schema: T.StructType) -> pa.Schema:
 
 @dataclass
 class FilePart(InputPartition):
-    """Row groups ``groups`` of committed capture file ``path``, keeping only rows that
-    match ``predicates`` (pushed-down filters; Spark checks them again)."""
+    """Row groups ``groups`` of a committed capture file, keeping only rows that match
+    ``predicates`` (pushed-down filters)."""
 
-    path: str
+    file: CommittedFile
     groups: tuple[int, ...]
     predicates: tuple[Predicate, ...]
 
     def __init__(
-        self, path: str, groups: tuple[int, ...], predicates: tuple[Predicate, ...] = ()
+        self, file: CommittedFile, groups: tuple[int, ...], predicates: tuple[Predicate, ...] = ()
     ) -> None:
-        self.path = path
+        self.file = file
         self.groups = groups
         self.predicates = predicates
+
+    @property
+    def path(self) -> str:
+        return self.file.url
 
 
 @dataclass
@@ -213,41 +243,37 @@ class ScanPart(InputPartition):
 
 
 def plan(
-    files: Sequence[os.PathLike[str] | str],
+    files: Sequence[CommittedFile],
     *,
     rows_per_part: int = ROWS_PER_PARTITION,
     predicates: Sequence[Predicate] = (),
 ) -> list[Any]:
     """Partitions over committed files: runs of whole row groups in capture order, as
     many as ``rows_per_part`` asks for (the row count over it, rounded up) and as even
-    as whole row groups allow; a partition may span files.
+    as whole row groups allow; a partition may span files (and captures).
 
     Every Spark task costs a fixed amount on the JVM and in the Python worker
     (tens of milliseconds of CPU), so partitions are sized by rows, not by
     files. Row groups whose statistics rule out ``predicates`` are left out.
-    Opening every footer here also means a damaged committed file fails the
-    job at its start, naming the file, rather than half-way through.
+    Planning opens every file's footer and checks it against the marker, so a
+    missing file, or one whose footer is damaged, fails the job at its start;
+    damage inside a file's column chunks is found by the task that reads them.
     """
     pushed = tuple(predicates)
-    groups: list[tuple[str, int, int]] = []  # (path, row group, rows) to read, in order
-    for path in files:
-        parquet = capture.open_committed(path)
-        try:
-            counts = [parquet.metadata.row_group(i).num_rows for i in range(parquet.num_row_groups)]
-        except capture.UNREADABLE as exc:
-            raise capture.CaptureError(
-                f"committed capture file {os.fspath(path)!r} is unreadable: {exc}"
-            ) from None
-        for index, count in enumerate(counts):
-            if row_group_may_match(parquet.metadata, index, pushed):
-                groups.append((os.fspath(path), index, count))
+    groups: list[tuple[CommittedFile, int, int]] = []  # (file, row group, rows) in order
+    for ref in files:
+        with ref.open() as opened:
+            metadata = opened.metadata
+            for index, count in enumerate(opened.row_group_rows):
+                if row_group_may_match(metadata, index, pushed):
+                    groups.append((ref, index, count))
     total = sum(count for _, _, count in groups)
     count_parts = max(1, -(-total // rows_per_part))
     parts: list[Any] = []
-    current: list[tuple[str, int]] = []
+    current: list[tuple[CommittedFile, int]] = []
     seen = 0
-    for path, index, count in groups:
-        current.append((path, index))
+    for ref, index, count in groups:
+        current.append((ref, index))
         seen += count
         # Cut where the running row count reaches the next of count_parts even shares.
         if seen and seen * count_parts >= total * (len(parts) + 1):
@@ -258,53 +284,17 @@ def plan(
     return parts
 
 
-def _scan_part(groups: list[tuple[str, int]], pushed: tuple[Predicate, ...]) -> ScanPart:
+def _scan_part(groups: list[tuple[CommittedFile, int]], pushed: tuple[Predicate, ...]) -> ScanPart:
     pieces: list[FilePart] = []
-    for path, index in groups:
-        if pieces and pieces[-1].path == path:
+    for ref, index in groups:
+        if pieces and pieces[-1].file == ref:
             pieces[-1].groups += (index,)
         else:
-            pieces.append(FilePart(path, (index,), pushed))
+            pieces.append(FilePart(ref, (index,), pushed))
     return ScanPart(tuple(pieces))
 
 
 # -- reading --------------------------------------------------------------------------
-
-
-def _project(
-    batch: pa.RecordBatch, fields: list[tuple[str, FieldType]], types: list[pa.DataType]
-) -> list[pa.Array[Any]]:
-    """The projected field columns of a batch: each message decoded once, and its
-    fields looked through once for every projected name (the first field of a
-    name counts, as in Message.field; another type than the column's gives null)."""
-    wanted: dict[str, list[tuple[int, FieldType, Any]]] = {}
-    for index, (name, ftype) in enumerate(fields):
-        wanted.setdefault(name, []).append((index, ftype, column_converter(ftype)))
-    width = len(fields)
-    columns: list[list[Any]] = [[] for _ in fields]
-    data_column = batch.column(batch.schema.get_field_index("data"))
-    from_bytes = Message.from_bytes
-    entries_of = capture.field_entries
-    # Non-null binary (CAPTURE_SCHEMA); a null would fail from_bytes like garbage does.
-    for data in cast("list[bytes]", data_column.to_pylist()):
-        row: list[Any] = [None] * width
-        try:
-            entries = entries_of(from_bytes(data))
-        except RvError:
-            entries = ()
-        found = 0
-        for field_name, _, ftype, value in entries:
-            targets = wanted.get(field_name) if field_name is not None else None
-            if targets is None:
-                continue
-            for index, column_type, convert in targets:
-                if not (found >> index) & 1:
-                    found |= 1 << index
-                    if ftype is column_type:
-                        row[index] = value if convert is None else convert(value)
-        for values, value in zip(columns, row, strict=True):
-            values.append(value)
-    return [pa.array(values, type=dtype) for values, dtype in zip(columns, types, strict=True)]
 
 
 def _conform(array: pa.Array[Any], dtype: pa.DataType, path: str) -> pa.Array[Any]:
@@ -324,27 +314,90 @@ def _conform(array: pa.Array[Any], dtype: pa.DataType, path: str) -> pa.Array[An
 def _read_batches(part: FilePart, columns: list[str]) -> Iterator[pa.RecordBatch]:
     """The partition's row groups, ``columns`` only, a batch at a time (so Spark takes
     the first batch while later ones are still being decoded), filtered by its predicates."""
-    parquet = capture.open_committed(part.path)
-    try:
-        batches = parquet.iter_batches(
-            batch_size=BATCH_ROWS, row_groups=list(part.groups), columns=columns
-        )
-        for batch in batches:
+    with part.file.open() as opened:
+        for batch in opened.batches(part.groups, columns, BATCH_ROWS):
             selected = mask(batch, part.predicates)
             yield batch if selected is None else batch.filter(selected)
-    except capture.UNREADABLE as exc:
-        raise capture.CaptureError(
-            f"committed capture file {part.path!r} is unreadable: {exc}"
-        ) from None
 
 
-def read_part(part: Any, schema: T.StructType) -> Iterator[pa.RecordBatch]:
+@dataclass(frozen=True)
+class ReadRules:
+    """What a read does with bad records (option mode) and field types (strictTypes)."""
+
+    mode: str = "PERMISSIVE"
+    strict: bool = False
+
+
+class _Reader:
+    """Turns a piece's batches into batches of the read schema, applying the rules."""
+
+    def __init__(self, schema: T.StructType, rules: ReadRules) -> None:
+        self.target = arrow_schema(schema)
+        self.layout = layout(schema)
+        self.rules = rules
+        fields = self.layout.fields
+        types = [
+            self.target.field(i).type
+            for i, c in enumerate(self.layout.columns)
+            if isinstance(c, tuple)
+        ]
+        self.project = Projection(fields, types, rules.strict) if fields else None
+        self.tally = Tally()
+
+    def columns(self, piece: FilePart) -> list[str]:
+        wanted = set(self.layout.capture_columns) | {p.column for p in piece.predicates}
+        if self.project is not None or self.layout.corrupt:
+            wanted.add("data")
+        return [name for name in capture.CAPTURE_COLUMNS if name in wanted]
+
+    def convert(self, batch: pa.RecordBatch, piece: FilePart, first_row: int) -> pa.RecordBatch:
+        projected: list[pa.Array[Any]] = []
+        bad: dict[int, str] = {}
+        if self.project is not None:
+            projected, bad = self.project(batch.column(batch.schema.get_field_index("data")))
+        elif self.layout.corrupt:
+            bad = decode_errors(batch.column(batch.schema.get_field_index("data")))
+        if bad:
+            self._met(bad, piece, first_row)
+        fields = iter(projected)
+        arrays = []
+        for i, column in enumerate(self.layout.columns):
+            if isinstance(column, str):
+                raw = batch.column(batch.schema.get_field_index(column))
+                arrays.append(_conform(raw, self.target.field(i).type, piece.path))
+            elif column is None:
+                arrays.append(pa.array([bad.get(r) for r in range(batch.num_rows)], pa.string()))
+            else:
+                arrays.append(next(fields))
+        result = pa.RecordBatch.from_arrays(arrays, schema=self.target)
+        if bad and self.rules.mode == "DROPMALFORMED":
+            keep = pa.array([r not in bad for r in range(batch.num_rows)])
+            self.tally.dropped += len(bad)
+            result = result.filter(keep)
+        return result
+
+    def _met(self, bad: dict[int, str], piece: FilePart, first_row: int) -> None:
+        row, why = next(iter(bad.items()))
+        where = f"{piece.path}, row {first_row + row} of the read's row groups {piece.groups}"
+        if self.rules.mode == "FAILFAST":
+            raise BadRecord(
+                f"bad record in {where}: {why} (mode FAILFAST; PERMISSIVE keeps the row with "
+                f"nulls, DROPMALFORMED leaves it out)"
+            )
+        if self.tally.first is None:
+            self.tally.first = f"{where}: {why}"
+        self.tally.count += len(bad)
+
+
+def read_part(
+    part: Any, schema: T.StructType, rules: ReadRules = ReadRules()
+) -> Iterator[pa.RecordBatch]:
     """Record batches of one partition (a :class:`ScanPart`, or a single
     :class:`FilePart`), shaped exactly as Spark expects ``schema``.
 
     Only the Parquet columns the schema needs are decoded: the capture
-    columns it keeps, ``data`` when fields are projected, and the columns
-    pushed-down predicates test.
+    columns it keeps, ``data`` when fields are projected (or bad records
+    looked for), and the columns pushed-down predicates test.
     """
     if isinstance(part, ScanPart):
         pieces = part.pieces
@@ -352,27 +405,14 @@ def read_part(part: Any, schema: T.StructType) -> Iterator[pa.RecordBatch]:
         pieces = (part,)
     else:
         return
-    target = arrow_schema(schema)
-    plan_ = layout(schema)
-    fields = plan_.fields
-    field_types = [
-        target.field(i).type for i, c in enumerate(plan_.columns) if not isinstance(c, str)
-    ]
+    reader = _Reader(schema, rules)
     for piece in pieces:
-        wanted = set(plan_.capture_columns) | {p.column for p in piece.predicates}
-        if fields:
-            wanted.add("data")
-        columns = [name for name in capture.CAPTURE_COLUMNS if name in wanted]
-        for batch in _read_batches(piece, columns):
+        row = 0
+        for batch in _read_batches(piece, reader.columns(piece)):
             if not batch.num_rows:
                 continue
-            projected = iter(_project(batch, fields, field_types) if fields else ())
-            arrays = [
-                _conform(
-                    batch.column(batch.schema.get_field_index(c)), target.field(i).type, piece.path
-                )
-                if isinstance(c, str)
-                else next(projected)
-                for i, c in enumerate(plan_.columns)
-            ]
-            yield pa.RecordBatch.from_arrays(arrays, schema=target)
+            converted = reader.convert(batch, piece, row)
+            row += batch.num_rows
+            if converted.num_rows:
+                yield converted
+    reader.tally.warn(pieces[0].path if pieces else "", rules.mode)

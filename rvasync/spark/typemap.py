@@ -34,11 +34,14 @@ from __future__ import annotations
 import datetime as _dt
 import decimal
 import ipaddress
+import math
+import struct
 from collections.abc import Callable
 from typing import Any
 
 from pyspark.sql import types as T
 
+from rvasync._wire import INT_RANGE
 from rvasync.errors import ConversionError, InvalidArgument
 from rvasync.fieldtypes import FieldType, convert
 from rvasync.message import Message
@@ -116,9 +119,23 @@ def field_to_spark(ftype: FieldType, where: str) -> T.DataType:
 # -- reading: field value -> column value ---------------------------------------------
 
 
+#: The DATETIME seconds Python's datetime holds (years 1..9999): PySpark turns a timestamp
+#: column's values into datetimes, so a value outside would make collect() fail.
+DATETIME_SECONDS = (-62_135_596_800, 253_402_300_799)
+
+
+def _datetime_micros(value: Any) -> int:
+    if not DATETIME_SECONDS[0] <= value.seconds <= DATETIME_SECONDS[1]:
+        raise ValueError(
+            f"DATETIME {value.seconds} s from the epoch is outside years 1..9999, which a "
+            f"Spark timestamp read through Python cannot hold"
+        )
+    return int(value.seconds * 1_000_000 + value.microseconds)
+
+
 def _scalar_to_column(ftype: FieldType) -> Callable[[Any], Any] | None:
     if ftype is FieldType.DATETIME:
-        return lambda v: v.seconds * 1_000_000 + v.microseconds
+        return _datetime_micros
     if ftype is FieldType.IPADDR32:
         return str
     if ftype is FieldType.U64:
@@ -135,6 +152,83 @@ def column_converter(ftype: FieldType) -> Callable[[Any], Any] | None:
     if ftype in _ARRAYS:
         return lambda value: [scalar(v) for v in value]
     return scalar
+
+
+# -- reading a field of another type: exact conversions only -----------------------------
+
+_INTS = {FieldType(code): bounds for code, bounds in INT_RANGE.items()}
+del _INTS[FieldType.IPPORT16]  # a port is not a number to widen
+_FLOAT_TYPES = (FieldType.F32, FieldType.F64)
+_F32 = struct.Struct("<f")
+
+
+def _exact_f32(value: float) -> float:
+    try:
+        narrowed = float(_F32.unpack(_F32.pack(value))[0])
+    except OverflowError:
+        narrowed = math.nan
+    if narrowed != value and not (math.isnan(value) and math.isnan(narrowed)):
+        raise ValueError(f"{value!r} has no exact F32 value")
+    return narrowed
+
+
+def _scalar_converter(source: FieldType, column: FieldType) -> Callable[[Any], Any] | None:
+    """Value of a ``source`` field -> the value a ``column`` column holds, when both are
+    numbers; the function raises ValueError for a value the column cannot hold exactly."""
+    if source in _INTS and column in _INTS:
+        low, high = _INTS[column]
+        to_column = _scalar_to_column(column) or (lambda v: v)
+
+        def integer(value: int) -> Any:
+            if not low <= value <= high:
+                raise ValueError(f"{value} does not fit {column.name}")
+            return to_column(value)
+
+        return integer
+    if source in _INTS and column is FieldType.F64:
+
+        def double(value: int) -> float:
+            if abs(value) > 2**53:
+                raise ValueError(f"{value} has no exact F64 value")
+            return float(value)
+
+        return double
+    if source in _INTS and column is FieldType.F32:
+        return lambda value: _exact_f32(float(value))
+    if source is FieldType.F32 and column is FieldType.F64:
+        return float
+    if source is FieldType.F64 and column is FieldType.F32:
+        return _exact_f32
+    return None
+
+
+def converter(source: FieldType, column: FieldType) -> Callable[[Any], Any] | None:
+    """How a field of type ``source`` fills a column of field type ``column`` when the
+    types differ: numbers (and arrays of numbers) convert when the value fits exactly,
+    raising ValueError when it does not; None for every other pair of types."""
+    if source in _ARRAYS and column in _ARRAYS:
+        element = _scalar_converter(_ARRAYS[source], _ARRAYS[column])
+        if element is None:
+            return None
+        return lambda values: [element(v) for v in values]
+    return _scalar_converter(source, column)
+
+
+def common_type(types: set[FieldType]) -> FieldType | None:
+    """The one field type every type of ``types`` converts into exactly, whatever the
+    value (the narrowest), or None: integers into the narrowest integer type holding
+    them all, integers of at most 32 bits and floats into F64, F32 into F64."""
+    if len(types) == 1:
+        return next(iter(types))
+    if types <= set(_INTS):
+        low = min(_INTS[t][0] for t in types)
+        high = max(_INTS[t][1] for t in types)
+        fits = [c for c in _INTS if _INTS[c][0] <= low and high <= _INTS[c][1]]
+        return min(fits, key=lambda c: _INTS[c][1] - _INTS[c][0]) if fits else None
+    if types <= {*_INTS, *_FLOAT_TYPES}:
+        wide_ints = {FieldType.I64, FieldType.U64} & types
+        return None if wide_ints else FieldType.F64
+    return None
 
 
 def projector(ftype: FieldType) -> Callable[[Message, str], Any]:

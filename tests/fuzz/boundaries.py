@@ -765,7 +765,7 @@ def _capture_corpus() -> list[bytes]:
 def _capture_boundary() -> Boundary:
     from pyspark.sql import types as T
 
-    from rvasync.spark import capture, scan
+    from rvasync.spark import capture, scan, storage
     from rvasync.spark.typemap import METADATA_KEY, field_to_spark
 
     directory = tempfile.mkdtemp(prefix="rvasync-fuzz-capture-")
@@ -789,7 +789,10 @@ def _capture_boundary() -> Boundary:
         with open(path, "wb") as f:
             f.write(data)
         rows = 0
-        for part in scan.plan([path], rows_per_part=4):
+        # A file without a marker entry (as from an rvasync before 0.13): the reader's
+        # own checks, without the checksums that would refuse any changed byte.
+        ref = capture.CommittedFile(storage.locate(directory), 1)
+        for part in scan.plan([ref], rows_per_part=4):
             for batch in scan.read_part(part, schema):
                 rows += batch.num_rows
         return rows

@@ -126,7 +126,7 @@ def test_a_damaged_marker_is_a_capture_error(marker):
 def test_schema_sampling_skips_rows_that_do_not_decode_as_a_read_does(tmp_path):
     pytest.importorskip("pyspark")
     from rvasync.message import Message
-    from rvasync.spark.capture import CaptureWriter, fields_json, rows_to_batch
+    from rvasync.spark.capture import CaptureWriter, as_location, fields_json, rows_to_batch
     from rvasync.spark.scan import _sample_types
 
     good = Message("S", {"n": 1})
@@ -142,5 +142,5 @@ def test_schema_sampling_skips_rows_that_do_not_decode_as_a_read_does(tmp_path):
         ]
         writer.append(rows_to_batch(columns))
         writer.commit()
-    seen = _sample_types(str(tmp_path), {"n"}, 10)
+    seen = _sample_types([as_location(tmp_path)], {"n"}, 10)
     assert [t.name for t in seen["n"]] == ["I64"]
