@@ -202,11 +202,12 @@ class IOEvent(EventSource):
 
     ``IOEvent(fileobj, kind, *, callback=None, queue=None, closure=None)``:
     ``fileobj`` a file descriptor or an object with ``fileno()`` (a socket, a
-    pipe), ``kind`` an :class:`IOKind`. With ``queue``, each readiness puts an
-    :class:`IOOccurrence` in it, and the descriptor is not watched again until
-    that occurrence is dispatched (the callback has returned), as Rendezvous
-    does; without a queue but with a ``callback``, the event dispatches itself
-    from a task, one call at a time (the callback gets the event); with
+    pipe), ``kind`` an :class:`IOKind`. With ``queue`` (one without a limit),
+    each readiness puts an :class:`IOOccurrence` in it, and the descriptor is
+    not watched again until that occurrence is dispatched (the callback has
+    returned), as Rendezvous does; without a queue but with a ``callback``,
+    the event dispatches itself from a task, one call at a time (the callback
+    gets the event); with
     neither, ``async for occurrence in event`` yields each readiness. The
     callback may be a plain or an async function; an exception in it is
     logged and the event goes on. The event belongs to the running loop, whose
@@ -234,6 +235,14 @@ class IOEvent(EventSource):
         if callback is not None and not callable(callback):
             raise InvalidArgument(f"callback must be callable, got {type(callback).__name__}")
         self._queue = check_queue(queue)
+        if self._queue is not None and self._queue.limit:
+            # Inactive until its one occurrence is dispatched, the event would never fire
+            # again if the queue's limit policy discarded that occurrence.
+            raise InvalidArgument(
+                f"an I/O event needs a queue without a limit, got {self._queue!r}: its limit "
+                "policy could discard the event's one waiting occurrence, and the event, "
+                "inactive until that occurrence is dispatched, would never fire again"
+            )
         self._fd = _file_descriptor(fileobj)
         try:
             self._loop = asyncio.get_running_loop()

@@ -253,3 +253,35 @@ async def test_a_closed_socket_is_refused(pair) -> None:
         rv.IOEvent(closed, rv.IOKind.READ, queue=rv.Queue())
     with pytest.raises(rv.NotPermitted):
         await anext(rv.IOEvent(a, rv.IOKind.READ, queue=rv.Queue()))
+
+
+async def test_an_io_queue_of_higher_priority_dispatches_first(pair) -> None:
+    a, b = pair
+    transport = rv.process_transport()
+    io_queue = rv.Queue(priority=30, name="io")
+    messages = rv.Queue(priority=10, name="messages")
+    group = rv.QueueGroup(messages, io_queue)
+    transport.listen("X", queue=messages)
+    io = rv.IOEvent(a, rv.IOKind.READ, queue=io_queue)
+    try:
+        for n in range(2):
+            await transport.send(rv.Message("X", {"n": n}))
+        b.send(b"x")
+        async with asyncio.timeout(WAIT):
+            while len(messages) < 2 or not len(io_queue):
+                await asyncio.sleep(0.01)
+        first = group.poll()
+        assert isinstance(first, rv.IOOccurrence) and first.io is io
+        assert [group.poll()["n"] for _ in range(2)] == [0, 1]
+    finally:
+        io.destroy()
+        transport.shutdown()
+
+
+async def test_a_bounded_queue_is_refused(pair) -> None:
+    # Its limit policy could discard the one occurrence the inactive event waits on:
+    # the event would never fire again (before, the occurrence was dropped and it stalled).
+    a, _ = pair
+    bounded = rv.Queue(limit=1, policy=rv.LimitPolicy.DISCARD_NEW)
+    with pytest.raises(rv.InvalidArgument, match="without a limit"):
+        rv.IOEvent(a, rv.IOKind.READ, queue=bounded)
