@@ -516,30 +516,40 @@ class _NotExact(Exception):
 def _scalar_as(ftype: FieldType, value: Any, target: FieldType) -> Any:
     """``value`` (stored for ``ftype``) as ``target``'s stored form, or _NotExact."""
     if ftype in _INT_VALUED:
-        if target in _INT_VALUED:
-            lo, hi = INT_RANGE[target]
-            if lo <= value <= hi:
-                return value
-            raise _NotExact(f"outside {target.name}'s range {lo}..{hi}")
-        if target in _FLOAT_TYPES:
-            as_float = float(value) if target is FieldType.F64 else _f32_or_none(float(value))
-            if as_float is not None and int(as_float) == value:
-                return as_float
-            raise _NotExact(f"no {target.name} holds it exactly")
-    elif ftype in _FLOAT_TYPES:
-        if target is FieldType.F64:
-            return value
-        if target is FieldType.F32:
-            narrow = _f32_or_none(value)
-            if narrow is not None and (narrow == value or math.isnan(value)):
-                return narrow
-            raise _NotExact("no F32 holds it exactly")
-        if target in _INT_VALUED:
-            if not math.isfinite(value) or not value.is_integer():
-                raise _NotExact("it is not a whole number")
-            return _scalar_as(FieldType.I64 if value < 2**63 else FieldType.U64, int(value), target)
-    elif ftype in _BYTES_TYPES and target in _BYTES_TYPES:
+        return _int_as(value, target)
+    if ftype in _FLOAT_TYPES:
+        return _float_as(value, target)
+    if ftype in _BYTES_TYPES and target in _BYTES_TYPES:
         return value
+    raise _NotExact("the types do not convert")
+
+
+def _int_as(value: int, target: FieldType) -> Any:
+    if target in _INT_VALUED:
+        lo, hi = INT_RANGE[target]
+        if lo <= value <= hi:
+            return value
+        raise _NotExact(f"outside {target.name}'s range {lo}..{hi}")
+    if target in _FLOAT_TYPES:
+        as_float = float(value) if target is FieldType.F64 else _f32_or_none(float(value))
+        if as_float is not None and int(as_float) == value:
+            return as_float
+        raise _NotExact(f"no {target.name} holds it exactly")
+    raise _NotExact("the types do not convert")
+
+
+def _float_as(value: float, target: FieldType) -> Any:
+    if target is FieldType.F64:
+        return value
+    if target is FieldType.F32:
+        narrow = _f32_or_none(value)
+        if narrow is not None and (narrow == value or math.isnan(value)):
+            return narrow
+        raise _NotExact("no F32 holds it exactly")
+    if target in _INT_VALUED:
+        if not math.isfinite(value) or not value.is_integer():
+            raise _NotExact("it is not a whole number")
+        return _int_as(int(value), target)
     raise _NotExact("the types do not convert")
 
 

@@ -157,33 +157,28 @@ def _number_list(ftype: FieldType, values: Iterable[Any]) -> str:
     return "[" + " ".join(str(v) for v in values) + "]"
 
 
+#: The text form of each type's value (the numeric arrays not named: ``_number_list``).
+_FORMATS: dict[FieldType, Callable[[Any], str]] = {
+    FieldType.STRING: quoted,
+    FieldType.MSG: str,
+    FieldType.BOOL: lambda value: "TRUE" if value else "FALSE",
+    FieldType.IPPORT16: str,
+    FieldType.F64: lambda value: repr(float(value)),
+    FieldType.F32: _f32_text,
+    FieldType.DATETIME: _datetime_text,
+    FieldType.IPADDR32: str,
+    FieldType.OPAQUE: lambda value: f"[{len(value)} opaque bytes]",
+    FieldType.XML: lambda value: f"[XML document: {len(value)} bytes]",
+    FieldType.STRINGARRAY: lambda value: "[" + " ".join(quoted(v) for v in value) + "]",
+    FieldType.MSGARRAY: lambda value: "[" + " ".join(str(m) for m in value) + "]",
+    **dict.fromkeys(_INT_TYPES, str),
+}
+
+
 def format_value(ftype: FieldType, value: Any) -> str:
     """The text form of one field value of type ``ftype``."""
-    if ftype is FieldType.STRING:
-        return quoted(value)
-    if ftype is FieldType.MSG:
-        return str(value)
-    if ftype is FieldType.BOOL:
-        return "TRUE" if value else "FALSE"
-    if ftype in _INT_TYPES or ftype is FieldType.IPPORT16:
-        return str(value)
-    if ftype is FieldType.F64:
-        return repr(float(value))
-    if ftype is FieldType.F32:
-        return _f32_text(value)
-    if ftype is FieldType.DATETIME:
-        return _datetime_text(value)
-    if ftype is FieldType.IPADDR32:
-        return str(value)
-    if ftype is FieldType.OPAQUE:
-        return f"[{len(value)} opaque bytes]"
-    if ftype is FieldType.XML:
-        return f"[XML document: {len(value)} bytes]"
-    if ftype is FieldType.STRINGARRAY:
-        return "[" + " ".join(quoted(v) for v in value) + "]"
-    if ftype is FieldType.MSGARRAY:
-        return "[" + " ".join(str(m) for m in value) + "]"
-    return _number_list(ftype, value)
+    formatter = _FORMATS.get(ftype)
+    return formatter(value) if formatter is not None else _number_list(ftype, value)
 
 
 def format_entries(entries: Iterable[Entry]) -> str:
