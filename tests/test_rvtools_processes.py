@@ -118,10 +118,15 @@ def test_cm_send_to_cm_listen(rv_daemon: str, rv_service, tmp_path) -> None:
     ledger = tmp_path / "listener.ledger"
     listen = rvasync(
         "cm", "listen", "-daemon", rv_daemon, "-service", service, "-ledger", str(ledger),
-        "-cmname", "LISTENER", "ORDERS.>", "--count", "3", "--timeout", str(WAIT),
+        "-cmname", "LISTENER", "ORDERS.>", "ZERO.\u200bWIDTH", "--count", "3",
+        "--timeout", str(WAIT),
     )  # fmt: skip
     try:
-        read_until(listen.stdout, "rvasync cm listen: Listening to subject ORDERS.>", listen)
+        # A zero-width character is legal in a subject, and printed escaped (not invisible).
+        assert read_until(listen.stdout, "ZERO.", listen)[-2:] == [
+            "rvasync cm listen: Listening to subject ORDERS.>",
+            "rvasync cm listen: Listening to subject ZERO.\\u200bWIDTH",
+        ]
         send = run(
             "cm", "send", "-daemon", rv_daemon, "-service", service, "-cmname", "SENDER",
             "-interval", "0.1", "-rounds", "3", "ORDERS.NEW", "buy 10",
@@ -151,10 +156,14 @@ def test_dq_listen_takes_the_tasks(rv_daemon: str, rv_service) -> None:
     service = rv_service[0]
     worker = rvasync(
         "dq", "listen", "-daemon", rv_daemon, "-service", service, "-cmname", "WORKERS",
-        "-heartbeat", "0.3", "-activation", "1", "TASKS", "--count", "3", "--timeout", str(WAIT),
+        "-heartbeat", "0.3", "-activation", "1", "TASKS", "ZERO.\u200bWIDTH", "--count", "3",
+        "--timeout", str(WAIT),
     )  # fmt: skip
     try:
-        read_until(worker.stdout, "rvasync dq listen: Listening to subject TASKS", worker)
+        assert read_until(worker.stdout, "ZERO.", worker)[-2:] == [
+            "rvasync dq listen: Listening to subject TASKS",
+            "rvasync dq listen: Listening to subject ZERO.\\u200bWIDTH",
+        ]
         # Tasks sent while no member schedules reach no worker: wait for the election.
         read_until(worker.stderr, "_RV.INFO.RVCM.QUEUE.SCHEDULER.ACTIVE.WORKERS", worker)
         send = run(

@@ -139,5 +139,5 @@ async def run_listen(args: argparse.Namespace) -> int:
             cm.listen(subject, queue=queue, explicit_confirm=True)
         await confirm_interests(transport)
         for subject in args.subjects:
-            print(f"rvasync cm listen: Listening to subject {subject}", flush=True)
+            print(f"rvasync cm listen: Listening to subject {printable(subject)}", flush=True)
         return await consume(queue, args, cm_line, "rvasync cm listen", after=confirm)

@@ -90,5 +90,5 @@ async def run_listen(args: argparse.Namespace) -> int:
             member.listen(subject, queue=queue, explicit_confirm=True)
         await confirm_interests(transport)
         for subject in args.subjects:
-            print(f"rvasync dq listen: Listening to subject {subject}", flush=True)
+            print(f"rvasync dq listen: Listening to subject {printable(subject)}", flush=True)
         return await consume(queue, args, dq_line, "rvasync dq listen", after=confirm)
