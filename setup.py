@@ -1,7 +1,9 @@
-"""Build rvasync_native's Cython modules; the package still installs (pure-Python) if they cannot be built.
+"""Build rvasync_native's Cython modules; without them the package installs pure-Python.
 
 RVASYNC_NATIVE_ONLY=codec,subjects limits the build to those modules (handy while developing one).
 RVASYNC_NO_NATIVE=1 skips the native build entirely.
+RVASYNC_REQUIRE_NATIVE=1 makes a failed native build fail the build instead (release wheels, CI's
+wheel check, cibuildwheel): a wheel that silently fell back to the twins is a packaging mistake.
 """
 
 import glob
@@ -12,6 +14,10 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 
+def native_required():
+    return os.environ.get("RVASYNC_REQUIRE_NATIVE", "") not in ("", "0")
+
+
 class OptionalBuildExt(build_ext):
     """A failed compile leaves the pure-Python twins in charge instead of failing the install."""
 
@@ -19,14 +25,22 @@ class OptionalBuildExt(build_ext):
         try:
             super().run()
         except Exception as exc:  # compiler missing, Cython error ...
-            print(f"rvasync: native build skipped ({exc}); using pure-Python twins", file=sys.stderr)
+            if native_required():
+                raise
+            print(
+                f"rvasync: native build skipped ({exc}); using pure-Python twins", file=sys.stderr
+            )
 
     def build_extension(self, ext):
         try:
             super().build_extension(ext)
         except Exception as exc:
-            print(f"rvasync: could not build {ext.name} ({exc}); its pure-Python twin is used",
-                  file=sys.stderr)
+            if native_required():
+                raise
+            print(
+                f"rvasync: could not build {ext.name} ({exc}); its pure-Python twin is used",
+                file=sys.stderr,
+            )
 
 
 def native_extensions():
@@ -35,6 +49,8 @@ def native_extensions():
     try:
         from Cython.Build import cythonize
     except ImportError:
+        if native_required():
+            raise
         print("rvasync: Cython not available; installing pure-Python only", file=sys.stderr)
         return []
     only = {n for n in os.environ.get("RVASYNC_NATIVE_ONLY", "").split(",") if n}

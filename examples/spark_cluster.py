@@ -34,7 +34,7 @@ import threading
 from collections import defaultdict
 
 import rvasync as rv
-from rvasync.spark import Recorder, register
+from rvasync.spark import Recorder, register, to_thread
 from rvasync.spark.standalone import StandaloneCluster
 from rvasync.testing import free_port
 
@@ -136,13 +136,9 @@ async def pipeline(cluster: StandaloneCluster, started: threading.Event, work: s
                 listener.listen("ORDERS.TOTAL.*", queue=results)
                 await listener.link.ping()
 
-                def run():
-                    # The JVM keeps the active session per thread: make it this thread's.
-                    jvm = spark._jvm.org.apache.spark.sql.SparkSession
-                    jvm.setActiveSession(spark._jsparkSession)
-                    return totals_back(spark, capture_dir, daemon, service)
-
-                count = await asyncio.to_thread(run)
+                # Off the event loop, with the session active in that thread (the JVM
+                # finds the data source through it).
+                count = await to_thread(spark, totals_back, spark, capture_dir, daemon, service)
                 got = {}
                 async with asyncio.timeout(30):
                     while len(got) < count:

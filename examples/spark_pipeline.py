@@ -31,7 +31,7 @@ import tempfile
 from collections import defaultdict
 
 import rvasync as rv
-from rvasync.spark import Recorder, register
+from rvasync.spark import Recorder, register, to_thread
 from rvasync.testing import free_port
 
 REGIONS = ("EU", "US", "ASIA")
@@ -74,20 +74,6 @@ def start_spark():
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
     return spark
-
-
-async def in_spark_thread(spark, call, *args):
-    """Run a blocking Spark call without stalling the event loop.
-
-    The JVM keeps the active session per thread and looks Python data
-    sources up through it, so the worker thread makes the session active.
-    """
-
-    def run():
-        spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
-        return call(*args)
-
-    return await asyncio.to_thread(run)
 
 
 def start_stats_query(spark, capture_dir: str, daemon: str, service: str, checkpoint: str):
@@ -178,7 +164,7 @@ async def pipeline(spark, daemon: str, work: str) -> bool:
         recorder = Recorder(transport, "ORDERS.*.NEW", capture_dir, roll_interval=1.0)
         async with recorder:
             await transport.link.ping()  # the daemon has our interests
-            query = await in_spark_thread(
+            query = await to_thread(
                 spark,
                 start_stats_query,
                 spark,
@@ -194,7 +180,7 @@ async def pipeline(spark, daemon: str, work: str) -> bool:
                     f"recorder: {recorder.stats.committed_rows} orders in "
                     f"{recorder.stats.committed_files} files"
                 )
-                await in_spark_thread(spark, query.processAllAvailable)
+                await to_thread(spark, query.processAllAvailable)
                 async with asyncio.timeout(30):
                     while not _adds_up(_by_region(latest), sent):
                         await asyncio.sleep(0.1)
@@ -202,7 +188,7 @@ async def pipeline(spark, daemon: str, work: str) -> bool:
                 print(f"results do not add up: published {_by_region(latest)}, sent {sent}")
                 return False
             finally:
-                await in_spark_thread(spark, query.stop)
+                await to_thread(spark, query.stop)
     print(f"every order counted once: {_by_region(latest)}")
     return True
 

@@ -13,7 +13,14 @@ import importlib
 import os
 from types import ModuleType
 
-__all__ = ["HOT_PATHS", "implementations", "load", "native_enabled", "pure_forced"]
+__all__ = [
+    "HOT_PATHS",
+    "implementations",
+    "load",
+    "native_enabled",
+    "native_import_error",
+    "pure_forced",
+]
 
 # Every hot path that has a native module and a pure twin.
 HOT_PATHS: tuple[str, ...] = (
@@ -29,6 +36,10 @@ HOT_PATHS: tuple[str, ...] = (
 
 _loaded: dict[str, ModuleType] = {}
 _native_used: dict[str, bool] = {}
+# Why a compiled module did not import, per hot path: kept so that ``rvasync info`` can
+# say it (a wheel built for another Python, a missing shared library ...), instead of a
+# silent fall back to the slower twin.
+_import_errors: dict[str, str] = {}
 
 
 def pure_forced() -> bool:
@@ -37,11 +48,31 @@ def pure_forced() -> bool:
 
 
 def native_module(name: str) -> ModuleType | None:
-    """The compiled module for hot path ``name``, or None if it is not built."""
+    """The compiled module for hot path ``name``, or None if it does not import (the
+    reason is kept for :func:`native_import_error`)."""
     try:
-        return importlib.import_module(f"rvasync_native.{name}")
-    except ImportError:
+        module = importlib.import_module(f"rvasync_native.{name}")
+    except ImportError as exc:
+        _import_errors[name] = _describe(exc, name)
         return None
+    _import_errors.pop(name, None)
+    return module
+
+
+def _describe(exc: ImportError, name: str) -> str:
+    missing = getattr(exc, "name", None)
+    if isinstance(exc, ModuleNotFoundError) and missing in (
+        "rvasync_native",
+        f"rvasync_native.{name}",
+    ):
+        return "not built (install with pip, or run: python setup.py build_ext --inplace)"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def native_import_error(name: str) -> str | None:
+    """Why hot path ``name``'s compiled module did not import, or None if it did (or was
+    not tried yet)."""
+    return _import_errors.get(name)
 
 
 def pure_module(name: str) -> ModuleType:

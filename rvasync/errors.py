@@ -13,6 +13,7 @@ __all__ = [
     "DeliveryFailed",
     "InvalidArgument",
     "InvalidSubject",
+    "LedgerCorrupt",
     "MalformedMessage",
     "MessageTooLarge",
     "NotPermitted",
@@ -50,6 +51,22 @@ class MessageTooLarge(RvError):
 
 class MalformedMessage(RvError, ValueError):
     """Bytes that are not a valid rvasync wire message (truncated, corrupt or forged)."""
+
+
+class LedgerCorrupt(RvError, ValueError):
+    """A ledger or state file is damaged beyond what a crash explains.
+
+    ``path`` and ``offset`` say where, ``reason`` what was found there.
+    Raised when such a file is opened (certified-delivery and relay agent
+    ledgers, remote-operations state files, the value cache's store): the
+    program refuses to start on it rather than forget what it recorded.
+    """
+
+    def __init__(self, path: str, offset: int, reason: str) -> None:
+        super().__init__(f"ledger file {path!r} is corrupt at offset {offset}: {reason}")
+        self.path = path
+        self.offset = offset
+        self.reason = reason
 
 
 class TransportClosed(RvError):

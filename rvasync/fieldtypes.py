@@ -7,7 +7,8 @@ every reader can rely on one canonical Python form per type:
 ========================  ==============================================
 type                      stored as
 ========================  ==============================================
-MSG                       a Message (a copy-on-write copy of the one given)
+MSG                       a Message (a copy-on-write copy of the one given,
+                          or a new one holding a dict's items as fields)
 DATETIME                  rvasync.rvdatetime.DateTime
 OPAQUE, XML               bytes
 STRING                    str (valid Unicode: encodable as UTF-8)
@@ -24,6 +25,12 @@ STRINGARRAY               list of str
 ``bool`` is deliberately refused where a number is expected (and numbers
 where a bool is): ``True`` silently becoming ``1`` in an I32 field hides bugs.
 Floats are never truncated into integer fields either.
+
+A ``dict`` (any mapping) given for a MSG field, or inferred, becomes a nested
+message with the mapping's items as fields, in order, each typed as
+``Message(None, mapping)`` would type it (nested dicts nest again); a list of
+them is a MSGARRAY. The message class is handed in by :mod:`rvasync.message`
+(:func:`use_nested_message`), which is built on this module.
 """
 
 from __future__ import annotations
@@ -35,7 +42,7 @@ import ipaddress
 import math
 import numbers
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 from rvasync._msgbase import MessageBase
@@ -251,12 +258,47 @@ def _convert_ipaddr(value: Any, name: str | None, ftype: FieldType) -> ipaddress
     raise _conversion_error(name, ftype, value, "an IPv4Address, a dotted-quad str or an int")
 
 
+def _message_not_loaded(fields: Mapping[Any, Any]) -> Any:
+    raise RuntimeError("rvasync.message is not loaded: import rvasync first")
+
+
+#: ``Message(None, mapping)``, set by rvasync.message (see the module docstring).
+_nested_message: Callable[[Mapping[Any, Any]], Any] = _message_not_loaded
+
+
+def use_nested_message(build: Callable[[Mapping[Any, Any]], Any]) -> None:
+    """Make MSG fields given a mapping hold ``build(mapping)`` (rvasync.message's ``Message``)."""
+    global _nested_message
+    _nested_message = build
+
+
 def _convert_msg(value: Any, name: str | None, ftype: FieldType) -> Any:
     if isinstance(value, MessageBase):
         # A copy-on-write copy: later changes to the caller's message do not
         # reach into this field (and a message can never end up inside itself).
         return value.copy()
-    raise _conversion_error(name, ftype, value, "a Message")
+    if isinstance(value, Mapping):
+        return _message_of_mapping(value, name)
+    raise _conversion_error(name, ftype, value, "a Message or a dict of fields")
+
+
+class _NestedTooDeeply(InvalidArgument):
+    """A dict that nests past the interpreter's recursion limit (one that contains itself)."""
+
+
+def _message_of_mapping(value: Mapping[Any, Any], name: str | None) -> Any:
+    """A new nested message holding ``value``'s items; errors name the enclosing fields too."""
+    try:
+        return _nested_message(value)
+    except RecursionError:
+        raise _NestedTooDeeply(
+            f"{field_label(name)}: a dict nested too deeply to become a message "
+            "(does it contain itself?)"
+        ) from None
+    except _NestedTooDeeply:
+        raise
+    except (ConversionError, InvalidArgument) as exc:
+        raise type(exc)(f"{field_label(name)}: {exc}") from None
 
 
 # -- array converters ---------------------------------------------------------
@@ -413,7 +455,7 @@ def _infer_array(value: list[Any] | tuple[Any, ...], name: str | None) -> FieldT
         return FieldType.F64ARRAY
     if kinds == {str}:
         return FieldType.STRINGARRAY
-    if all(isinstance(v, MessageBase) for v in value):
+    if all(isinstance(v, MessageBase | Mapping) for v in value):
         return FieldType.MSGARRAY
     if all(isinstance(v, str) for v in value):
         return FieldType.STRINGARRAY
@@ -450,6 +492,8 @@ def _infer_type(value: Any, name: str | None) -> FieldType:
         return FieldType.DATETIME
     if isinstance(value, ipaddress.IPv4Address):
         return FieldType.IPADDR32
+    if isinstance(value, Mapping):
+        return FieldType.MSG
     raise ConversionError(
         f"{field_label(name)}: no field type for a {type(value).__name__} value; "
         f"pass type= or convert it to a supported Python type"
@@ -460,9 +504,9 @@ def infer(value: Any, name: str | None = None) -> tuple[FieldType, Any]:
     """The field type chosen for ``value`` and the value converted to it.
 
     bool->BOOL, int->I64, float->F64, str->STRING, bytes-like->OPAQUE,
-    DateTime/datetime->DATETIME, IPv4Address->IPADDR32, Message->MSG, and a
-    non-empty list or tuple of str/Message/int/float (ints and floats mixed
-    give F64ARRAY) -> STRINGARRAY/MSGARRAY/I64ARRAY/F64ARRAY.
+    DateTime/datetime->DATETIME, IPv4Address->IPADDR32, Message or dict->MSG,
+    and a non-empty list or tuple of str/Message or dict/int/float (ints and
+    floats mixed give F64ARRAY) -> STRINGARRAY/MSGARRAY/I64ARRAY/F64ARRAY.
     """
     cls = value.__class__
     if cls is str:

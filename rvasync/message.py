@@ -815,3 +815,11 @@ def _message_of_entries(entries: list[tuple[str | None, FieldType, Any]]) -> Mes
 
 
 _IMMUTABLE_VALUES = frozenset((str, bytes, int, float, bool, type(None)))
+
+
+def _nested(fields: Mapping[str, Any]) -> Message:
+    """The message a dict given as a MSG field value becomes (see rvasync.fieldtypes)."""
+    return Message(None, fields)
+
+
+_ft.use_nested_message(_nested)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 from collections.abc import Callable
 
 from rvasync.cmdriver import CmTransport
@@ -47,6 +46,12 @@ class Advisories:
         await self._listener.close()
 
 
+def review(cm: CmTransport, subject: str):
+    """The ledger review of one outbound subject, or None if the ledger has none."""
+    found = cm.review_ledger(subject)
+    return found[0] if found else None
+
+
 def payloads(messages: list[Message], field: str = "n") -> list:
     return [m[field] for m in messages]
 
@@ -73,14 +78,9 @@ async def crash(cm: CmTransport) -> None:
             handle.cancel()
     ledger = cm._ledger
     if ledger is not None:
-        ledger._queued.clear()
-        if ledger._task is not None:
-            tasks.append(ledger._task)
+        ledger.abandon()  # nothing queued is written; the lock goes, as with the process
     for task in tasks:
         task.cancel()
     for task in tasks:
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await task
-    if ledger is not None:
-        ledger._executor.shutdown(wait=True)  # a write the OS already had completes
-        os.close(ledger._fd)  # releases the lock, as the process's death would

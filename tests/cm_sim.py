@@ -204,8 +204,7 @@ class SimNet:
             targets = [
                 n
                 for n in self.nodes
-                if isinstance(record, DataRecord | Hello)
-                or destination in n.core.control_subjects
+                if isinstance(record, DataRecord | Hello) or destination in n.core.control_subjects
             ]
         for node in targets:
             copies = 1

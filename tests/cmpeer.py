@@ -5,13 +5,16 @@ Two roles, each a persistent correspondent on a loopback service:
 ``sender``
     sends labeled messages on ``--subject`` until the subject's sequence
     number reaches ``--target`` (continuing where its ledger says it stopped,
-    after a restart), prints ``done <last sequence>``, then stays up to
-    answer retransmission requests until SIGTERM.
+    after a restart; each process sends at least one), appends the number
+    each send returned to ``--log`` (one line each), prints ``done <last
+    sequence>``, then stays up to answer retransmission requests until SIGTERM.
 ``listener``
     listens with ``require_old=True`` and appends one line per delivery to
     ``--out``: the sequence number of a certified message, or ``u`` for an
-    uncertified one. A line ``start`` marks each new process. Certified
-    messages are confirmed automatically, i.e. after their line is written.
+    uncertified one (a certified line also carries the sender's ``--tag``);
+    ``gap <first> <last>`` per DELIVERY.UNAVAILABLE advisory, ``moved`` per
+    REGISTRATION.MOVED. A line ``start`` marks each new process. Certified messages
+    are confirmed automatically, i.e. after their line is written.
 
 With ``--relay NAME`` either role sends its certified traffic through relay
 agent NAME (test_relay_processes.py). Both print ``ready`` once listening,
@@ -30,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import rvasync as rv
 from rvasync.cmdriver import CmTransport
+from rvasync.errors import NotPermitted
 from rvasync.message import Message
 from rvasync.protocol.cm import CmTiming
 from rvasync.protocol.relay import RelayTiming
@@ -58,11 +62,34 @@ async def run_sender(args: argparse.Namespace, stop: asyncio.Event) -> None:
             relay_timing=RELAY_TIMING,
         ) as cm,
     ):
+        if args.anticipate:
+            await cm.add_listener(args.anticipate, args.subject)
         print("ready", flush=True)
-        reviews = cm.review_ledger(args.subject)
-        last = reviews[0].last_sent if reviews else 0
-        while last < args.target and not stop.is_set():
-            last = await cm.send(Message(args.subject, {"payload": b"x" * 64}))
+        if args.send_nothing:
+            print("done 0", flush=True)
+            await stop.wait()
+            return
+        log = open(args.log, "a", buffering=1) if args.log else None  # noqa: SIM115
+        last = 0
+        standing_by = False
+        while not stop.is_set():
+            try:
+                last = await cm.send(Message(args.subject, {"payload": b"x" * 64, "tag": args.tag}))
+            except NotPermitted:
+                if not args.standby_ok:
+                    raise
+                if not standing_by:
+                    print("standby", flush=True)  # another live instance holds the name
+                    standing_by = True
+                await asyncio.sleep(0.05)
+                continue
+            if standing_by:
+                print("active", flush=True)
+                standing_by = False
+            if log is not None:
+                log.write(f"{last}\n")  # one write per line: kill -9 keeps it
+            if last >= args.target:
+                break
             if args.pace:
                 await asyncio.sleep(args.pace)
         print(f"done {last}", flush=True)
@@ -85,13 +112,20 @@ async def run_listener(args: argparse.Namespace, stop: asyncio.Event) -> None:
             ) as cm,
         ):
             listener = cm.listen(args.subject)
+            transport.listen(
+                "_RV.ERROR.RVCM.DELIVERY.UNAVAILABLE.>",
+                callback=lambda adv: out.write(f"gap {adv['seqno_begin']} {adv['seqno_end']}\n"),
+            )
+            transport.listen(
+                "_RV.INFO.RVCM.REGISTRATION.MOVED.>", callback=lambda adv: out.write("moved\n")
+            )
             print("ready", flush=True)
 
             async def consume() -> None:
                 async for msg in listener:
                     label = msg.cm
                     if label is not None and label.sequence is not None:
-                        out.write(f"{label.sequence}\n")
+                        out.write(f"{label.sequence} {msg.get('tag', '')}\n")
                     else:
                         out.write("u\n")
 
@@ -112,6 +146,18 @@ def main() -> None:
     parser.add_argument("--pace", type=float, default=0.0, help="seconds between sends")
     parser.add_argument("--sync", action="store_true", help="sync_ledger=True")
     parser.add_argument("--out", help="listener: where deliveries are logged")
+    parser.add_argument("--log", help="sender: where the numbers sends returned are logged")
+    parser.add_argument("--tag", default="", help="sender: put in every message (who sent it)")
+    parser.add_argument(
+        "--standby-ok",
+        action="store_true",
+        help="sender: while another live instance holds the name, keep trying (prints "
+        "'standby', then 'active' once it sends)",
+    )
+    parser.add_argument("--anticipate", help="sender: add this listener before sending")
+    parser.add_argument(
+        "--send-nothing", action="store_true", help="sender: send nothing new, only what is owed"
+    )
     parser.add_argument("--relay", default=None, help="relay agent name (relay_agent=)")
     args = parser.parse_args()
 

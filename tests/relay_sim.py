@@ -144,6 +144,8 @@ class Sim:
         self.agents: dict[str, Agent] = {}
         self.clients: dict[str, Client] = {}
         self.agent_advisories: list[Advisory] = []
+        self.handed: list[int] = []
+        """Every sequence number a client's send returned (a restart skips reserved ones)."""
 
     # --- topology ------------------------------------------------------------------
 

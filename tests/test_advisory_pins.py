@@ -38,6 +38,9 @@ def _cm_cases() -> dict[str, Message]:
         "cm.registration_discovery": cadv.registration_discovery("ORDERS.NEW", "SND"),
         "cm.registration_moved": cadv.registration_moved("SND.X"),
         "cm.collision": cadv.collision("SND.X"),
+        "cm.ledger_write_failed": cadv.ledger_write_failed("SND", "/l", "ENOSPC", True),
+        "cm.ledger_write_resumed": cadv.ledger_write_resumed("SND", "/l"),
+        "cm.ledger_compaction_failed": cadv.ledger_compaction_failed("SND", "/l", "ENOSPC"),
     }
     return {name: advisory.to_message() for name, advisory in values.items()}
 
@@ -97,6 +100,23 @@ def _all_cases() -> dict[str, Message]:
 
 EXPECTED = {
     "cm.collision": ("_RV.ERROR.RVCM.REGISTRATION.COLLISION.SND.X", [("name", "STRING", "SND.X")]),
+    "cm.ledger_write_failed": (
+        "_RV.ERROR.RVCM.LEDGER.WRITE_FAILED.SND",
+        [
+            ("name", "STRING", "SND"),
+            ("ledger", "STRING", "/l"),
+            ("error", "STRING", "ENOSPC"),
+            ("retrying", "U64", 1),
+        ],
+    ),
+    "cm.ledger_write_resumed": (
+        "_RV.INFO.RVCM.LEDGER.WRITE_RESUMED.SND",
+        [("name", "STRING", "SND"), ("ledger", "STRING", "/l")],
+    ),
+    "cm.ledger_compaction_failed": (
+        "_RV.WARN.RVCM.LEDGER.COMPACTION_FAILED.SND",
+        [("name", "STRING", "SND"), ("ledger", "STRING", "/l"), ("error", "STRING", "ENOSPC")],
+    ),
     "cm.delivery_complete": (
         "_RV.INFO.RVCM.DELIVERY.COMPLETE.ORDERS.NEW",
         [("subject", "STRING", "ORDERS.NEW"), ("seqno", "U64", 7)],
@@ -255,6 +275,20 @@ EXPECTED = {
 }
 
 WIRE = {
+    "cm.ledger_write_failed": (
+        "c152560194d9265f52562e4552524f522e5256434d2e4c45444745522e57524954455f4641494c45442e"
+        "534e44c0c0dc0010a46e616d650008a3534e44a66c65646765720008a22f6ca56572726f720008a645"
+        "4e4f535043a87265747279696e67001501"
+    ),
+    "cm.ledger_write_resumed": (
+        "c152560194d9265f52562e494e464f2e5256434d2e4c45444745522e57524954455f524553554d4544"
+        "2e534e44c0c098a46e616d650008a3534e44a66c65646765720008a22f6c"
+    ),
+    "cm.ledger_compaction_failed": (
+        "c152560194d92a5f52562e5741524e2e5256434d2e4c45444745522e434f4d50414354494f4e5f4641"
+        "494c45442e534e44c0c09ca46e616d650008a3534e44a66c65646765720008a22f6ca56572726f7200"
+        "08a6454e4f535043"
+    ),
     "cm.collision": (
         "c152560194d92b5f52562e4552524f522e5256434d2e524547495354524154494f4e2e434f4c4c49"
         "53494f4e2e534e442e58c0c094a46e616d650008a5534e442e58"

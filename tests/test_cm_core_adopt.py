@@ -114,4 +114,3 @@ def test_a_listener_that_does_not_require_old_messages_ignores_the_invitation():
     # The sender still keeps them (nothing was confirmed, nothing cancelled).
     assert joe.core.review_ledger("STORE.THIS")[0].total_messages == 5
     assert joe.advisories_of("REGISTRATION.CLOSED") == []
-

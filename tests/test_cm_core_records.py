@@ -263,12 +263,14 @@ def test_restarted_listener_resumes_without_waiting_for_a_new_message():
 def test_collision_answer_reaches_the_newcomer():
     core = CmCorrespondent("TWIN", "_INBOX.T1", now=T0)
     core.drain()
-    core.receive(Hello("TWIN", "_INBOX.T2"), T0)
+    core.receive(Hello("TWIN", "_INBOX.T2", started=T0 + 5), T0 + 5)  # a younger instance
     out = core.drain()
     assert [type(o).__name__ for o in out] == ["Advisory", "Transmit"]
     assert out[1].destination == "_INBOX.T2" and out[1].record.reply is True
-    core.receive(Hello("TWIN", "_INBOX.T2", reply=True), T0)
+    assert out[1].record.started == T0 and out[1].record.to == "_INBOX.T2"
+    core.receive(Hello("TWIN", "_INBOX.T2", reply=True, started=T0 + 5), T0 + 5)
     assert core.drain() == []  # one advisory per intruder
+    assert not core.standby  # the older instance keeps the name
 
 
 def test_cancel_agreements_also_cancels_agreements_inherited_from_the_ledger():

@@ -9,15 +9,16 @@ test_cm_driver_processes.py.
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import struct
 
 import pytest
-from cm_driver_support import FAST, Advisories, crash, payloads, until
+from cm_driver_support import FAST, Advisories, crash, payloads, review, until
 
 import rvasync as rv
 from rvasync.cmdriver import CmTransport, LedgerCorrupt
-from rvasync.cmdriver import ledgerfile as ledgerfile_module
+from rvasync.driverkit import durable
 from rvasync.message import Message
 from rvasync.protocol.cm import decode_ledger
 
@@ -27,11 +28,6 @@ WAIT = 5.0
 @pytest.fixture
 async def t(rv_process_transport):
     return rv_process_transport
-
-
-def review(cm, subject):
-    found = cm.review_ledger(subject)
-    return found[0] if found else None
 
 
 async def test_joe_per_and_sue_per_restart_redelivers_53_to_77(t, tmp_path):
@@ -122,11 +118,13 @@ async def test_persistent_sender_restart_continues_numbers_and_redelivers(t, tmp
     joe = CmTransport(t, "JOE_PER", ledger=tmp_path / "joe.ledger", timing=FAST)
     await joe.open()
     assert review(joe, "FOO").total_messages == 2  # 4 and 5, from the file
-    assert await joe.send(Message("FOO", {"n": 6})) == 6
+    # After a crash the sender continues after the numbers it had reserved (a
+    # crash may have lost messages it had numbered): 6 to 64 are never used.
+    assert await joe.send(Message("FOO", {"n": 6})) == 65
     await listener.confirm(msgs[3])
     await listener.confirm(msgs[4])
     got = await listener.get(WAIT)
-    assert (got["n"], got.cm.sequence) == (6, 6)
+    assert (got["n"], got.cm.sequence) == (6, 65)
     await listener.confirm(got)
     await until(lambda: review(joe, "FOO").total_messages == 0)
     await joe.close()
@@ -229,18 +227,20 @@ async def test_compaction_keeps_the_live_state(t, tmp_path):
     await sue.close()
 
 
-async def test_a_failing_disk_makes_sends_fail(t, tmp_path, monkeypatch):
+async def test_a_failing_device_makes_sends_fail(t, tmp_path, monkeypatch):
+    # A write error other than a full disk (which is retried: test_cm_full_disk.py)
+    # stops the ledger for good.
     joe = CmTransport(t, "JOE", ledger=tmp_path / "joe.ledger", sync_ledger=True)
     await joe.open()
     await joe.add_listener("SUE", "FOO")
 
-    def full(fd, data, sync):
-        raise OSError(28, "No space left on device")
+    def broken(fd, data):
+        raise OSError(errno.EIO, "Input/output error")
 
-    monkeypatch.setattr(ledgerfile_module, "_write_all", full)
-    with pytest.raises(OSError, match="No space left"):
+    monkeypatch.setattr(durable, "write_all", broken)
+    with pytest.raises(OSError, match="Input/output error"):
         await joe.send(Message("FOO"))
-    with pytest.raises(OSError, match="No space left"):
+    with pytest.raises(OSError, match="Input/output error"):
         await joe.send(Message("FOO"))
     monkeypatch.undo()
     await joe.close()
@@ -306,7 +306,7 @@ async def test_garbage_after_the_magic_is_corruption_not_a_crash(t, tmp_path, ta
     intact = path.read_bytes()
     if tail == "garbage":
         path.write_bytes(intact[:8] + bytes((i * 131 + 7) % 251 for i in range(4096)))
-        with pytest.raises(rv.LedgerCorrupt, match="not what an interrupted append leaves"):
+        with pytest.raises(rv.LedgerCorrupt, match="frame length fails its check"):
             await CmTransport(t, "JOE", ledger=path).open()
     else:
         # The write stopped inside the next frame's length: a torn append, discarded.
@@ -351,3 +351,53 @@ async def test_transient_correspondent_with_a_ledger_file(t, tmp_path):
         assert not cm.persistent
         await cm.send(Message("FOO"))
     assert path.stat().st_size > 0
+
+
+async def test_what_is_appended_during_a_compaction_reaches_the_new_file(t, tmp_path, monkeypatch):
+    """The new file is written on a thread while the loop goes on; appends meanwhile are kept."""
+    import threading
+
+    from rvasync.cmdriver import ledgerfile
+
+    path = tmp_path / "joe.ledger"
+    joe = CmTransport(t, "JOE_PER", ledger=path, timing=FAST)
+    await joe.open()
+    sue = CmTransport(t, "SUE_PER", require_old=True, timing=FAST)
+    listener = sue.listen("FOO", explicit_confirm=True)
+    await joe.add_listener("SUE_PER", "FOO")
+    for n in range(50):
+        await joe.send(Message("FOO", {"n": n}))
+    first = [await listener.get(WAIT) for _ in range(50)]
+    assert [m.cm.sequence for m in first] == list(range(1, 51))
+    started, release = threading.Event(), threading.Event()
+    build = ledgerfile._build_replacement
+
+    def slow_build(*args):
+        started.set()
+        assert release.wait(10)
+        return build(*args)
+
+    monkeypatch.setattr(ledgerfile, "_build_replacement", slow_build)
+    compaction = asyncio.ensure_future(joe.compact_ledger())
+    await until(started.is_set, WAIT)
+    # The loop goes on while the new file is being written: sends, deliveries,
+    # confirmations, an agreement, all recorded in the old file meanwhile.
+    for msg in first[:30]:
+        await listener.confirm(msg)
+    later = [await joe.send(Message("FOO", {"n": n})) for n in range(50, 60)]
+    await joe.add_listener("LOG", "FOO")
+    await joe.send(Message("FOO", {"n": 60}))
+    await until(lambda: review(joe, "FOO").listeners[-1].last_confirmed == 30, WAIT)
+    await joe.sync()
+    assert not compaction.done()
+    release.set()
+    await asyncio.wait_for(compaction, WAIT)
+    assert joe._ledger.compactions == 1
+    await joe.close()  # (the close records the exact last number: compare after it)
+    live = joe._core.ledger
+    replay = decode_ledger(path.read_bytes(), expected_name="JOE_PER")
+    assert replay.state == live
+    entry = replay.state.subjects["FOO"]
+    assert sorted(entry.messages) == list(range(31, max(later) + 2))
+    assert entry.registrations["SUE_PER"].confirmed == 30 and "LOG" in entry.registrations
+    await sue.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 import struct
 import zlib
@@ -15,6 +16,7 @@ import rvasync as rv
 from rvasync.protocol.cm import (
     CmCorrespondent,
     LedgerCorrupt,
+    LedgerDecoder,
     LedgerState,
     compact_ledger,
     decode_ledger,
@@ -148,24 +150,50 @@ def test_compaction_keeps_exactly_the_unconfirmed_state():
     regs = {r.listener: r.confirmed for r in compacted.records if isinstance(r, Registration)}
     assert regs == {"DB_PER": 90, "LOG": 70}
     marks = [r.last_sent for r in compacted.records if isinstance(r, SubjectMark)]
-    assert marks == [100]
+    assert marks == [core.ledger.subjects["STORE.THIS"].last_sent]
+    assert 100 < marks[0] <= 100 + 8192  # the numbers reserved ahead stay reserved
     assert len(compacted_bytes) < len(data)
-    # A correspondent restored from the compacted file carries on where it was.
+    # A correspondent restored from the compacted file (a crash after it)
+    # carries on after every number that may have been handed out.
     again = CmCorrespondent("JAN", "_INBOX.JAN.2", now=T0, ledger=compacted.state)
-    assert again.send("STORE.THIS", b"next", T0).sequence == 101
+    assert again.send("STORE.THIS", b"next", T0).sequence == marks[0] + 1
     [review] = again.review_ledger("STORE.THIS")
-    assert (review.total_messages, review.last_sent) == (31, 101)
+    assert (review.total_messages, review.last_sent) == (31, marks[0] + 1)
+    # A clean close records the exact last number: the next instance continues at 101.
+    core.close(T0)
+    closing = [out.record for out in core.drain() if hasattr(out, "lsn")]
+    assert closing == [SubjectMark("STORE.THIS", 100)]
+    state = core.ledger.copy()
+    resumed = CmCorrespondent("JAN", "_INBOX.JAN.3", now=T0, ledger=state)
+    assert resumed.send("STORE.THIS", b"next", T0).sequence == 101
 
 
 def test_uncertified_sends_reserve_sequence_blocks():
     core = CmCorrespondent("JAN", "_INBOX.JAN", now=T0, file_ledger=True)
     core.drain()
-    results = [core.send("FOO", b"x", T0) for _ in range(70)]
+    results = []
+    for _ in range(70):
+        results.append(core.send("FOO", b"x", T0))
+        core.durable(core.last_lsn)  # the writer keeps up
     marks = [o.record for o in core.drain() if hasattr(o, "lsn")]
-    assert marks == [SubjectMark("FOO", 64), SubjectMark("FOO", 128)]
-    assert [r.lsn for r in results if r.lsn is not None] == [1, 2]
+    # A block of 64, renewed half a block before it runs out.
+    assert marks == [SubjectMark("FOO", 64), SubjectMark("FOO", 96), SubjectMark("FOO", 128)]
+    assert [r.lsn for r in results if r.lsn is not None] == [1, 2, 3]
+    assert results[0].hold_lsn == 1 and results[1].hold_lsn is None
     restored = CmCorrespondent("JAN", "_INBOX.JAN.2", now=T0, ledger=replayed_as("JAN", marks))
     assert restored.send("FOO", b"y", T0).sequence == 129
+
+
+def test_a_sender_that_outruns_its_ledger_reserves_bigger_blocks():
+    core = CmCorrespondent("JAN", "_INBOX.JAN", now=T0, file_ledger=True)
+    core.drain()
+    results = [core.send("FOO", b"x", T0) for _ in range(2000)]  # nothing written meanwhile
+    marks = [o.record.last_sent for o in core.drain() if isinstance(o.record, SubjectMark)]
+    blocks = [b - a for a, b in itertools.pairwise([0, *marks])]
+    assert marks[0] == 64 and all(b > a for a, b in itertools.pairwise(blocks[1:]))
+    assert max(marks) - 2000 <= 8192
+    # Until the writer catches up, every number waits for the reservation covering it.
+    assert all(r.hold_lsn is not None for r in results)
 
 
 def replayed_as(name, items) -> LedgerState:
@@ -189,18 +217,30 @@ def test_torn_last_record_is_discarded(items, data):
     assert replay.torn_bytes == cut - last
 
 
-def test_torn_tail_with_a_damaged_body_or_trailing_zeros_is_discarded():
+def test_trailing_zeros_and_a_header_cut_short_are_torn_tails():
     items = [SubjectMark("FOO", 1), SubjectMark("FOO", 2)]
-    whole = bytearray(new_ledger("OWNER") + encode_records(items))
-    last = frame_offsets(bytes(whole))[-1]
-    damaged = bytearray(whole)
-    damaged[-1] ^= 0xFF
-    assert decode_ledger(bytes(damaged)).records == items[:1]
-    zeros = bytes(whole) + bytes(4096)
+    whole = new_ledger("OWNER") + encode_records(items)
+    last = frame_offsets(whole)[-1]
+    zeros = whole + bytes(4096)
     replay = decode_ledger(zeros)
     assert replay.records == items and replay.torn_bytes == 4096
-    garbage_header = bytes(whole[:last]) + b"\x07" * 9
+    garbage_header = whole[:last] + b"\x07" * 9
     assert decode_ledger(garbage_header).valid_length == last
+
+
+def test_a_complete_last_frame_with_a_flipped_bit_is_corruption_not_a_torn_tail():
+    # A crash cuts an append short; it cannot leave a whole frame with a wrong
+    # checksum. Dropping it silently would forget a record the file holds.
+    items = [SubjectMark("FOO", 1), SubjectMark("FOO", 2)]
+    whole = new_ledger("OWNER") + encode_records(items)
+    last = frame_offsets(whole)[-1]
+    for position in range(last, len(whole)):
+        for bit in (0, 7):
+            damaged = bytearray(whole)
+            damaged[position] ^= 1 << bit
+            with pytest.raises(LedgerCorrupt) as caught:
+                decode_ledger(bytes(damaged), path="L")
+            assert caught.value.offset == last, position
 
 
 def test_empty_and_half_created_files_are_new_ledgers():
@@ -297,3 +337,32 @@ def test_stored_bytes_is_the_sum_of_the_stored_payloads(items):
     for each in (state, state.copy(), compacted):
         for entry in each.subjects.values():
             assert entry.stored_bytes == sum(len(m.payload) for m in entry.messages.values())
+
+
+@settings(max_examples=60, deadline=None)
+@given(items=st.lists(records, max_size=20), data=st.data())
+def test_a_ledger_fed_in_pieces_replays_as_the_whole_file(items, data):
+    """A driver replays a large ledger a piece at a time: same state, same tail, same errors."""
+    whole = new_ledger("OWNER") + encode_records(items)
+    whole += data.draw(st.sampled_from([b"", whole[8:19], bytes(20)]), label="tail")
+    damaged = bytearray(whole)
+    if data.draw(st.booleans(), label="damage") and len(whole) > 80:
+        damaged[data.draw(st.integers(8, len(whole) - 20), label="at")] ^= 0x10
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(damaged)), max_size=6), label="cuts"))
+    pieces = [bytes(damaged[a:b]) for a, b in itertools.pairwise([0, *cuts, len(damaged)])]
+
+    def outcome(feed):
+        try:
+            replay = feed()
+        except LedgerCorrupt as exc:
+            return ("corrupt", exc.offset)
+        return (replay.state, replay.valid_length, replay.torn_bytes, replay.records)
+
+    def in_pieces():
+        decoder = LedgerDecoder(path="L", expected_name="OWNER")
+        for piece in pieces:
+            decoder.feed(piece)
+        return decoder.finish()
+
+    whole_outcome = outcome(lambda: decode_ledger(bytes(damaged), path="L", expected_name="OWNER"))
+    assert outcome(in_pieces) == whole_outcome

@@ -259,8 +259,9 @@ def test_string_and_message_arrays() -> None:
     inner = Message("X", {"a": 1})
     stored = convert(F.MSGARRAY, [inner])
     assert stored == [inner] and stored[0] is not inner
-    with pytest.raises(rv.ConversionError):
-        convert(F.MSGARRAY, [inner, {"a": 1}], "msgs")
+    assert convert(F.MSGARRAY, [inner, {"a": 1}], "msgs")[1] == Message(None, {"a": 1})
+    with pytest.raises(rv.ConversionError, match="element 1"):
+        convert(F.MSGARRAY, [inner, 1], "msgs")
 
 
 @pytest.mark.parametrize(
@@ -295,8 +296,9 @@ def test_inference_failures() -> None:
         infer([True, False], "flags")
     with pytest.raises(rv.ConversionError):
         infer(["a", 1], "mixed")
+    assert infer({"a": 1}, "d") == (F.MSG, Message(None, {"a": 1}))  # a dict nests
     with pytest.raises(rv.ConversionError):
-        infer({"a": 1}, "d")
+        infer({1, 2}, "s")
     with pytest.raises(rv.ConversionError):
         infer(None, "n")
     with pytest.raises(rv.InvalidArgument, match="U64"):

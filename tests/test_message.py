@@ -388,3 +388,53 @@ def test_cm_label() -> None:
     ]:
         with pytest.raises(error):
             CmLabel(*args)
+
+
+def test_a_dict_value_becomes_a_nested_message() -> None:
+    """Both twins of Message(...)/add hand dicts to the same checks (tests/test_msgbuild.py)."""
+    msg = Message("ORDERS.NEW", {"customer": {"name": "Ada", "tags": ["a", "b"], "addr": {}}})
+    customer = msg.field("customer")
+    assert customer.type == FieldType.MSG and isinstance(customer.value, Message)
+    assert customer.value.subject is None
+    assert [(f.name, f.type) for f in customer.value] == [
+        ("name", FieldType.STRING),
+        ("tags", FieldType.STRINGARRAY),
+        ("addr", FieldType.MSG),
+    ]
+    assert len(customer.value["addr"]) == 0
+    assert Message.from_bytes(msg.to_bytes()) == msg
+    msg.add("lines", [{"sku": "A1"}, Message(None, {"sku": "B2"})])
+    assert msg.field("lines").type == FieldType.MSGARRAY
+    assert [line["sku"] for line in msg["lines"]] == ["A1", "B2"]
+    msg.add("typed", {"n": 1}, FieldType.MSG)
+    msg["customer"] = {"name": "Grace"}  # keeps the field's type: MSG
+    assert msg["customer"] == Message(None, {"name": "Grace"})
+
+
+def test_a_dict_is_a_snapshot() -> None:
+    inner = {"n": 1}
+    msg = Message("A", {"inner": inner})
+    inner["n"] = 2
+    assert msg["inner"]["n"] == 1
+
+
+@pytest.mark.parametrize(
+    ("value", "error", "text"),
+    [
+        ({3: "x"}, rv.ConversionError, "field 'd': field name must be a str or None, got int"),
+        ({"_x": 1}, rv.InvalidArgument, "field 'd': field name '_x' is reserved"),
+        ({"a": {"b": None}}, rv.ConversionError, "field 'd': field 'a': field 'b': no field type"),
+        ({"a": {"u": 2**70}}, rv.InvalidArgument, "field 'd': field 'a': field 'u': value"),
+    ],
+)
+def test_a_bad_dict_names_the_path_to_the_bad_field(value, error, text) -> None:
+    with pytest.raises(error) as caught:
+        Message("A", {"d": value})
+    assert str(caught.value).startswith(text)
+
+
+def test_a_dict_that_contains_itself_is_refused() -> None:
+    looped: dict[str, object] = {}
+    looped["self"] = looped
+    with pytest.raises(rv.InvalidArgument, match=r"nested too deeply .*contain itself"):
+        Message("A", {"d": looped})

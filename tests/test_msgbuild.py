@@ -54,6 +54,17 @@ values = st.one_of(
     st.lists(st.text(max_size=3), max_size=3),
     st.just(Colour.RED),
     st.just(object()),
+    # A dict becomes a nested message: keys and values are checked as Message(None, d) does.
+    st.recursive(
+        st.dictionaries(
+            st.one_of(st.sampled_from(["a", "_b", "", "n"]), st.integers(0, 1)),
+            st.one_of(st.integers(-3, 3), st.text(max_size=3), st.just(object())),
+            max_size=3,
+        ),
+        lambda inner: st.dictionaries(st.sampled_from(["x", "y"]), inner, max_size=2),
+        max_leaves=4,
+    ),
+    st.lists(st.dictionaries(st.sampled_from(["a", "b"]), st.integers(0, 3)), max_size=2),
 )
 subjects = st.one_of(st.none(), st.sampled_from(["ORDERS.X", "a.b", ""]), st.integers(0, 1))
 

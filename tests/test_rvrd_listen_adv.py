@@ -22,7 +22,7 @@ async def _events(listener: rv.Listener, count: int) -> list[tuple[str, str]]:
 
 async def test_announced_once_per_daemon_and_withdrawn() -> None:
     service = str(free_port())
-    router = rv.Transport(service, LOOPBACK, description=ROUTER_MARK + "t")
+    router = rv.Transport(service, LOOPBACK, description=ROUTER_MARK + "t", router=True)
     await router.open()
     adv = router.listen("_RV.INFO.SYSTEM.LISTEN.>")
     app = rv.Transport(service, LOOPBACK)
@@ -54,7 +54,7 @@ async def test_other_daemons_announce_to_a_new_one() -> None:
             return t
 
         app = await other.run(program())
-        router = rv.Transport(service, LOOPBACK, description=ROUTER_MARK + "t")
+        router = rv.Transport(service, LOOPBACK, description=ROUTER_MARK + "t", router=True)
         await router.open()
         adv = router.listen("_RV.INFO.SYSTEM.LISTEN.>")
         try:
@@ -68,14 +68,14 @@ async def test_other_daemons_announce_to_a_new_one() -> None:
 
 def test_announcer_counts_and_filters() -> None:
     a = InterestAnnouncer("7F0000011234")
-    assert [m["sub"] for m in a.added(None, "A")] == ["A"]
-    assert a.added(None, "A") == []
-    assert a.added(None, "_INBOX.x.y.z") == []
-    assert a.added(None, "_LOCAL.x") == []
-    assert a.added(ROUTER_MARK + "r", "B") == []
-    assert a.removed(None, "A") == []
-    assert [m.subject for m in a.removed(None, "A")] == ["_RV.INFO.SYSTEM.LISTEN.STOP"]
-    assert a.removed(None, "A") == []
-    a.added(None, "C")
+    assert [m["sub"] for m in a.added(False, "A")] == ["A"]
+    assert a.added(False, "A") == []
+    assert a.added(False, "_INBOX.x.y.z") == []
+    assert a.added(False, "_LOCAL.x") == []
+    assert a.added(True, "B") == []
+    assert a.removed(False, "A") == []
+    assert [m.subject for m in a.removed(False, "A")] == ["_RV.INFO.SYSTEM.LISTEN.STOP"]
+    assert a.removed(False, "A") == []
+    a.added(False, "C")
     # Listening to the announcements brings every current one again.
-    assert [m["sub"] for m in a.added(ROUTER_MARK + "r", "_RV.INFO.SYSTEM.>")] == ["C"]
+    assert [m["sub"] for m in a.added(True, "_RV.INFO.SYSTEM.>")] == ["C"]

@@ -53,6 +53,11 @@ def test_passwd_writes_hashes_the_daemon_accepts_and_refuses_bad_input(tmp_path)
     alice = load_users(users).by_name["alice"]
     assert verify_password("pw-a2", alice.password_hash)
     assert alice.permissions.publish == ("ORDERS.>",)
+    # The reply and router permissions, kept by a later change of password.
+    passwd(users, "r1", "pw-r", "--router", "yes", "--reply", "no")
+    passwd(users, "r1", "pw-r2")
+    r1 = load_users(users).by_name["r1"].permissions
+    assert r1.router and not r1.reply
     done = run("passwd", users, "bob", stdin="")
     assert done.returncode == 2 and "no password" in done.stderr
     done = run("passwd", users, "bob", "--subscribe", "a..b", stdin="x\n")

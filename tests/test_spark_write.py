@@ -18,6 +18,7 @@ from pyspark.sql import types as T
 from rvasync.fieldtypes import FieldType
 from rvasync.queues import Queue
 from rvasync.rvdatetime import DateTime
+from rvasync.spark import to_thread
 from rvasync.testing import free_port
 
 TIMEOUT = 60
@@ -83,17 +84,8 @@ async def _listening(service: str, daemon: str, subject: str):
 
 
 async def _in_thread(spark, call, *args):
-    """Run a blocking Spark call off the event loop (the listener keeps receiving).
-
-    The JVM keeps the active session per thread, and Python data sources are
-    looked up through it: a fresh thread must make the session active first.
-    """
-
-    def run():
-        spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
-        return call(*args)
-
-    return await asyncio.to_thread(run)
+    """Run a blocking Spark call off the event loop (the listener keeps receiving)."""
+    return await to_thread(spark, call, *args)
 
 
 async def _collect(queue: Queue, count: int) -> list:

@@ -74,7 +74,7 @@ class MiniDaemon:
         self.attached: list[dict] = []
         self._n = 0
 
-    def attach(self, owner, *, service, network, description=None, reliability=None):
+    def attach(self, owner, *, service, network, description=None, reliability=None, router=False):
         if self.refuse is not None:
             raise self.refuse
         self.attached.append({"service": service, "network": network, "reliability": reliability})

@@ -298,3 +298,40 @@ async def test_a_person_sees_the_status_page_in_a_real_browser(pki, users_file):
     assert "alice" in seen["clients"] and "ORDERS.EU" in seen["clients"]
     assert "yes" in seen["clients"]  # the TLS column
     assert "127.0.0.1" in seen["hosts"]
+
+
+def test_the_page_is_rendered_from_its_template_and_escapes_what_clients_chose():
+    from rvasync.daemon.status_http import render_html
+
+    status = {
+        "totals": dict.fromkeys(
+            ("clients", "messages_in", "messages_out", "bytes_in", "bytes_out"), 1
+        )
+        | {"retransmissions": 0, "data_loss": 0, "bytes_in": 3 * 1024 * 1024},
+        "security": {"tls": True, "users": True, "failed_logins": 4},
+        "listen": "127.0.0.1:7500",
+        "uptime_seconds": 90061,
+        "version": "v",
+        "pid": 7,
+        "clients": [
+            {
+                "id": 1,
+                "user": "alice",
+                "peer": "127.0.0.1:5",
+                "tls": True,
+                "description": "<script>alert(1)</script>",
+                "subjects": ["A.>", "B"],
+                "messages_in": 1,
+                "bytes_in": 2048,
+                "messages_out": 0,
+                "bytes_out": 0,
+            }
+        ],
+        "services": [],
+        "hosts": [],
+    }
+    page = render_html(status)
+    assert "<script>alert" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert 'id="clients"' in page and 'id="services-empty"' in page and 'id="hosts-empty"' in page
+    assert "1 d 01:01:01" in page and "3.0 MiB" in page and "2.0 KiB" in page
+    assert "secure (TLS, users)" in page and "Failed logins" in page and "A.&gt;, B" in page

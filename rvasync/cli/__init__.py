@@ -5,8 +5,9 @@ adds its parser and sets ``handler`` to a function of the parsed arguments
 returning the exit status (async handlers are run on a fresh event loop).
 
 Bad input never ends in a traceback. Option values are checked at parse time
-by the ``type=`` functions of :mod:`rvasync.cli._args` (argparse prints the
-usage and ``rvasync CMD: error: argument --OPT: ...``, status 2); whatever the
+by the ``type=`` functions of :mod:`rvasync.cli._args` (one line, ``rvasync
+CMD: error: argument --OPT: ...``, status 2: the parsers are
+:class:`rvasync.cli._args.ArgumentParser`, which prints no usage block); whatever the
 handler raises is turned into one line ``rvasync CMD: <reason>`` on stderr by
 :func:`main`: an :class:`~rvasync.errors.RvError` (a bad argument, a daemon
 that cannot be reached) or an ``OSError`` (a file that cannot be read or
@@ -50,7 +51,9 @@ _COMMAND_MODULES = (
 def build_parser() -> argparse.ArgumentParser:
     import importlib
 
-    parser = argparse.ArgumentParser(
+    from rvasync.cli._args import ArgumentParser
+
+    parser = ArgumentParser(
         prog="rvasync", description="rvasync messaging tools (Rendezvous model on asyncio)"
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)

@@ -2,10 +2,11 @@
 
 Each is an argparse ``type=`` that turns an option's text into its value or
 raises :class:`argparse.ArgumentTypeError` with a message saying what is
-wrong; argparse prefixes the option's name, prints the usage and exits with
-status 2 (``rvasync send: error: argument --count: 'abc' is not a whole
-number``). Checking at parse time means a bad value is refused before any
-transport, daemon or file is touched.
+wrong; argparse prefixes the option's name and :class:`ArgumentParser` prints
+that as one line and exits with status 2 (``rvasync send: error: argument
+--count: 'abc' is not a whole number (rvasync send --help shows the usage)``).
+Checking at parse time means a bad value is refused before any transport,
+daemon or file is touched.
 """
 
 from __future__ import annotations
@@ -14,11 +15,13 @@ import argparse
 import asyncio
 import math
 from collections.abc import Callable
+from typing import NoReturn
 
 from rvasync.errors import InvalidArgument, InvalidSubject, NotPermitted
 from rvasync.subjects import check_listen_subject, check_send_subject, validate_subject
 
 __all__ = [
+    "ArgumentParser",
     "busy_poll",
     "byte_count",
     "certified_subject",
@@ -286,3 +289,19 @@ def loop_factory(choice: str) -> Callable[[], asyncio.AbstractEventLoop] | None:
         return None
     factory: Callable[[], asyncio.AbstractEventLoop] = uvloop.new_event_loop
     return factory
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """The parser of ``rvasync`` and of every subcommand: an argument error is one line.
+
+    argparse prints its whole usage block (6 to 9 lines for most commands)
+    before the error; every other error of the ``rvasync`` commands is one
+    line, so this one is too, with the way to the usage. Subparsers made with
+    ``add_subparsers()`` are of their parent's class, so every subcommand and
+    tool (``rvasync cm send``) inherits this without naming it.
+    """
+
+    def error(self, message: str) -> NoReturn:
+        """Print ``PROG: error: MESSAGE (PROG --help shows the usage)`` and exit with status 2."""
+        text = " ".join(message.split())
+        self.exit(2, f"{self.prog}: error: {text} ({self.prog} --help shows the usage)\n")

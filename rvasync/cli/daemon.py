@@ -112,6 +112,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "changes or on SIGHUP",
     )
     secure.add_argument(
+        "--router-hosts",
+        type=_router_hosts,
+        default=None,
+        metavar="CIDR[,CIDR...]",
+        help="without --users: the networks whose clients may connect as routing daemons "
+        "(default 127.0.0.0/8,::1; 'none': nobody). With --users, the users file decides "
+        "(router = true)",
+    )
+    secure.add_argument(
         "--allow-plain-passwords",
         action="store_true",
         help="accept passwords without TLS (trusted loopback only: they cross in clear)",
@@ -130,7 +139,27 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default="127.0.0.1",
         help="address of the status page (default 127.0.0.1: this host only)",
     )
+    status.add_argument(
+        "--http-public",
+        action="store_true",
+        help="serve the page of a daemon without --users on an address other than "
+        "loopback (it shows every client to anyone who can reach it)",
+    )
     p.set_defaults(handler=run)
+
+
+def _router_hosts(text: str) -> tuple[str, ...]:
+    """``--router-hosts``: comma-separated networks, or ``none``."""
+    if text.strip().lower() == "none":
+        return ()
+    hosts = tuple(part.strip() for part in text.split(",") if part.strip())
+    from rvasync.daemon.auth import router_networks
+
+    try:
+        router_networks(hosts)
+    except InvalidArgument as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return hosts
 
 
 def run(args: argparse.Namespace) -> int:
@@ -161,6 +190,7 @@ async def serve(args: argparse.Namespace) -> int:
         busy_poll=args.busy_poll,
         max_consumer_buffer=args.max_consumer_buffer,
         service_key=args.service_key_file,
+        router_hosts=args.router_hosts,
         **({} if args.max_retention is None else {"max_retention": args.max_retention}),
     )
     try:
@@ -175,11 +205,16 @@ async def serve(args: argparse.Namespace) -> int:
         except ImportError:
             await daemon.stop()
             raise InvalidArgument(
-                "--http needs aiohttp: pip install 'rvasync[secure]' (or aiohttp)"
+                "--http needs aiohttp and jinja2: pip install 'rvasync[secure]'"
             ) from None
-        status_server = StatusServer(daemon, host=args.http_host, port=args.http)
+        status_server = StatusServer(
+            daemon, host=args.http_host, port=args.http, allow_public=args.http_public
+        )
         try:
             await status_server.start()
+        except InvalidArgument:
+            await daemon.stop()
+            raise
         except OSError as exc:
             await daemon.stop()
             raise DaemonUnavailable(str(exc.strerror or exc)) from None

@@ -21,12 +21,17 @@ def run(args: argparse.Namespace) -> int:
     import rvasync
 
     modules = {name: _accel.load(name).__name__ for name in HOT_PATHS}
+    errors = {
+        name: error for name in HOT_PATHS if (error := _accel.native_import_error(name)) is not None
+    }
     report = {
         "rvasync": rvasync.__version__,
         "python": platform.python_version(),
         "native_enabled": rvasync.native_enabled(),
         "pure_forced": _accel.pure_forced(),
         "modules": modules,
+        # Why a compiled module is not in use although RVASYNC_PURE did not ask for it.
+        "native_errors": errors,
     }
     if args.json:
         print(json.dumps(report, indent=2))
@@ -37,5 +42,6 @@ def run(args: argparse.Namespace) -> int:
         state += " (forced by RVASYNC_PURE)"
     print(f"hot paths: {state}")
     for name, module in modules.items():
-        print(f"  {name:<10} {module}")
+        why = f"  (native not used: {errors[name]})" if name in errors else ""
+        print(f"  {name:<10} {module}{why}")
     return 0

@@ -43,6 +43,18 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         default=None,
         help="subject patterns the user may listen to (default: keep; new users: all)",
     )
+    p.add_argument(
+        "--reply",
+        choices=("yes", "no"),
+        default=None,
+        help="may the user answer requests (send to inboxes)? (default: keep; new users: yes)",
+    )
+    p.add_argument(
+        "--router",
+        choices=("yes", "no"),
+        default=None,
+        help="may the user connect as a routing daemon? (default: keep; new users: no)",
+    )
     p.add_argument("--cert-subject", default=None, help="client certificate subject, e.g. CN=bob")
     p.add_argument(
         "--no-password",
@@ -65,6 +77,8 @@ def _read_password() -> str:
 
 
 def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
     if isinstance(value, str):
         return json.dumps(value)  # a JSON string is a valid TOML basic string
     if isinstance(value, list):
@@ -103,6 +117,10 @@ def run(args: argparse.Namespace) -> int:
         entry["publish"] = args.publish
     if args.subscribe is not None:
         entry["subscribe"] = args.subscribe
+    for key in ("reply", "router"):
+        choice = getattr(args, key)
+        if choice is not None:
+            entry[key] = choice == "yes"
     data["users"][args.user] = entry
     parse_users(data, f"users file {args.file}")  # refuse to write a file the daemon refuses
     tmp = f"{args.file}.tmp"

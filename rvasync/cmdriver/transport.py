@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from rvasync._logging import stderr_logger
-from rvasync.cmdriver.ledgerfile import LedgerFile, check_ledger_path
+from rvasync.cmdriver.ledgerfile import LedgerFile, LedgerTrouble, check_ledger_path
 from rvasync.cmdriver.listener import CmCallback, CmListener, ListenerHooks, present_in
 from rvasync.cmdriver.wire import (
     internal_sender,
@@ -48,9 +48,9 @@ from rvasync.protocol.cm import (
     LedgerState,
     SubjectReview,
     Transmit,
-    compact_ledger,
 )
 from rvasync.protocol.cm.advisories import Advisory
+from rvasync.protocol.cm.ledger import LedgerRecord
 from rvasync.protocol.cm.names import (
     any_instance_address,
     check_correspondent_name,
@@ -268,7 +268,7 @@ class CmTransport:
             raise TransportClosed(f"CM transport {self._name!r} was closed while opening")
         self._ledger = ledger
         self._start(replay.state)
-        ledger.start(self._on_durable, self._snapshot)
+        ledger.start(self._on_durable, self._snapshot, self._on_ledger_trouble)
 
     def _start(self, state: LedgerState | None) -> None:
         transport = self._transport
@@ -283,6 +283,7 @@ class CmTransport:
                 require_old=self._require_old,
                 default_time_limit=self._default_time_limit,
                 timing=self._timing,
+                sync_sends=self._sync and self._ledger_path is not None,
             )
             for subject in core.control_subjects:
                 self._internal.append(self._net_listen(subject, _OWN_HELLO))
@@ -404,11 +405,13 @@ class CmTransport:
             self._flush_confirms()
             for listener in list(self._listeners.values()):
                 self._drop_listener(listener, cancel_agreements=False)
+            core.close(time.time())
             self._process(core.drain())
         self._closed = True
         ledger = self._ledger
         if ledger is not None:
-            await ledger.close()  # last writes release the transmissions they held
+            lost = await ledger.close()  # last writes release the transmissions they held
+            self._report_unrecorded(core, ledger.path, lost)
         if self._relay is not None:
             # The implicit disconnect: what is pending goes to the agent first.
             await self._relay.close(RELAY_CLOSE_TIMEOUT)
@@ -463,11 +466,8 @@ class CmTransport:
         if subject is None:
             raise InvalidArgument("cannot send a message without a subject")
         ledger = self._ledger
-        if ledger is not None:
-            if ledger.failure is not None:
-                raise ledger.failure
-            if ledger.backlogged:
-                await ledger.wait_room()
+        if ledger is not None and (ledger.failure or ledger.full or ledger.backlogged):
+            await _ledger_room(ledger)
         # A new publication: its origin (in place, as a network transport's send does)
         # is in the payload kept for retransmission and in the ledger, so every copy
         # of this publication has the same identity (docs/retained.md).
@@ -496,8 +496,13 @@ class CmTransport:
         if wait is not None:
             self._backpressure = None
             await wait  # the employed transport's send backlog is full
-        if self._sync and result.lsn is not None and ledger is not None:
-            await ledger.wait_durable(result.lsn)
+        if ledger is not None:
+            # With sync_ledger the message's record; otherwise, rarely, the
+            # reservation of its number (not on disk yet: a crash now could make
+            # a restarted sender hand it out again).
+            lsn = result.lsn if self._sync else result.hold_lsn
+            if lsn is not None:
+                await ledger.wait_durable(lsn)
         return result.sequence
 
     async def send_reply(
@@ -1009,10 +1014,34 @@ class CmTransport:
         except Exception:
             stderr_logger().exception("certified delivery: releasing ledger-held output failed")
 
-    def _snapshot(self) -> bytes:
+    def _report_unrecorded(
+        self, core: CmCorrespondent | None, path: str, lost: list[LedgerRecord]
+    ) -> None:
+        """Closed on a full disk: DELIVERY.FAILED for each message sent but never written."""
+        if not lost or core is None:
+            return
+        if core.unrecorded(lost):
+            stderr_logger().error(
+                "certified messages sent while the ledger was full were never written "
+                "or transmitted; each is reported by DELIVERY.FAILED",
+                path=path,
+            )
+        for out in core.drain():
+            if isinstance(out, Advisory):
+                self._present(out)
+
+    def _on_ledger_trouble(self, trouble: LedgerTrouble) -> None:
+        """The ledger file is full, fits again, or could not be compacted: say so."""
         core = self._core
-        assert core is not None and self._ledger is not None
-        return compact_ledger(core.ledger, self._ledger.created)
+        if core is not None and trouble.writable is not None:
+            core.set_ledger_writable(trouble.writable)
+        self._present(trouble.advisory(self._name))
+
+    def _snapshot(self) -> LedgerState:
+        """An unchanging copy of the ledger state, for compaction on the ledger's thread."""
+        core = self._core
+        assert core is not None
+        return core.ledger.copy()
 
     # --- time ----------------------------------------------------------------------------------
 
@@ -1039,3 +1068,12 @@ class CmTransport:
             return
         core.handle_timer(time.time())
         self._process(core.drain())
+
+
+async def _ledger_room(ledger: LedgerFile) -> None:
+    """Before a send: raise if the ledger cannot take it, wait if it is backlogged."""
+    if ledger.failure is not None:
+        raise ledger.failure
+    if ledger.full is not None:
+        raise ledger.full_error()  # no number is handed out that might not be kept
+    await ledger.wait_room()

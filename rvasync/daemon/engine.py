@@ -25,12 +25,13 @@ import itertools
 import math
 import os
 import weakref
+from collections.abc import Iterable
 from typing import Any
 
 from rvasync._logging import stderr_logger
 from rvasync._wire import LOOPBACK_DATAGRAM, NETWORK_DATAGRAM
 from rvasync.busypoll import BusyPoller, check_window, poller_for
-from rvasync.daemon.auth import DaemonSecurity
+from rvasync.daemon.auth import DaemonSecurity, router_networks
 from rvasync.daemon.ipmconfig import STANDALONE_ONLY, implicit_file, read_config
 from rvasync.daemon.params import (
     MAX_RELIABILITY,
@@ -100,6 +101,10 @@ class Daemon:
     docs/service-key.md. ``max_retention``: bytes of sent datagrams a service
     keeps for retransmission at most, whatever the reliability interval (the
     oldest go first; receivers asking for them get the usual DATALOSS advisories).
+    ``router_hosts``: on a client port without users, the networks (CIDR strings)
+    whose clients may connect as routing daemons (None: loopback, ``127.0.0.0/8``
+    and ``::1``; ``()``: nobody). With users, the users file decides (``router =
+    true``). See docs/security.md.
     """
 
     version = "rvasync-0.1"
@@ -121,6 +126,7 @@ class Daemon:
         security: DaemonSecurity | None = None,
         service_key: bytes | str | None = None,
         max_retention: int = DEFAULT_MAX_RETENTION,
+        router_hosts: Iterable[str] | None = None,
     ) -> None:
         if listen is not None and (
             isinstance(listen, bool) or not isinstance(listen, int) or not 0 <= listen <= 0xFFFF
@@ -179,6 +185,8 @@ class Daemon:
         if security is not None and listen is None:
             raise InvalidArgument("security applies to the TCP client port: give listen=PORT too")
         self._security = security
+        router_networks(router_hosts)  # refuse a bad network now, not at start
+        self._router_hosts = router_hosts
         self._started_at: float | None = None
         self._poller: BusyPoller | None = None
         self._listen = listen
@@ -309,6 +317,7 @@ class Daemon:
                     self._listen,
                     max_consumer_buffer=self._max_consumer_buffer,
                     security=self._security,
+                    router_hosts=self._router_hosts,
                 )
             except BaseException:
                 self._shutdown_now()
@@ -413,8 +422,13 @@ class Daemon:
         description: str | None = None,
         reliability: float | None = None,
         service_key: bytes | str | None = None,
+        router: bool = False,
     ) -> ClientSession:
         """Attach a client session to ``service`` (opened on first use) on ``network``.
+
+        ``router``: the session is a routing daemon's (the caller decided it may
+        be: an in-process transport of this process, or a client the client
+        port authorized; see docs/security.md).
 
         Raises InvalidArgument for a bad parameter (naming it), NotPermitted when
         this daemon already runs ``service`` on another network (a service is
@@ -466,7 +480,9 @@ class Daemon:
             )
             self._services[spec.port] = endpoint
         token = f"{self._instance}{next(self._tokens):x}"
-        session = endpoint.attach(owner, token, description=description, reliability=wanted)
+        session = endpoint.attach(
+            owner, token, description=description, reliability=wanted, router=router
+        )
         self._session_count += 1
         if self._idle_handle is not None:
             self._idle_handle.cancel()

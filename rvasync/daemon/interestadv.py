@@ -11,9 +11,12 @@ that just started) and when one of its own sessions starts listening to the
 announcements (a router attached to an existing standalone daemon).
 
 Inboxes, ``_LOCAL.`` and advisory subjects are never announced: they do not
-cross routers. Nor is the interest of a router's own sessions (description
-starting with :data:`ROUTER_MARK`): a router listens on a network on behalf of
-other networks, and announcing that would make the interest echo forever.
+cross routers. Nor is the interest of a router's own sessions (those with the
+router role, ``ClientSession.router``): a router listens on a network on
+behalf of other networks, and announcing that would make the interest echo
+forever. The role is granted by whoever attaches the session (see
+docs/security.md), never read from a description; :data:`ROUTER_MARK` only
+labels a router's transports for people (status page, logs).
 """
 
 from __future__ import annotations
@@ -27,25 +30,15 @@ __all__ = [
     "LISTEN_START",
     "LISTEN_STOP",
     "ROUTER_MARK",
-    "ROUTER_PRIVILEGE",
     "InterestAnnouncer",
-    "is_router",
 ]
 
-#: A transport whose description starts with this is a router's: its interest is not announced.
+#: How a router's transports describe themselves (a label; it grants nothing).
 ROUTER_MARK = "rvasync-router:"
-#: On a daemon whose clients log in, a session may claim ROUTER_MARK only if its user may
-#: publish these subjects (what the mark lets it do); see docs/routing.md "Trust".
-ROUTER_PRIVILEGE = "_RV.>"
 LISTEN_START = "_RV.INFO.SYSTEM.LISTEN.START"
 LISTEN_STOP = "_RV.INFO.SYSTEM.LISTEN.STOP"
 
 _SILENT_HEADS = ("_INBOX", "_LOCAL", "_RV", "_RVRD")
-
-
-def is_router(description: str | None) -> bool:
-    """True for a routing daemon's session (it may also publish its ``_RV.`` advisories)."""
-    return description is not None and description.startswith(ROUTER_MARK)
 
 
 def announced(subject: str) -> bool:
@@ -71,9 +64,10 @@ class InterestAnnouncer:
             ],
         )
 
-    def added(self, description: str | None, subject: str) -> list[Message]:
-        """A session started listening to ``subject``: the advisories to publish."""
-        if is_router(description):
+    def added(self, router: bool, subject: str) -> list[Message]:
+        """A session (``router``: with the router role) started listening to ``subject``:
+        the advisories to publish."""
+        if router:
             if subject_matches(subject, LISTEN_START):
                 return self.everything()
             return []
@@ -87,9 +81,9 @@ class InterestAnnouncer:
             out += self.everything()
         return out
 
-    def removed(self, description: str | None, subject: str) -> list[Message]:
+    def removed(self, router: bool, subject: str) -> list[Message]:
         """A session stopped listening to ``subject`` (or closed)."""
-        if is_router(description):
+        if router:
             return []
         count = self._counts.get(subject, 0)
         if count <= 0:

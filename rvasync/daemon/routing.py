@@ -36,6 +36,7 @@ from rvasync._wire import peek_subject
 from rvasync.daemon.session import Payload
 from rvasync.daemon.udp import parse_address_hex
 from rvasync.errors import MalformedMessage
+from rvasync.protocol.authcheck import listen_is_for_routers
 from rvasync.subjects import SubjectIndex
 
 if TYPE_CHECKING:
@@ -159,6 +160,9 @@ class Router:
             found = ()
         if len(found) > 1:
             found = tuple(dict.fromkeys(found))
+        if found and subject[:1] == "_" and listen_is_for_routers(subject):
+            # Router records reach routers only, whatever pattern ('>') others listen to.
+            found = tuple(s for s in found if s.router)
         routes = self.routes
         if len(routes) >= ROUTE_CACHE:
             routes.clear()

@@ -33,19 +33,20 @@ import os
 import socket
 from collections import deque
 from dataclasses import asdict, dataclass
-from typing import Any, cast
+from typing import Any, NoReturn, cast
 
 from rvasync import codec
 from rvasync._logging import stderr_logger
 from rvasync._version import __version__
 from rvasync.advisories import AdvisoryClass, build_advisory
 from rvasync.busypoll import poller_for
+from rvasync.daemon.accept import GatedServer, HostSlots, Slot, descriptor_limit, host_of
 from rvasync.daemon.advisories import slow_consumer
-from rvasync.daemon.auth import DaemonSecurity, LoginRefused, User, Users, cert_subject
-from rvasync.daemon.interestadv import ROUTER_MARK, ROUTER_PRIVILEGE, is_router
+from rvasync.daemon.auth import DaemonSecurity, LoginRefused, User, Users
 from rvasync.daemon.params import check_reliability
+from rvasync.daemon.rights import ConnectionRights, NotAllowed, RouterGrant
 from rvasync.daemon.routing import subject_of
-from rvasync.daemon.service import check_client_subject
+from rvasync.daemon.users import cert_subject
 from rvasync.errors import (
     InvalidArgument,
     InvalidSubject,
@@ -56,7 +57,6 @@ from rvasync.errors import (
 )
 from rvasync.message import Message
 from rvasync.protocol import clientproto as cp
-from rvasync.protocol.authcheck import SubjectPermissions
 from rvasync.protocol.clientproto import ErrorCode
 from rvasync.subjects import check_listen_subject, validate_subject
 
@@ -79,8 +79,13 @@ DEFAULT_MAX_CONSUMER_BUFFER = 128 * 1024 * 1024
 #: Seconds an undelivered message may wait for a client that does not read.
 DEFAULT_CONSUMER_TIME_LIMIT = 60.0
 
-#: Seconds a new connection has to introduce itself with HELLO.
+#: Seconds a new connection has, from the moment it is accepted, to finish its TLS
+#: handshake, introduce itself with HELLO and (secure daemon) log in.
 HELLO_TIMEOUT = 10.0
+#: Connections that have not logged in yet (no session), per client host and in all; the
+#: total is also kept within a quarter of the process's descriptor limit (see accept.py).
+MAX_UNAUTHENTICATED_PER_HOST = 64
+MAX_UNAUTHENTICATED = 512
 
 # The socket's own write buffer is kept small, so that messages a client has
 # not taken wait in the backlog, where the oldest can still be dropped.
@@ -94,14 +99,10 @@ _CLOSE_GRACE = 2.0
 _MESSAGE = 0
 _ADVISORY = 1
 
-#: Secure daemon: password checks running at once (more are refused: "retry later").
-MAX_LOGINS_IN_FLIGHT = 32
 #: Secure daemon: seconds between checks of the users file for changes.
 USERS_FILE_CHECK = 2.0
 
 _connection_ids = itertools.count(1)
-#: Subjects whose publish verdict one connection remembers (then it starts over).
-_VERDICTS_KEPT = 1024
 
 
 @dataclass
@@ -113,6 +114,8 @@ class ServerStats:
     refused: int = 0  # HELLOs refused (version, parameters)
     dropped_protocol: int = 0  # connections dropped for garbage frames or forged messages
     login_refused: int = 0  # secure daemon: failed logins (wrong password, unknown user ...)
+    unauthenticated_refused: int = 0  # closed at accept: too many not logged in (host or all)
+    router_refused: int = 0  # HELLOs asking for the router role without the right to it
     not_permitted: int = 0  # secure daemon: LISTENs and PUBLISHes outside a user's patterns
     cut_mid_frame: int = 0  # connections that closed in the middle of a frame
     illegal_publish: int = 0  # messages refused for their subject
@@ -134,6 +137,7 @@ class ClientServer:
         max_consumer_buffer: int = DEFAULT_MAX_CONSUMER_BUFFER,
         consumer_time_limit: float = DEFAULT_CONSUMER_TIME_LIMIT,
         security: DaemonSecurity | None = None,
+        router_hosts: Any = None,
     ) -> None:
         if max_consumer_buffer <= 0:
             raise InvalidArgument(
@@ -151,8 +155,16 @@ class ClientServer:
         self.security = security
         #: Live connections (with or without a session yet).
         self.sessions: set[ClientConnection] = set()
-        #: Password checks under way (bounded by MAX_LOGINS_IN_FLIGHT).
-        self.logins_in_flight = 0
+        #: Who may take the router role (the users file, or ``router_hosts`` without users).
+        self.router_grant = RouterGrant(
+            router_hosts, with_users=security is not None and security.requires_login
+        )
+        #: Connections not logged in yet (TLS handshake, HELLO, login under way).
+        self.unauthenticated = HostSlots(
+            per_host=MAX_UNAUTHENTICATED_PER_HOST,
+            total=min(MAX_UNAUTHENTICATED, max(16, descriptor_limit() // 4)),
+            what="client port",
+        )
         self._users_timer: asyncio.TimerHandle | None = None
         if security is not None and security.requires_login:
             security.on_reload(self._users_reloaded)
@@ -162,7 +174,7 @@ class ClientServer:
         # read is done (see flush_written), not a loop turn later.
         self._reading = False
         self._unwritten: list[ClientConnection] = []
-        self._server: asyncio.base_events.Server | None = None
+        self._server: GatedServer | None = None
         self._closed: asyncio.Future[None] | None = None
         self._finisher: asyncio.Task[None] | None = None
 
@@ -175,14 +187,13 @@ class ClientServer:
         loop = asyncio.get_running_loop()
         try:
             ssl_context = self.security.ssl_context if self.security is not None else None
-            self._server = await loop.create_server(
-                lambda: ClientConnection(self),
-                host,
-                port,
-                reuse_address=True,
-                ssl=ssl_context,
-                ssl_handshake_timeout=HELLO_TIMEOUT if ssl_context is not None else None,
+            self._server = GatedServer(
+                self.unauthenticated,
+                lambda slot: ClientConnection(self, slot),
+                ssl_context=ssl_context,
+                handshake_timeout=HELLO_TIMEOUT,
             )
+            await self._server.listen(host, port)
         except OSError as exc:
             raise OSError(
                 exc.errno, f"cannot listen for clients on {host}:{port}: {exc.strerror}"
@@ -308,11 +319,14 @@ async def start_server(
     max_consumer_buffer: int | None = None,
     consumer_time_limit: float | None = None,
     security: DaemonSecurity | None = None,
+    router_hosts: Any = None,
 ) -> ClientServer:
     """Listen for client transports of ``daemon`` on ``host:port`` (0 = any free port).
 
     The consumer limits (None: the module defaults) are ``Daemon``'s
     ``max_consumer_buffer`` parameter when the daemon starts its server.
+    ``router_hosts``: on a daemon without users, the networks (CIDR) whose clients
+    may take the router role (None: loopback).
     """
     server = ClientServer(
         daemon,
@@ -323,9 +337,17 @@ async def start_server(
             DEFAULT_CONSUMER_TIME_LIMIT if consumer_time_limit is None else consumer_time_limit
         ),
         security=security,
+        router_hosts=router_hosts,
     )
     await server.listen(host, port)
     return server
+
+
+def _refuse_message(subject: str, bad: RvError) -> NoReturn:
+    """A PUBLISH of bytes that are no good message (malformed: a protocol error)."""
+    if isinstance(bad, MalformedMessage):
+        raise cp.ProtocolError(f"PUBLISH carried a malformed message on {subject!r}: {bad}")
+    raise bad
 
 
 def _advisory_wire(advisory: Message) -> bytes:
@@ -339,8 +361,10 @@ class ClientConnection(asyncio.Protocol):
     queue, and never block the daemon.
     """
 
-    def __init__(self, server: ClientServer) -> None:
+    def __init__(self, server: ClientServer, slot: Slot | None = None) -> None:
         self.server = server
+        #: Its place among the connections not logged in yet (given back on attach).
+        self._slot = slot
         self.id = next(_connection_ids)
         self.session: Any = None
         self.peer: str = "?"
@@ -372,10 +396,8 @@ class ClientConnection(asyncio.Protocol):
         self._drop_reason = ""
         self._reading_paused = False
         self._gone: asyncio.Future[None] = self._loop.create_future()
-        #: Secure daemon: the logged-in user's name, and their subject permissions
-        #: (None: not restricted).
-        self.user: str | None = None
-        self._permissions: SubjectPermissions | None = None
+        #: What the session may publish and listen to (made on attach).
+        self._rights: ConnectionRights | None = None
         # Frames that came after HELLO while the login is checked (None: not holding).
         self._held: list[cp.Frame] | None = None
         self._login_task: asyncio.Task[None] | None = None
@@ -406,7 +428,9 @@ class ClientConnection(asyncio.Protocol):
         self._tls = transport.get_extra_info("ssl_object") is not None
         self.server.sessions.add(self)
         self.server.stats.connections += 1
-        self._hello_timer = self._loop.call_later(HELLO_TIMEOUT, self._hello_overdue)
+        # HELLO (and the login) within HELLO_TIMEOUT of the accept, the handshake included.
+        accepted = self._slot.taken_at if self._slot is not None else self._loop.time()
+        self._hello_timer = self._loop.call_at(accepted + HELLO_TIMEOUT, self._hello_overdue)
         if self.server.closing:
             self.shut(ErrorCode.SHUTDOWN, "the daemon is stopping")
 
@@ -560,9 +584,6 @@ class ClientConnection(asyncio.Protocol):
         # PONG: nothing to do.
 
     def _hello(self, hello: cp.Hello) -> None:
-        if self._hello_timer is not None:
-            self._hello_timer.cancel()
-            self._hello_timer = None
         if hello.version != cp.PROTOCOL_VERSION:
             self._refuse(
                 ErrorCode.VERSION,
@@ -579,23 +600,14 @@ class ClientConnection(asyncio.Protocol):
         self._attach(hello, None)
 
     def _attach(self, hello: cp.Hello, user: User | None) -> None:
-        if (
-            user is not None
-            and is_router(hello.description)
-            and not user.permissions.may_publish(ROUTER_PRIVILEGE)
-        ):
-            # The router mark lets a session publish reserved subjects: on a daemon with
-            # logins, only a user permitted to publish them may claim it.
-            self._refuse(
-                ErrorCode.NOT_PERMITTED,
-                f"user {user.name!r} may not connect as a routing daemon (description "
-                f"{ROUTER_MARK!r}...): that needs permission to publish {ROUTER_PRIVILEGE!r}",
-            )
+        host = host_of(self._transport) if self._transport is not None else "?"
+        refusal = self.server.router_grant.refusal(hello.router, user, host)
+        if refusal:
+            self.server.stats.router_refused += 1
+            stderr_logger().warning("router role refused", client=self.peer, problem=refusal)
+            self._refuse(ErrorCode.NOT_PERMITTED, refusal)
             return
-        if user is not None:
-            self.user = user.name
-            perms = user.permissions
-            self._permissions = None if perms.unrestricted else perms
+        self._rights = ConnectionRights(user, router=hello.router)
         try:
             self.session = self.server.daemon.attach(
                 self,
@@ -603,6 +615,7 @@ class ClientConnection(asyncio.Protocol):
                 network=hello.network,
                 description=hello.description,
                 reliability=hello.reliability,
+                router=hello.router,
             )
         except NotPermitted as exc:
             self._refuse(ErrorCode.NOT_PERMITTED, str(exc))
@@ -610,16 +623,27 @@ class ClientConnection(asyncio.Protocol):
         except RvError as exc:
             self._refuse(ErrorCode.INVALID_ARGUMENT, str(exc))
             return
+        self._logged_in()
         self.server.stats.sessions += 1
         info = self.server.info()
         for name in ("transport_id", "description"):
             value = getattr(self.session, name, None)
             if isinstance(value, str):
                 info[name] = value
+        info["router"] = hello.router
         if user is not None:
             info["user"] = user.name
             info["permissions"] = user.permissions.as_dict()
         self._write(self._conn.send(cp.Welcome(self.session.inbox_prefix, info)))
+
+    def _logged_in(self) -> None:
+        """The session exists: no more deadline, and its unauthenticated slot is free."""
+        if self._hello_timer is not None:
+            self._hello_timer.cancel()
+            self._hello_timer = None
+        slot, self._slot = self._slot, None
+        if slot is not None:
+            slot.release()
 
     def _pong(self, token: int) -> None:
         if self._transport is None or self._transport.is_closing():
@@ -639,20 +663,26 @@ class ClientConnection(asyncio.Protocol):
             transport.resume_reading()
 
     async def _login(self, hello: cp.Hello, security: DaemonSecurity) -> None:
+        transport = self._transport
+        if transport is None:
+            return
         try:
-            user = await self._authenticate(hello, security)
+            user = await security.gate.authenticate(
+                host=host_of(transport),
+                user=hello.user,
+                password=hello.password,
+                tls=self._tls,
+                allow_plain=security.allow_plain_passwords,
+                cert_subject=cert_subject(transport.get_extra_info("peercert")),
+            )
         except LoginRefused as exc:
             self.server.stats.login_refused += 1
-            security.failed_logins += 1
-            stderr_logger().warning(
-                "login refused", client=self.peer, user=hello.user, reason=str(exc)
-            )
+            security.gate.log_refusal(self.peer, hello.user, str(exc))
             self._held = None
             self._refuse(ErrorCode.NOT_PERMITTED, f"login refused: {exc}")
             return
         if self._transport is None or self._closing:
             return
-        security.logins += 1
         stderr_logger().info("login", client=self.peer, user=user.name)
         held, self._held = self._held or [], None
         self._attach(hello, user)
@@ -665,42 +695,6 @@ class ClientConnection(asyncio.Protocol):
                 self._drop_for_garbage(str(exc))
                 return
         self._resume_after_login()
-
-    async def _authenticate(self, hello: cp.Hello, security: DaemonSecurity) -> User:
-        transport = self._transport
-        if transport is None:
-            raise LoginRefused("the connection is gone")
-        if hello.password is not None:
-            if not self._tls and not security.allow_plain_passwords:
-                raise LoginRefused("this daemon accepts passwords over TLS only")
-            if hello.user is None:
-                raise LoginRefused("a password needs a user name")
-            key = (self.peer.rpartition(":")[0], hello.user)
-            limiter = security.limiter
-            wait = limiter.retry_after(key, self._loop.time())
-            if wait > 0:
-                raise LoginRefused(f"too many failed logins; retry in {wait:.0f} s")
-            server = self.server
-            if server.logins_in_flight >= MAX_LOGINS_IN_FLIGHT:
-                raise LoginRefused("too many logins under way; retry later")
-            # Counted as failed until it succeeds, so that logins in flight count too.
-            limiter.failed(key, self._loop.time())
-            server.logins_in_flight += 1
-            try:
-                user = await security.check_password(hello.user, hello.password)
-            finally:
-                server.logins_in_flight -= 1
-            limiter.succeeded(key)
-            return user
-        subject = cert_subject(transport.get_extra_info("peercert"))
-        if subject is not None:
-            user_of_cert = security.user_by_subject(subject)
-            if user_of_cert is None:
-                raise LoginRefused(f"certificate subject {subject!r} is not a user of this daemon")
-            if hello.user is not None and hello.user != user_of_cert.name:
-                raise LoginRefused("the certificate belongs to another user")
-            return user_of_cert
-        raise LoginRefused("this daemon needs a user name and password, or a client certificate")
 
     def _request_reliability(self, seconds: float) -> None:
         """A client's request-reliability call: checked by the rule HELLO's value follows."""
@@ -716,9 +710,9 @@ class ClientConnection(asyncio.Protocol):
             check_listen_subject(subject)
         except (InvalidSubject, NotPermitted) as exc:  # NotPermitted: _INBOX.> and the like
             raise cp.ProtocolError(f"LISTEN on an invalid subject: {exc}") from None
-        perms = self._permissions
-        if perms is not None and not perms.may_listen(subject):
-            why = f"user {self.user!r} may not listen to {subject!r}"
+        rights = self._rights
+        why = rights.listen_verdict(subject) if rights is not None else ""
+        if why:
             self._not_permitted(why)
             self._write(self._conn.send(cp.Error(str(ErrorCode.NOT_PERMITTED), why)))
             return
@@ -726,9 +720,12 @@ class ClientConnection(asyncio.Protocol):
         self.session.add_interest(subject)
 
     def _publish(self, wires: list[bytes]) -> None:
+        rights = self._rights
+        if rights is None:  # not attached: the connection let no PUBLISH through
+            return
         subjects: list[str] = []
         good: list[bytes] = []
-        verdicts = self._verdicts
+        verdicts = rights.verdicts
         # The subject of the last message accepted: a client publishes runs of one
         # subject, and a message of the same subject needs none of its checks again.
         accepted: str | None = None
@@ -756,31 +753,24 @@ class ClientConnection(asyncio.Protocol):
                 continue
             verdict = verdicts.get(subject)
             if verdict is None:
-                if subject[:7] == "_INBOX.":
-                    # A reply (its inbox is seldom seen again: not remembered). Of the
-                    # checks of _subject_verdict only the subject's syntax can refuse it.
+                if subject[:7] == "_INBOX." and rights.replies and subject.count(".") > 2:
+                    # A reply to one concrete inbox that this user may send: the latency
+                    # path of request/reply, so the rules' answer is written out here: a
+                    # valid subject without wildcards (a reply's inbox is not kept).
                     try:
-                        validate_subject(subject, wildcards=True)
+                        validate_subject(subject)
                         verdict = ""
-                    except (InvalidSubject, NotPermitted) as exc:
-                        verdict = str(exc)
+                    except (InvalidSubject, NotPermitted):
+                        verdict = rights.publish_verdict(subject)  # which says why not
                 else:
-                    verdict = self._subject_verdict(subject)
+                    verdict = rights.publish_verdict(subject)  # inboxes: checked, not kept
             if verdict:
+                if isinstance(verdict, NotAllowed):
+                    self._not_permitted(verdict)
                 self._illegal_publish(subject, verdict)
                 continue
-            perms = self._permissions
-            if perms is not None and not perms.may_publish(subject):
-                why = f"user {self.user!r} may not publish to {subject!r}"
-                self._not_permitted(why)
-                self._illegal_publish(subject, why)
-                continue
             if bad is not None:
-                if isinstance(bad, MalformedMessage):
-                    raise cp.ProtocolError(
-                        f"PUBLISH carried a malformed message on {subject!r}: {bad}"
-                    )
-                raise bad
+                _refuse_message(subject, bad)
             subjects.append(subject)
             good.append(wire)
             accepted = subject
@@ -797,25 +787,6 @@ class ClientConnection(asyncio.Protocol):
             return
         if waiting is not None:
             self._hold_reading_until(waiting)
-
-    def _subject_verdict(self, subject: str) -> str:
-        """Why this client may not publish to ``subject`` ("": it may); remembered."""
-        try:
-            # The daemon's rule, not the application's: the client transport
-            # already refused reserved subjects to its user, while the drivers
-            # inside it (certified delivery, fault tolerance) use _RVCM/_RVFT.
-            validate_subject(subject, wildcards=True)
-            if not is_router(self.session.description):  # a router presents advisories
-                check_client_subject(subject)
-            verdict = ""
-        except (InvalidSubject, NotPermitted) as exc:
-            verdict = str(exc)
-        if not subject.startswith("_INBOX."):  # a reply's inbox seldom comes back
-            verdicts = self._verdicts
-            if len(verdicts) >= _VERDICTS_KEPT:
-                verdicts.clear()
-            verdicts[subject] = verdict
-        return verdict
 
     def _hold_reading_until(self, waiting: Any) -> None:
         """The engine's send backlog is full: stop reading this client until it drains.
@@ -840,30 +811,35 @@ class ClientConnection(asyncio.Protocol):
     def apply_users(self, users: Users) -> None:
         """The users file was reloaded: apply this user's new permissions now.
 
-        A user no longer in the file is logged out (ERROR NOT_PERMITTED); the
-        subjects they may no longer listen to are dropped, each with an ERROR.
+        A user no longer in the file (or no longer a router, holding the role)
+        is logged out (ERROR NOT_PERMITTED); the subjects they may no longer
+        listen to are dropped, each with an ERROR.
         """
+        rights = self._rights
         name = self.user
-        if name is None or self.session is None:
+        if rights is None or name is None or self.session is None:
             return
-        entry = users.by_name.get(name)
-        if entry is None:
+        if not rights.reloaded(users):
             stderr_logger().warning("user removed: logging out", client=self.peer, user=name)
-            self.shut(ErrorCode.NOT_PERMITTED, f"user {name!r} is no longer a user of this daemon")
-            return
-        perms = entry.permissions
-        self._permissions = None if perms.unrestricted else perms
-        if self._permissions is None:
+            self.shut(
+                ErrorCode.NOT_PERMITTED,
+                f"user {name!r} is no longer a user of this daemon (or no longer a router)",
+            )
             return
         for subject, count in list(self._interests.items()):
-            if perms.may_listen(subject):
+            why = rights.listen_verdict(subject)
+            if not why:
                 continue
             del self._interests[subject]
             for _ in range(count):
                 self.session.remove_interest(subject)
-            why = f"user {name!r} may no longer listen to {subject!r}"
             self._not_permitted(why)
             self._write(self._conn.send(cp.Error(str(ErrorCode.NOT_PERMITTED), why)))
+
+    @property
+    def user(self) -> str | None:
+        """The logged-in user's name (None: not logged in, or a daemon without users)."""
+        return self._rights.user if self._rights is not None else None
 
     def _not_permitted(self, why: str) -> None:
         self.server.stats.not_permitted += 1
@@ -1056,7 +1032,8 @@ class ClientConnection(asyncio.Protocol):
         self._hello_timer = None
         if self.session is None:
             self.server.stats.dropped_protocol += 1
-            self.shut(ErrorCode.PROTOCOL, f"no HELLO within {HELLO_TIMEOUT:g} s")
+            self._held = None
+            self.shut(ErrorCode.PROTOCOL, f"no HELLO and login within {HELLO_TIMEOUT:g} s")
 
     def shut(self, code: ErrorCode | str, text: str) -> asyncio.Future[None]:
         """Tell the client why (ERROR, then BYE), end the session and close the socket."""
@@ -1090,6 +1067,9 @@ class ClientConnection(asyncio.Protocol):
                 stderr_logger().debug("session close failed", client=self.peer, error=str(exc))
 
     def _teardown(self) -> None:
+        slot, self._slot = self._slot, None
+        if slot is not None:
+            slot.release()
         task, self._login_task = self._login_task, None
         if task is not None and not task.done():
             task.cancel()

@@ -30,7 +30,7 @@ from typing import Any
 from rvasync import codec
 from rvasync._logging import stderr_logger
 from rvasync.daemon import advisories as adv
-from rvasync.daemon.interestadv import InterestAnnouncer, is_router
+from rvasync.daemon.interestadv import InterestAnnouncer
 from rvasync.daemon.params import NetworkSpec, ServiceSpec
 from rvasync.daemon.routing import LOCAL_ONLY, TO_PEER, TO_SESSION, Router, subject_of
 from rvasync.daemon.session import ClientSession, SessionOwner
@@ -44,6 +44,7 @@ from rvasync.errors import (
     TransportClosed,
 )
 from rvasync.message import Message
+from rvasync.protocol.authcheck import reserved_publish_refusal
 from rvasync.protocol.reliable import DEFAULT_MAX_RETENTION, MAX_MESSAGE, ReliableEndpoint
 from rvasync.protocol.reliable_events import (
     InboundDataLoss,
@@ -189,6 +190,7 @@ class ServiceEndpoint:
         *,
         description: str | None,
         reliability: float | None,
+        router: bool = False,
     ) -> ClientSession:
         """A new session on this service (see ``Daemon.attach``)."""
         if self.closed:
@@ -197,7 +199,7 @@ class ServiceEndpoint:
             # Two transports asking for different reliability: the larger wins.
             self.driver.raise_reliability(reliability)
         session = ClientSession(
-            self, owner, token, description=description, reliability=reliability
+            self, owner, token, description=description, reliability=reliability, router=router
         )
         self.sessions[token] = session
         if self._linger is not None:
@@ -218,7 +220,7 @@ class ServiceEndpoint:
         subjects = session.interests()
         self.router.forget(session, subjects)
         for subject in subjects:
-            self._announce(self._listen_adv.removed(session.description, subject))
+            self._announce(self._listen_adv.removed(session.router, subject))
         self._waiting_sessions.discard(session)
         if not self.closed:
             try:
@@ -274,12 +276,12 @@ class ServiceEndpoint:
     def add_interest(self, session: ClientSession, subject: str) -> None:
         """``session`` listens to ``subject`` (called once per subject by the session)."""
         self.router.add_interest(session, subject)
-        self._announce(self._listen_adv.added(session.description, subject))
+        self._announce(self._listen_adv.added(session.router, subject))
 
     def remove_interest(self, session: ClientSession, subject: str) -> None:
         """Undo :meth:`add_interest`."""
         self.router.remove_interest(session, subject)
-        self._announce(self._listen_adv.removed(session.description, subject))
+        self._announce(self._listen_adv.removed(session.router, subject))
 
     def _announce(self, advisories: list[Message]) -> None:
         """Publish LISTEN.START / STOP advisories (see :mod:`rvasync.daemon.interestadv`)."""
@@ -347,7 +349,7 @@ class ServiceEndpoint:
             subject = msg.subject if msg is not None else subject_of(data)  # type: ignore[arg-type]  # data if no msg
             if subject is None:
                 raise InvalidArgument("cannot publish a message without a subject")
-            if session is not None and subject[:1] == "_" and not is_router(session.description):
+            if session is not None and subject[:1] == "_" and not session.router:
                 check_client_subject(subject)
             plan.append((subject, msg, self._wire(session, msg, data)))
         routes = self._routes
@@ -424,7 +426,7 @@ class ServiceEndpoint:
             # "_RV...": what check_client_subject may refuse (not an inbox).
             if subject[:3] == "_RV" and subject != checked:
                 if router is None:
-                    router = is_router(session.description)
+                    router = session.router
                 if not router:
                     check_client_subject(subject)
                 checked = subject
@@ -554,7 +556,7 @@ class ServiceEndpoint:
                 self._deliver_local((where,), msg, data)
             return None
         local_only = kind == LOCAL_ONLY
-        if not local_only and session is not None and not is_router(session.description):
+        if not local_only and session is not None and not session.router:
             check_client_subject(subject)  # a router presents its advisories to its networks
         sessions = self._routes.get(subject)
         if sessions is None:
@@ -780,8 +782,9 @@ class ServiceEndpoint:
 
 
 def check_client_subject(subject: str) -> None:
-    """Clients may not publish advisories: ``_RV.`` subjects belong to the daemons."""
-    if subject == "_RV" or subject.startswith("_RV."):
-        raise NotPermitted(
-            f"clients may not publish to {subject!r}: '_RV.' subjects are the daemons' advisories"
-        )
+    """A session without the router role may not publish advisories (``_RV.``) or router
+    records (``_RVRD.``), nor to a wildcard inbox: NotPermitted (the rule is
+    :func:`rvasync.protocol.authcheck.reserved_publish_refusal`)."""
+    refusal = reserved_publish_refusal(subject, router=False)
+    if refusal is not None:
+        raise NotPermitted(refusal)

@@ -176,6 +176,7 @@ class ClientSession:
         "inbox_sink",
         "owner",
         "reliability",
+        "router",
         "service_key",
         "sink",
         "sink_is_message",
@@ -193,11 +194,16 @@ class ClientSession:
         *,
         description: str | None,
         reliability: float | None,
+        router: bool = False,
     ) -> None:
         self._service = service
         self.owner = owner
         self.token = token
         self.description = description
+        #: The session is a routing daemon's (granted by whoever attached it, never claimed
+        #: by a description): it may publish advisories and router records, receives the
+        #: latter, and its listening is not announced.
+        self.router = router
         self.reliability = reliability
         self.service_key = service.port
         self.transport_id = f"{service.address_hex}.{token}"

@@ -4,22 +4,26 @@
 
 * ``/``: an HTML page for a person (refreshes itself every few seconds):
   clients, their subjects and counters, services with retransmissions and
-  data loss, hosts heard through HOST.STATUS, uptime;
+  data loss, hosts heard through HOST.STATUS, uptime
+  (:func:`rvasync.daemon.status_page.render_html`, a Jinja2 template);
 * ``/api/status``: the same as JSON (:func:`rvasync.daemon.status.snapshot`);
 * ``/metrics``: counters in the Prometheus text format.
 
-It listens on 127.0.0.1 unless told otherwise. On a secure daemon (one with a
-users file) every request needs a user's name and password (HTTP basic
-authentication, checked against the same users file, with the same
-failed-login limiter), and when the daemon has a TLS certificate the page is
-served over HTTPS with it, so the password never crosses in clear.
+It listens on 127.0.0.1 unless told otherwise; on a daemon without users,
+anything else is refused unless ``allow_public`` says so (the page shows
+every client's address and subjects to whoever asks). On a secure daemon
+(one with a users file) every request needs a user's name and password (HTTP
+basic authentication, checked by the daemon's login gate, with the same
+brake as the client port); a request without them is answered 401 and its
+connection closed. When the daemon has a TLS certificate the page is served
+over HTTPS with it. Connections are bounded in number and time
+(:mod:`rvasync.daemon.httpguard`).
 """
 
 from __future__ import annotations
 
 import base64
-import binascii
-import html
+import ipaddress
 import socket
 import ssl
 from collections.abc import Awaitable, Callable
@@ -27,202 +31,31 @@ from typing import Any
 
 from aiohttp import web
 
-from rvasync._logging import stderr_logger
-from rvasync.daemon.auth import LoginRefused
+from rvasync.daemon.accept import GatedServer, HostSlots, Slot, descriptor_limit
+from rvasync.daemon.auth import DaemonSecurity, LoginRefused
 from rvasync.daemon.engine import Daemon
+from rvasync.daemon.httpguard import GuardedConnection, HttpLimits, OneLineLog
 from rvasync.daemon.status import HostWatcher, snapshot
+from rvasync.daemon.status_page import REFRESH_SECONDS, render_html
+from rvasync.errors import InvalidArgument
 
-__all__ = ["StatusServer", "metrics_text", "render_html"]
+__all__ = ["REFRESH_SECONDS", "HttpLimits", "StatusServer", "metrics_text", "render_html"]
 
-#: Seconds between the HTML page's refreshes.
-REFRESH_SECONDS = 2
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 _REALM = 'Basic realm="rvasync daemon", charset="UTF-8"'
+# Bounds of what aiohttp reads of a request head (the page needs a few short headers).
+_MAX_LINE = 4096
+_MAX_HEADERS = 32
 
 
-def _e(value: Any) -> str:
-    return html.escape("" if value is None else str(value))
-
-
-def _bytes(n: int) -> str:
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if size < 1024 or unit == "GiB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{n} B"
-
-
-def _uptime(seconds: float) -> str:
-    s = int(seconds)
-    days, s = divmod(s, 86400)
-    hours, s = divmod(s, 3600)
-    minutes, s = divmod(s, 60)
-    text = f"{hours:02d}:{minutes:02d}:{s:02d}"
-    return f"{days} d {text}" if days else text
-
-
-def _table(headers: list[str], rows: list[list[Any]], empty: str, table_id: str) -> str:
-    if not rows:
-        return f'<p class="empty" id="{table_id}-empty">{_e(empty)}</p>'
-    head = "".join(f"<th>{_e(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(f"<td>{_e(c)}</td>" for c in row) + "</tr>" for row in rows)
-    return f'<table id="{table_id}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
-
-
-def render_html(status: dict[str, Any]) -> str:
-    """The status page for ``status`` (a :func:`snapshot`)."""
-    totals = status["totals"]
-    security = status["security"]
-    mode = (
-        "secure (TLS, users)"
-        if security.get("tls") and security.get("users")
-        else "TLS"
-        if security.get("tls")
-        else "plain (no TLS, no users)"
-    )
-    clients = [
-        [
-            c["id"],
-            c["user"] or "-",
-            c["peer"],
-            "yes" if c["tls"] else "no",
-            c["description"] or "",
-            ", ".join(c["subjects"]) or "-",
-            c["messages_in"],
-            _bytes(c["bytes_in"]),
-            c["messages_out"],
-            _bytes(c["bytes_out"]),
-        ]
-        for c in status["clients"]
-    ]
-    services = [
-        [
-            s["service"],
-            s["network"],
-            s["clients"],
-            s["messages_out"],
-            s["messages_in"],
-            s["retransmissions"],
-            s["data_loss_inbound"],
-            s["data_loss_outbound"],
-            s["peers"],
-        ]
-        for s in status["services"]
-    ]
-    hosts = [
-        [
-            h["host"],
-            h.get("hostaddr", ""),
-            h.get("ver", ""),
-            h.get("cc", ""),
-            h.get("ms", ""),
-            h.get("mr", ""),
-            h.get("rx", ""),
-            h.get("idl", ""),
-            h.get("odl", ""),
-            f"{h['seconds_ago']:.0f} s ago",
-        ]
-        for h in status["hosts"]
-    ]
-    summary = [
-        ("Uptime", _uptime(status["uptime_seconds"])),
-        ("Client port", status["listen"] or "-"),
-        ("Mode", mode),
-        ("Clients", totals["clients"]),
-        ("Messages in / out", f"{totals['messages_in']} / {totals['messages_out']}"),
-        ("Bytes in / out", f"{_bytes(totals['bytes_in'])} / {_bytes(totals['bytes_out'])}"),
-        ("Retransmissions", totals["retransmissions"]),
-        ("Data loss (datagrams)", totals["data_loss"]),
-    ]
-    if security.get("users"):
-        summary.append(("Failed logins", security.get("failed_logins", 0)))
-    summary_html = "".join(
-        f'<div class="card"><div class="k">{_e(k)}</div><div class="v" id="sum-{i}">{_e(v)}</div>'
-        "</div>"
-        for i, (k, v) in enumerate(summary)
-    )
-    return f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8">
-<meta http-equiv="refresh" content="{REFRESH_SECONDS}">
-<title>rvasync daemon {_e(status["listen"] or "")}</title>
-<style>
-body {{ font-family: system-ui, sans-serif; margin: 1.5em; color: #222; }}
-h1 {{ font-size: 1.4em; }} h2 {{ font-size: 1.1em; margin-top: 1.5em; }}
-.cards {{ display: flex; flex-wrap: wrap; gap: .6em; }}
-.card {{ border: 1px solid #ccd; border-radius: 6px; padding: .5em .8em; min-width: 9em; }}
-.k {{ font-size: .8em; color: #667; }} .v {{ font-size: 1.2em; font-weight: 600; }}
-table {{ border-collapse: collapse; }}
-th, td {{ border: 1px solid #ccd; padding: .25em .6em; text-align: left; }}
-th {{ background: #eef; }} .empty {{ color: #888; }}
-footer {{ margin-top: 2em; font-size: .8em; color: #888; }}
-</style></head>
-<body>
-<h1>rvasync daemon {_e(status["version"])} (pid {_e(status["pid"])})</h1>
-<div class="cards">{summary_html}</div>
-<h2>Clients</h2>
-{
-        _table(
-            [
-                "#",
-                "User",
-                "Address",
-                "TLS",
-                "Description",
-                "Subjects",
-                "Msgs in",
-                "Bytes in",
-                "Msgs out",
-                "Bytes out",
-            ],
-            clients,
-            "No client is connected.",
-            "clients",
-        )
-    }
-<h2>Services</h2>
-{
-        _table(
-            [
-                "Service",
-                "Network",
-                "Clients",
-                "Msgs sent",
-                "Msgs received",
-                "Retransmissions",
-                "Inbound loss",
-                "Outbound loss",
-                "Peers",
-            ],
-            services,
-            "No service is open.",
-            "services",
-        )
-    }
-<h2>Hosts seen (HOST.STATUS)</h2>
-{
-        _table(
-            [
-                "Host id",
-                "Address",
-                "Version",
-                "Clients",
-                "Msgs sent",
-                "Msgs received",
-                "Retransmitted",
-                "Inbound loss",
-                "Outbound loss",
-                "Heard",
-            ],
-            hosts,
-            "No HOST.STATUS heard yet.",
-            "hosts",
-        )
-    }
-<footer>Refreshes every {REFRESH_SECONDS} s. JSON: <a href="api/status">/api/status</a>,
-Prometheus: <a href="metrics">/metrics</a>.</footer>
-</body></html>
-"""
+def is_loopback(host: str) -> bool:
+    """True for an address of this host only (127.0.0.0/8, ::1, "localhost")."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _metric_name(name: str) -> str:
@@ -303,15 +136,37 @@ def metrics_text(status: dict[str, Any]) -> str:
 
 
 class StatusServer:
-    """The HTTP server of the status page (``await start()`` / ``await stop()``)."""
+    """The HTTP server of the status page (``await start()`` / ``await stop()``).
 
-    def __init__(self, daemon: Daemon, *, host: str = "127.0.0.1", port: int = 0) -> None:
+    ``allow_public``: serve a daemon without users on an address other than
+    loopback (refused otherwise: InvalidArgument). ``limits``: bounds of its
+    connections (:class:`~rvasync.daemon.httpguard.HttpLimits`).
+    """
+
+    def __init__(
+        self,
+        daemon: Daemon,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        allow_public: bool = False,
+        limits: HttpLimits | None = None,
+    ) -> None:
         self.daemon = daemon
         self.host = host
         self.port = port
+        self.allow_public = allow_public
+        self.limits = limits or HttpLimits()
         self.scheme = "http"
         self.watcher = HostWatcher(daemon)
-        self._runner: Any = None
+        total = self.limits.connections(descriptor_limit())
+        #: The page's connections (all of them: the cap is on every open one).
+        self.connections = HostSlots(
+            per_host=self.limits.max_per_host, total=total, what="status page"
+        )
+        self._guards: dict[Any, GuardedConnection] = {}
+        self._runner: web.AppRunner | None = None
+        self._server: GatedServer | None = None
 
     @property
     def url(self) -> str:
@@ -324,41 +179,92 @@ class StatusServer:
             return None
         return security.http_ssl_context()
 
+    def _check_address(self) -> None:
+        security = self.daemon.security
+        with_users = security is not None and security.requires_login
+        if with_users or self.allow_public or is_loopback(self.host):
+            return
+        raise InvalidArgument(
+            f"status page on {self.host}: this daemon has no users, so the page (every "
+            "client's address and subjects) would be open to anyone who can reach it; serve "
+            "it on 127.0.0.1, give the daemon a users file, or allow it explicitly "
+            "(allow_public=True, rvasync daemon --http-public)"
+        )
+
     async def start(self) -> None:
-        app = web.Application(middlewares=[self._check_login])
+        self._check_address()
+        app = web.Application(middlewares=[self._guard, self._check_login])
         app.router.add_get("/", self._page)
         app.router.add_get("/api/status", self._api)
         app.router.add_get("/metrics", self._metrics)
-        runner = web.AppRunner(app, access_log=None)
+        runner = web.AppRunner(
+            app,
+            access_log=None,
+            logger=OneLineLog(),
+            keepalive_timeout=self.limits.idle_timeout,
+            max_line_size=_MAX_LINE,
+            max_field_size=_MAX_LINE,
+            max_headers=_MAX_HEADERS,
+            lingering_time=1.0,
+        )
         await runner.setup()
-        ssl_context = self._ssl()
+        self._runner = runner
         try:
-            # Our own socket, so that port 0 (any free port) can be read back.
-            family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
-            sock = socket.socket(family, socket.SOCK_STREAM)
-            try:
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                sock.bind((self.host, self.port))
-            except OSError:
-                sock.close()
-                raise
-            site = web.SockSite(runner, sock, ssl_context=ssl_context)
-            await site.start()
+            sock = self._bind()
         except OSError as exc:
-            await runner.cleanup()
+            await self.stop()
             raise OSError(
                 exc.errno, f"status page: cannot listen on {self.host}:{self.port}: {exc.strerror}"
             ) from None
-        self._runner = runner
+        ssl_context = self._ssl()
+        self._server = GatedServer(
+            self.connections,
+            self._protocol,
+            ssl_context=ssl_context,
+            handshake_timeout=self.limits.header_timeout,
+        )
+        self._server.serve(sock)
         self.scheme = "https" if ssl_context is not None else "http"
         self.port = sock.getsockname()[1]
         self.watcher.start()
 
+    def _bind(self) -> socket.socket:
+        """Our own socket, so that port 0 (any free port) can be read back."""
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((self.host, self.port))
+        except OSError:
+            sock.close()
+            raise
+        return sock
+
+    def _protocol(self, slot: Slot) -> GuardedConnection:
+        runner = self._runner
+        assert runner is not None and runner.server is not None
+        return GuardedConnection(runner.server(), slot, self.limits, self._guards)
+
     async def stop(self) -> None:
         await self.watcher.stop()
+        server, self._server = self._server, None
+        if server is not None:
+            server.close()
+            await server.wait_closed()
         runner, self._runner = self._runner, None
         if runner is not None:
             await runner.cleanup()
+
+    @web.middleware
+    async def _guard(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        guard = self._guards.get(request.transport)
+        if guard is not None:
+            guard.request_started()
+        try:
+            return await handler(request)
+        finally:
+            if guard is not None:
+                guard.request_done()
 
     @web.middleware
     async def _check_login(self, request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -367,36 +273,32 @@ class StatusServer:
             return await handler(request)
         user = await self._login(request, security)
         if user is None:
-            return web.Response(
+            refused = web.Response(
                 status=401,
                 text="This daemon's status page needs a user name and password.\n",
                 headers={"WWW-Authenticate": _REALM},
             )
+            refused.force_close()  # a client without credentials holds no connection
+            return refused
         return await handler(request)
 
-    async def _login(self, request: web.Request, security: Any) -> str | None:
+    async def _login(self, request: web.Request, security: DaemonSecurity) -> str | None:
         header = request.headers.get("Authorization", "")
         scheme, _, encoded = header.partition(" ")
         if scheme.lower() != "basic" or not encoded:
             return None
         try:
             user, sep, password = base64.b64decode(encoded, validate=True).decode().partition(":")
-        except (binascii.Error, UnicodeDecodeError):
+        except ValueError:  # not base64 (binascii.Error), not ASCII, not UTF-8
             return None
         if not sep or not user:
             return None
-        now = self.daemon.loop.time()
-        key = (request.remote or "?", user)
-        if security.limiter.retry_after(key, now) > 0:
-            return None
-        security.limiter.failed(key, now)
+        host = request.remote or "?"
         try:
-            await security.check_password(user, password)
-        except LoginRefused:
-            security.failed_logins += 1
-            stderr_logger().warning("status page: login refused", client=request.remote, user=user)
+            await security.gate.password(host, user, password)
+        except LoginRefused as exc:
+            security.gate.log_refusal(f"status page {host}", user, str(exc))
             return None
-        security.limiter.succeeded(key)
         return user
 
     async def _page(self, request: web.Request) -> web.Response:

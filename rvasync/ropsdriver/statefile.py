@@ -12,14 +12,17 @@ empty and forgetting which invocations were performed.
 Saves are group commits: the writer always writes the newest snapshot, and
 everyone waiting for any version up to it is released by that one write. A
 side lock file (``<path>.lock``, held with ``flock``) keeps two endpoints
-from sharing one state. All file system calls run on a thread of their own.
+from sharing one state; it is taken before anything else is touched (the
+side file of a save a crash interrupted is removed only by the lock's
+holder). Locking, the atomic replacement and the directory sync are the
+package's durable file kit (:mod:`rvasync.driverkit.durable`). All file
+system calls run on a thread of their own.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import os
 import struct
 import zlib
@@ -29,8 +32,8 @@ from typing import Any
 
 import msgpack
 
-from rvasync.errors import InvalidArgument, NotPermitted
-from rvasync.protocol.cm.ledger_format import LedgerCorrupt
+from rvasync.driverkit.durable import FileLock, atomic_replace, remove_quietly
+from rvasync.errors import InvalidArgument, LedgerCorrupt
 
 __all__ = ["MAGIC", "StateFile"]
 
@@ -42,9 +45,9 @@ _SIDE = ".new"
 class StateFile:
     """An open state file. Create with :meth:`open`, then :meth:`start` the writer."""
 
-    def __init__(self, path: str, lock_fd: int, executor: ThreadPoolExecutor) -> None:
+    def __init__(self, path: str, lock: FileLock, executor: ThreadPoolExecutor) -> None:
         self.path = path
-        self._lock_fd = lock_fd
+        self._lock = lock
         self._executor = executor
         self._wanted = 0
         self._durable = 0
@@ -61,11 +64,11 @@ class StateFile:
         executor = ThreadPoolExecutor(1, thread_name_prefix="rvops-state")
         loop = asyncio.get_running_loop()
         try:
-            lock_fd, data = await loop.run_in_executor(executor, _open, path)
+            lock, data = await loop.run_in_executor(executor, _open, path)
         except BaseException:
             executor.shutdown(wait=False)
             raise
-        return cls(path, lock_fd, executor), data
+        return cls(path, lock, executor), data
 
     def start(self, snapshot: Callable[[], tuple[int, Any]]) -> None:
         """Begin: ``snapshot()`` returns ``(version, state)`` of the live endpoint."""
@@ -129,7 +132,7 @@ class StateFile:
                 await self._task
         loop = asyncio.get_running_loop()
         try:
-            await loop.run_in_executor(self._executor, os.close, self._lock_fd)
+            await loop.run_in_executor(self._executor, self._lock.release)
         finally:
             self._executor.shutdown(wait=False)
 
@@ -163,45 +166,26 @@ def _decode(path: str, data: bytes) -> Any:
 # --- executor side ---
 
 
-def _open(path: str) -> tuple[int, Any]:
+def _open(path: str) -> tuple[FileLock, Any]:
     if os.path.isdir(path):
         raise InvalidArgument(f"state path {path!r} is a directory; give a file path")
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(path + _SIDE)  # a save a crash interrupted; the old file is whole
-    lock_fd = os.open(path + ".lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    lock = FileLock.acquire(
+        path,
+        refusal=f"state file {path!r} is in use by another RemoteOps endpoint",
+        what="state path",
+    )
     try:
-        try:
-            fcntl.flock(lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise NotPermitted(
-                f"state file {path!r} is in use by another RemoteOps endpoint"
-            ) from None
+        remove_quietly(path + _SIDE)  # a save a crash interrupted; the old file is whole
         try:
             with open(path, "rb") as f:
                 data = f.read()
         except FileNotFoundError:
             data = b""
-        return lock_fd, _decode(path, data)
+        return lock, _decode(path, data)
     except BaseException:
-        os.close(lock_fd)
+        lock.release()
         raise
 
 
 def _replace(path: str, body: bytes) -> None:
-    side = path + _SIDE
-    fd = os.open(side, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-    try:
-        data = memoryview(MAGIC + _HEAD.pack(len(body), zlib.crc32(body)) + body)
-        while data:
-            data = data[os.write(fd, data) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.rename(side, path)
-    directory = os.path.dirname(os.path.abspath(path))
-    with contextlib.suppress(OSError):
-        dfd = os.open(directory, os.O_RDONLY | os.O_CLOEXEC)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+    atomic_replace(path, [MAGIC, _HEAD.pack(len(body), zlib.crc32(body)), body], side_suffix=_SIDE)

@@ -140,6 +140,8 @@ class Attachment:
             config.network,
             config.daemon,
             description=f"{ROUTER_MARK}{router}/{config.name}",
+            security=config.security(),
+            router=True,
         )
         self._listens: dict[str, Listener] = {}
         #: With an in-process daemon: the routed subjects are listened to through this

@@ -16,11 +16,55 @@ from pathlib import Path
 from typing import Any
 
 from rvasync.errors import InvalidArgument, InvalidSubject
+from rvasync.security import Security
 from rvasync.subjects import validate_subject
 
-__all__ = ["NeighborConfig", "NetworkConfig", "RouterConfig", "load_config", "parse_config"]
+__all__ = [
+    "DaemonLogin",
+    "NeighborConfig",
+    "NetworkConfig",
+    "RouterConfig",
+    "load_config",
+    "parse_config",
+]
 
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+#: Keys of a [[network]] table that log the router in to a secure standalone daemon.
+LOGIN_KEYS = ("daemon_cert", "user", "password_file", "user_cert", "user_key", "server_name")
+
+
+@dataclass(frozen=True)
+class DaemonLogin:
+    """How the router logs in to a secure standalone daemon (the ``rv.Security`` options;
+    the password is read from ``password_file``, its first line, when the router starts)."""
+
+    daemon_cert: str | None = None
+    user: str | None = None
+    password_file: str | None = None
+    user_cert: str | None = None
+    user_key: str | None = None
+    server_name: str | None = None
+
+    def security(self) -> Security:
+        password = None
+        if self.password_file is not None:
+            try:
+                with open(self.password_file, encoding="utf-8") as f:
+                    password = f.readline().rstrip("\r\n")
+            except OSError as exc:
+                raise InvalidArgument(
+                    f"password_file {self.password_file}: {exc.strerror or exc}"
+                ) from None
+        return Security(
+            daemon_cert=self.daemon_cert,
+            user=self.user,
+            password=password,
+            user_cert=self.user_cert,
+            user_key=self.user_key,
+            server_name=self.server_name,
+        )
 
 
 @dataclass(frozen=True)
@@ -35,6 +79,12 @@ class NetworkConfig:
     exports: tuple[str, ...] = (">",)
     #: Import subject weights (pattern, weight): see docs/routing.md "Subject weights".
     weights: tuple[tuple[str, int], ...] = ()
+    #: Logging in to a secure standalone ``daemon`` (None: a plain daemon, or in-process).
+    login: DaemonLogin | None = None
+
+    def security(self) -> Security | None:
+        """The transport's ``security`` for this network (None: no login)."""
+        return None if self.login is None else self.login.security()
 
 
 @dataclass(frozen=True)
@@ -156,7 +206,7 @@ def parse_config(
             w,
             path,
             net,
-            {"name", "service", "network", "daemon", "import", "export", "weights"},
+            {"name", "service", "network", "daemon", "import", "export", "weights", *LOGIN_KEYS},
             "network",
             i,
         )
@@ -179,6 +229,7 @@ def parse_config(
                 imports=_patterns(w, f"{path}.import", net.get("import", [">"]), "network", i),
                 exports=_patterns(w, f"{path}.export", net.get("export", [">"]), "network", i),
                 weights=_weights(w, f"{path}.weights", net.get("weights", {}), i),
+                login=_login(w, path, net, i),
             )
         )
 
@@ -217,6 +268,23 @@ def parse_config(
         heartbeat=heartbeat,
         neighbor_timeout=timeout,
     )
+
+
+def _login(w: _Where, path: str, net: Mapping[str, Any], index: int) -> DaemonLogin | None:
+    """The [[network]]'s login to a secure daemon, checked as rv.Security checks it."""
+    given = {key: net[key] for key in LOGIN_KEYS if key in net}
+    if not given:
+        return None
+    for key, value in given.items():
+        if not isinstance(value, str) or not value:
+            w.fail(f"{path}.{key}", "must be a non-empty string", "network", index)
+    if net.get("daemon") is None:
+        w.fail(f"{path}.{next(iter(given))}", "a login needs daemon = host:port", "network", index)
+    if "password_file" in given and "user" not in given:
+        w.fail(f"{path}.password_file", "needs user = ...", "network", index)
+    if "user" in given and not ("password_file" in given or "user_cert" in given):
+        w.fail(f"{path}.user", "needs password_file or user_cert", "network", index)
+    return DaemonLogin(**given)
 
 
 def _only(

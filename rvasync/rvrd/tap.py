@@ -58,7 +58,11 @@ class Tap:
             return
         daemon = await in_process_daemon()
         self._session = daemon.attach(
-            self, service=self._service, network=self._network, description=self._description
+            self,
+            service=self._service,
+            network=self._network,
+            description=self._description,
+            router=True,  # the router's own tap on its own in-process daemon
         )
 
     def close(self) -> None:

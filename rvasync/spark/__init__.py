@@ -7,7 +7,10 @@
   session: batch and streaming reads of capture directories, batch and
   streaming writes that publish rows as messages
   (:mod:`rvasync.spark.datasource`);
-- :func:`decode_fields_udf` and :func:`field_udf` decode raw wire bytes inside Spark.
+- :func:`decode_fields_udf` and :func:`field_udf` decode raw wire bytes inside Spark;
+- :func:`to_thread` runs a blocking Spark call off the event loop (``asyncio.to_thread``)
+  with the session active in that thread, which the data source needs
+  (:func:`activate` for threads of your own; :mod:`rvasync.spark.threads`).
 
 The recorder needs only pyarrow; the data source needs PySpark 4 (``pip
 install 'rvasync[spark]'``). See docs/spark.md.
@@ -19,14 +22,17 @@ from typing import Any
 
 from rvasync.spark.capture import CaptureError, committed_files
 from rvasync.spark.recorder import Recorder
+from rvasync.spark.threads import activate, to_thread
 
 __all__ = [
     "CaptureError",
     "Recorder",
+    "activate",
     "committed_files",
     "decode_fields_udf",
     "field_udf",
     "register",
+    "to_thread",
 ]
 
 

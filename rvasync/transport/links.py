@@ -119,9 +119,12 @@ class InProcessLink:
         reliability: float | None,
         batch: bool = False,
         service_key: bytes | None = None,
+        router: bool = False,
     ) -> None:
         self._service = service
         self._service_key = service_key
+        # In-process: the daemon is this process's own, so the role asked for is granted.
+        self._router = router
         self._network = network
         self._description = description
         self._reliability = reliability
@@ -161,6 +164,7 @@ class InProcessLink:
             description=self._description,
             reliability=self._reliability,
             service_key=self._service_key,
+            router=self._router,
         )
         session.batch = self._batch
         self._session = session

@@ -95,7 +95,7 @@ def _daemon_of(inbox_prefix: str) -> tuple[str, int]:
 class Transport(BaseTransport):
     """A network transport: ``Transport(service=None, network=None, daemon=None, *,
     description=None, reliability=None, batch=False, busy_poll=None, reply_poll=None,
-    security=None)``.
+    security=None, service_key=None, router=False)``.
 
     ``service``: UDP port number or service name (default: ``rendezvous`` or 7500).
     ``network``: ``"interface;groups;send-address"``; None is loopback, so nothing
@@ -120,6 +120,13 @@ class Transport(BaseTransport):
     without it, and forgers, are not heard (docs/service-key.md).
     ``correlation_id``: the publisher correlation id every message this transport
     sends carries (``msg.publisher``; docs/retained.md, "Publisher identity").
+    ``router``: this transport belongs to a routing daemon (rvasync.rvrd) and asks
+    the daemon for the router role: it may publish advisories and router records,
+    receives router records, and its listening is not announced. The in-process
+    daemon grants it (it is this process's own); a standalone daemon grants it to
+    a user the users file gives ``router = true``, or, without users, to the hosts
+    its configuration names (``router_hosts``, loopback by default), and refuses
+    the connection with ``NotPermitted`` otherwise (docs/security.md).
 
     Use as ``async with rv.Transport(...) as t:`` or ``await t.open()`` /
     ``await t.close()``.
@@ -142,7 +149,12 @@ class Transport(BaseTransport):
         security: Security | None = None,
         service_key: bytes | str | None = None,
         correlation_id: CorrelationId | None = None,
+        router: bool = False,
     ) -> None:
+        if not isinstance(router, bool):
+            raise InvalidArgument(f"router must be True or False, got {router!r}")
+        #: The routing daemon's role is asked for (see the class docstring).
+        self.router_role = router
         if security is not None:
             if not isinstance(security, Security):
                 raise InvalidArgument(
@@ -319,6 +331,7 @@ class Transport(BaseTransport):
                 reliability=self.reliability,
                 batch=self.batch,
                 service_key=self.service_key,
+                router=self.router_role,
             )
         try:
             from rvasync.transport.tcplink import TcpLink
@@ -335,6 +348,7 @@ class Transport(BaseTransport):
             reliability=self.reliability,
             batch=self.batch,
             security=self.security,
+            router=self.router_role,
         )
 
     async def close(self) -> None:

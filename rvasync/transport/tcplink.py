@@ -59,7 +59,7 @@ from rvasync.errors import (
 )
 from rvasync.message import Message
 from rvasync.protocol import clientproto as cp
-from rvasync.protocol.authcheck import SubjectPermissions
+from rvasync.protocol.authcheck import SubjectPermissions, SubjectRights
 from rvasync.protocol.clientproto import ErrorCode
 from rvasync.protocol.clientproto.address import parse_daemon
 from rvasync.security import Security
@@ -125,6 +125,23 @@ def _batch_interval(batch: Any) -> float:
     )
 
 
+def _rights_of(welcome: cp.Welcome) -> SubjectRights | None:
+    """What WELCOME says this session may do (None: nothing to check on this side).
+
+    The user is the one the daemon logged in (a certificate's user included),
+    the router role the one it granted.
+    """
+    perms = SubjectPermissions.from_dict(welcome.daemon.get("permissions"))
+    if perms is None or perms.unrestricted:
+        return None
+    user = welcome.daemon.get("user")
+    return SubjectRights(
+        user=user if isinstance(user, str) else None,
+        permissions=perms,
+        router=welcome.daemon.get("router") is True,
+    )
+
+
 class TcpLink:
     """A network transport's connection to a standalone daemon (a ``DaemonLink``)."""
 
@@ -138,14 +155,17 @@ class TcpLink:
         reliability: float | None = None,
         batch: Any = None,
         security: Security | None = None,
+        router: bool = False,
     ) -> None:
         if security is not None and not isinstance(security, Security):
             raise InvalidArgument(f"security must be an rv.Security, got {type(security).__name__}")
         self.address = parse_daemon(daemon)
         #: TLS and login (None: a plain link to a plain daemon).
         self.security = security
-        # What the daemon said this user may publish and listen to (None: anything).
-        self._permissions: SubjectPermissions | None = None
+        #: The routing daemon's role is asked for in HELLO.
+        self.router = router
+        # What the daemon said this session may publish and listen to (None: anything).
+        self._rights: SubjectRights | None = None
         #: ``host:port`` of the daemon, as messages and advisories name it.
         self.where = f"{self.address.host}:{self.address.port}"
         self.daemon = daemon
@@ -230,12 +250,11 @@ class TcpLink:
         self._batch.clear()
 
     def add_interest(self, subject: str) -> None:
-        perms = self._permissions
-        if perms is not None and not perms.may_listen(subject):
-            raise NotPermitted(
-                f"daemon {self.where}: user {self.security.user if self.security else None!r} "
-                f"may not listen to {subject!r}"
-            )
+        rights = self._rights
+        if rights is not None:
+            why = rights.why_not_listen(subject)
+            if why:
+                raise NotPermitted(f"daemon {self.where}: {why}")
         count = self._interests.get(subject, 0)
         self._interests[subject] = count + 1
         if count == 0 and self._state == "connected":
@@ -267,8 +286,8 @@ class TcpLink:
         """Queue ``msg`` for the daemon; an awaitable means "wait: the daemon is behind"."""
         if self._state != "connected":
             self._refuse_send()
-        if self._permissions is not None:
-            self._check_publish(msg)
+        if self._rights is not None:
+            self._check_publish(msg.subject)
         try:
             wire = _encode(msg)  # msg.to_bytes() without its Python frame (once per send)
         except MessageTooLarge:
@@ -285,9 +304,9 @@ class TcpLink:
     def publish_many(self, msgs: list[Message]) -> Awaitable[None] | None:
         if self._state != "connected":
             self._refuse_send()
-        if self._permissions is not None:
+        if self._rights is not None:
             for m in msgs:  # none is sent if one is refused
-                self._check_publish(m)
+                self._check_publish(m.subject)
         try:
             wires = [_encode(m) for m in msgs]
         except MessageTooLarge:  # none of them is sent
@@ -309,10 +328,8 @@ class TcpLink:
                 subject = None
         if subject is None:
             raise InvalidArgument("cannot publish a message whose subject cannot be read")
-        perms = self._permissions
-        if perms is not None and not perms.may_publish(subject):
-            user = self.security.user if self.security is not None else None
-            raise NotPermitted(f"daemon {self.where}: user {user!r} may not publish to {subject!r}")
+        if self._rights is not None:
+            self._check_publish(subject)
         if len(data) > MAX_MESSAGE_SIZE:
             self._too_large()
             raise MessageTooLarge(
@@ -354,12 +371,12 @@ class TcpLink:
 
     # -- sending -------------------------------------------------------------------------------
 
-    def _check_publish(self, msg: Message) -> None:
-        perms = self._permissions
-        subject = msg.subject
-        if perms is not None and subject is not None and not perms.may_publish(subject):
-            user = self.security.user if self.security is not None else None
-            raise NotPermitted(f"daemon {self.where}: user {user!r} may not publish to {subject!r}")
+    def _check_publish(self, subject: str | None) -> None:
+        rights = self._rights
+        if rights is not None and subject is not None:
+            why = rights.why_not_publish(subject)
+            if why:
+                raise NotPermitted(f"daemon {self.where}: {why}")
 
     def _refuse_send(self) -> NoReturn:
         if self.defunct is not None:
@@ -439,6 +456,7 @@ class TcpLink:
                     reliability=self.reliability,
                     user=self.security.user if self.security is not None else None,
                     password=self.security.password if self.security is not None else None,
+                    router=self.router,
                 )
             )
         except BaseException:
@@ -447,9 +465,7 @@ class TcpLink:
         self._conn = conn
         self.inbox_prefix = welcome.inbox_prefix
         self.daemon_info = dict(welcome.daemon)
-        self._permissions = SubjectPermissions.from_dict(welcome.daemon.get("permissions"))
-        if self._permissions is not None and self._permissions.unrestricted:
-            self._permissions = None
+        self._rights = _rights_of(welcome)
         conn.start_heartbeat()
 
     async def _connect(self) -> _Connection:

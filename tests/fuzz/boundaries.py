@@ -52,6 +52,9 @@ Boundaries (and their documented errors):
   ``parse_record``; MalformedMessage. Twins: codec pure, native.
 * ``ledger``: a ledger file's bytes through ``decode_ledger``; LedgerCorrupt,
   InvalidArgument (a ledger of another correspondent).
+* ``http``: the status page's HTTP server (a real StatusServer over loopback,
+  tests/fuzz/http_boundary.py); never raises: Defect on a 5xx answer, an answer
+  that is not HTTP, an error the page logs, or a good request refused after it.
 * ``capture``: a capture (Parquet) file through the Spark reader's path
   (``open_committed``, row groups, the cast to the base schema, projection of
   fields from each ``data`` message); CaptureError. Twins: codec pure, native.
@@ -848,6 +851,14 @@ def boundaries() -> list[Boundary]:
         out.append(_cm_record_boundary(twin, codec))
     out.append(_ledger_boundary())
     try:
+        import aiohttp  # noqa: F401
+    except ImportError:
+        pass
+    else:
+        from .http_boundary import http_boundary
+
+        out.append(http_boundary())
+    try:
         import pyarrow  # noqa: F401
     except ImportError:
         pass
@@ -863,6 +874,7 @@ BOUNDARIES = (
     "reliable",
     "cm_record",
     "ledger",
+    "http",
     "capture",
     "capture_marker",
 )

@@ -20,7 +20,13 @@ from .run import Mutator, fuzz
 ALL = boundaries()
 BY_KEY = {b.key: b for b in ALL}
 # Inputs per boundary and twin: a few seconds each (files on disk are slower).
-QUICK_INPUTS = {"capture": 1500, "capture_marker": 1500, "reliable": 3000, "reliable_seq": 1500}
+QUICK_INPUTS = {
+    "capture": 1500,
+    "capture_marker": 1500,
+    "reliable": 3000,
+    "reliable_seq": 1500,
+    "http": 400,  # a real HTTP exchange over loopback each
+}
 
 
 def report(result: dict) -> str:
@@ -143,7 +149,7 @@ def test_structured_mutations_of_the_corpus(key, pick, edits, cut, tail, seed, f
 
 def test_mutated_ledger_files_through_the_file_reader(tmp_path):
     """The CM driver's own opening of a ledger file (lock, read, replay, truncate a torn tail)."""
-    from rvasync.cmdriver.ledgerfile import _close_file, _open_file
+    from rvasync.cmdriver.ledgerfile import _open_log
     from rvasync.protocol.cm.ledger_format import LedgerCorrupt
 
     from .boundaries import LEDGER_NAME
@@ -158,11 +164,12 @@ def test_mutated_ledger_files_through_the_file_reader(tmp_path):
         with open(path, "wb") as f:
             f.write(data)
         try:
-            fd, replay, size = _open_file(path, LEDGER_NAME)
+            log, replay = _open_log(path, LEDGER_NAME)
         except (LedgerCorrupt, InvalidArgument) as exc:
             outcomes[type(exc).__name__] = outcomes.get(type(exc).__name__, 0) + 1
             continue
-        _close_file(fd)
+        size = log.size
+        log.close()
         assert size == replay.valid_length or replay.state is None
         outcomes["ok"] = outcomes.get("ok", 0) + 1
     assert outcomes.get("ok") and outcomes.get("LedgerCorrupt"), outcomes

@@ -144,3 +144,17 @@ def test_schema_sampling_skips_rows_that_do_not_decode_as_a_read_does(tmp_path):
         writer.commit()
     seen = _sample_types([as_location(tmp_path)], {"n"}, 10)
     assert [t.name for t in seen["n"]] == ["I64"]
+
+
+# -- the status page's HTTP boundary ---------------------------------------------------------
+
+
+def test_a_basic_authorization_that_is_not_ascii_is_refused_not_a_server_error():
+    """The http fuzzer's find: 'Authorization: Basic b\\xc1BzOm9wcy1wdw==' made base64
+    raise ValueError (not binascii.Error), which the page answered 500 with a traceback."""
+    pytest.importorskip("aiohttp")
+    data = bytes.fromhex(
+        "474554202f6d65747269637320485454502f312e300d0a417574686f72697a6174696f6e3a20"
+        "42617369632062c1427a4f6d39776379317764773d3d0d0a0d0a"
+    )
+    assert boundary("http").consume(data) == b"401"

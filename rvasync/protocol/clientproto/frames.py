@@ -135,6 +135,8 @@ class Hello:
     #: Secure daemon: the user's name and password (sent only over TLS; never in repr).
     user: str | None = None
     password: str | None = field(default=None, repr=False)
+    #: The transport asks for the routing daemon's role (granted by the daemon, or refused).
+    router: bool = False
 
     frame_type = FrameType.HELLO
 
@@ -288,11 +290,14 @@ def encode(frame: Frame) -> bytes:
             "description": frame.description,
             "reliability": frame.reliability,
         }
-        # Credentials are optional keys: a HELLO without them is byte for byte the old one.
+        # Credentials and the router role are optional keys: a HELLO without them is byte
+        # for byte the old one.
         if frame.user is not None:
             fields["user"] = frame.user
         if frame.password is not None:
             fields["password"] = frame.password
+        if frame.router:
+            fields["router"] = True
         body = _pack(fields)
     elif frame.__class__ is Welcome:
         body = _pack({"inbox_prefix": frame.inbox_prefix, "daemon": frame.daemon})
@@ -441,6 +446,9 @@ def _decode_hello(body: memoryview) -> Hello:
         isinstance(reliability, bool) or not isinstance(reliability, (int, float))
     ):
         raise ProtocolError("HELLO reliability must be a number or nil")
+    router = data.get("router", False)
+    if not isinstance(router, bool):
+        raise ProtocolError("HELLO router must be true or false")
     return Hello(
         version=version,
         service=_text(data.get("service"), "HELLO service", optional=True),
@@ -449,6 +457,7 @@ def _decode_hello(body: memoryview) -> Hello:
         reliability=None if reliability is None else float(reliability),
         user=_text(data.get("user"), "HELLO user", optional=True),
         password=_text(data.get("password"), "HELLO password", optional=True),
+        router=router,
     )
 
 

@@ -12,6 +12,7 @@ from rvasync.protocol.cm.correspondent import CmCorrespondent
 from rvasync.protocol.cm.ledger import LedgerState
 from rvasync.protocol.cm.ledger_format import (
     LedgerCorrupt,
+    LedgerDecoder,
     LedgerReplay,
     compact_ledger,
     decode_ledger,
@@ -32,6 +33,7 @@ __all__ = [
     "CmTiming",
     "Deliver",
     "LedgerCorrupt",
+    "LedgerDecoder",
     "LedgerReplay",
     "LedgerState",
     "ListenerReview",

@@ -32,6 +32,9 @@ __all__ = [
     "delivery_failed",
     "delivery_no_response",
     "delivery_unavailable",
+    "ledger_compaction_failed",
+    "ledger_write_failed",
+    "ledger_write_resumed",
     "registration_certified",
     "registration_closed",
     "registration_discovery",
@@ -246,3 +249,50 @@ def registration_moved(name: str) -> Advisory:
 def collision(name: str) -> Advisory:
     """Either side: another live instance claims the name ``name``."""
     return _make("ERROR", "REGISTRATION.COLLISION", name, [("name", "string", name)])
+
+
+# --- rvasync's additions: a ledger file that cannot be written ------------------------------
+# The specification has no advisory for a ledger file on a full disk; these
+# tell the program (sender and listener alike) that its ledger cannot record
+# what certified delivery needs, and when it can again.
+
+
+def ledger_write_failed(name: str, ledger: str, error: str, retrying: bool) -> Advisory:
+    """Either side: appends to the ledger file of ``name`` failed.
+
+    ``retrying`` 1: a full disk or quota; nothing is dropped, what was not
+    written is kept and retried, new certified sends are refused, nothing
+    new is confirmed and no new agreement is made until it fits. 0: any
+    other error; the ledger stopped for good.
+    """
+    return _make(
+        "ERROR",
+        "LEDGER.WRITE_FAILED",
+        name,
+        [
+            ("name", "string", name),
+            ("ledger", "string", ledger),
+            ("error", "string", error),
+            ("retrying", "u64", int(retrying)),
+        ],
+    )
+
+
+def ledger_write_resumed(name: str, ledger: str) -> Advisory:
+    """Either side: the ledger file fits again; what was kept is written and sent."""
+    return _make(
+        "INFO",
+        "LEDGER.WRITE_RESUMED",
+        name,
+        [("name", "string", name), ("ledger", "string", ledger)],
+    )
+
+
+def ledger_compaction_failed(name: str, ledger: str, error: str) -> Advisory:
+    """Either side: a rewrite of the ledger file was abandoned (appends go on; retried later)."""
+    return _make(
+        "WARN",
+        "LEDGER.COMPACTION_FAILED",
+        name,
+        [("name", "string", name), ("ledger", "string", ledger), ("error", "string", error)],
+    )

@@ -35,8 +35,10 @@ class CmTiming:
     * ``retransmit_interval``: a listener missing messages repeats its
       retransmission request this often until they arrive or are reported
       unavailable.
-    * ``sequence_reserve``: how many sequence numbers a sender reserves in one
-      ledger record for messages nobody is registered for.
+    * ``sequence_reserve``: how many sequence numbers a sender first reserves
+      in one ledger record, half a block ahead of use; the block doubles (to
+      8,192 at most) while sends outrun the ledger. After a crash at most one
+      block of numbers is skipped and reported unavailable to listeners.
     * ``duplicate_window``: how many recent uncertified sequence numbers a
       listener remembers per sender and subject to drop duplicates.
     """
@@ -80,6 +82,10 @@ class Context:
         """Last known address of every correspondent we deal with, for MOVED."""
         self.info_filter: Callable[[str, str], bool] | None = None
         """Driver's ``filter(condition, tail)``: False skips a per-message INFO advisory."""
+        self.standby = False
+        """Another live instance holds the name: transmit nothing but the probes for it."""
+        self.ledger_writable = True
+        """False while the driver cannot write the ledger file: make no new agreements."""
 
     def wants_info(self, condition: str, tail: str) -> bool:
         """Whether to make a per-message INFO advisory (DELIVERY.CONFIRM, DELIVERY.COMPLETE).
@@ -97,17 +103,25 @@ class Context:
             self.lsn += 1
             self.outputs.append(AppendLedger(self.lsn, record))
 
-    def transmit(self, destination: str, record: Record, point_to_point: bool) -> None:
-        """Send a record, after every ledger record made so far is durable (write-ahead)."""
+    def transmit(
+        self, destination: str, record: Record, point_to_point: bool, *, probe: bool = False
+    ) -> None:
+        """Send a record, after every ledger record made so far is durable (write-ahead).
+
+        While standing by only ``probe`` records leave (the rest are dropped:
+        peers must hear the name from one instance only).
+        """
+        if self.standby and not probe:
+            return
         out = Transmit(destination, record, point_to_point)
         if self._held or self.lsn > self.durable_lsn:
             self._held.append((self.lsn, out))
         else:
             self.outputs.append(out)
 
-    def send_to(self, address: str, record: Record) -> None:
+    def send_to(self, address: str, record: Record, *, probe: bool = False) -> None:
         """Point-to-point transmit to a correspondent instance's address."""
-        self.transmit(address, record, True)
+        self.transmit(address, record, True, probe=probe)
 
     def durable(self, lsn: int) -> None:
         """The driver wrote (and, for sync ledgers, synced) every append up to ``lsn``."""

@@ -23,12 +23,13 @@ touches a socket or a file.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
-from rvasync.errors import InvalidArgument, MalformedMessage
+from rvasync.errors import InvalidArgument, MalformedMessage, NotPermitted
 from rvasync.protocol.cm import advisories as adv
 from rvasync.protocol.cm.context import CmTiming, Context
-from rvasync.protocol.cm.ledger import LedgerState
+from rvasync.protocol.cm.ledger import LedgerRecord, LedgerState
 from rvasync.protocol.cm.listener import ListenerHalf, SourceReview
 from rvasync.protocol.cm.names import (
     check_cm_send_subject,
@@ -74,7 +75,10 @@ class CmCorrespondent:
     :class:`~rvasync.protocol.cm.outputs.AppendLedger` outputs and hold
     transmissions until the records before them are durable.
     ``require_old`` is the listener-side wish to get messages an earlier
-    instance of this name did not confirm.
+    instance of this name did not confirm. ``sync_sends``: the driver completes
+    a send only once its ledger record is durable (``sync_ledger``), so a
+    certified message's own record covers its sequence number and no block
+    needs reserving ahead for it.
     """
 
     def __init__(
@@ -88,6 +92,7 @@ class CmCorrespondent:
         require_old: bool = False,
         default_time_limit: float = 0.0,
         timing: CmTiming | None = None,
+        sync_sends: bool = False,
     ) -> None:
         if name is None:
             name = new_transient_name()
@@ -106,16 +111,37 @@ class CmCorrespondent:
                 "each correspondent needs its own ledger"
             )
         self._ctx = Context(name, address, ledger, bool(file_ledger), timing or CmTiming())
-        self._sender = SenderHalf(self._ctx, now)
+        self._started = float(now)
+        self._collision_state = _Collision()
+        self._sender = SenderHalf(self._ctx, now, sync_sends=bool(sync_sends))
         # Subjects whose name was checked (or that the ledger held, checked when
         # first sent on): send checks a subject's name once.
         self._checked_subjects: set[str] = set(ledger.subjects)
         self._listener = ListenerHalf(self._ctx, bool(require_old))
+        sender, listener = self._sender, self._listener
+        # What each kind of record from a peer goes to (``receive``).
+        self._handlers: dict[type[Record], Callable[[Any, float], None]] = {
+            DataRecord: listener.on_data,
+            RegisterRequest: sender.on_register,
+            RegisterReply: listener.on_reply,
+            NotCertified: listener.on_not_certified,
+            Confirm: sender.on_confirm,
+            ConfirmRequest: listener.on_confirm_request,
+            RetransmitRequest: sender.on_retransmit_request,
+            Unavailable: listener.on_unavailable,
+            Cancel: sender.on_cancel,
+            Invite: listener.on_invite,
+        }
         self._collisions: set[str] = set()
         self.malformed = 0
         """Inbound records dropped as malformed (the driver may log them)."""
         if not is_transient_name(name):
-            self._ctx.transmit(hello_subject(name), Hello(origin=name, address=address), False)
+            self._announce()
+
+    def _announce(self) -> None:
+        ctx = self._ctx
+        hello = Hello(origin=ctx.name, address=ctx.address, started=self._started)
+        ctx.transmit(hello_subject(ctx.name), hello, False)
 
     # --- identity ---------------------------------------------------------------------
 
@@ -180,13 +206,16 @@ class CmCorrespondent:
 
     def next_deadline(self) -> float | None:
         """When :meth:`handle_timer` next has work, or None if nothing is scheduled."""
-        a = self._sender.next_deadline()
-        b = self._listener.next_deadline()
-        if a is None:
-            return b
-        if b is None:
-            return a
-        return min(a, b)
+        found = [
+            when
+            for when in (
+                self._sender.next_deadline(),
+                None if self._ctx.standby else self._listener.next_deadline(),
+                self._collision_state.probe_at,
+            )
+            if when is not None
+        ]
+        return min(found) if found else None
 
     def hold_confirm_requests(self, held: bool, now: float) -> None:
         """Stop or resume asking listeners to confirm (a relay client's disconnection).
@@ -202,7 +231,10 @@ class CmCorrespondent:
     def handle_timer(self, now: float) -> None:
         """Expire messages, ask for confirmations, repeat registrations and gap requests."""
         self._sender.handle_timer(now)
-        self._listener.handle_timer(now)
+        if self._ctx.standby:
+            self._probe(now)
+        else:
+            self._listener.handle_timer(now)
 
     # --- sending ---------------------------------------------------------------------------
 
@@ -214,6 +246,12 @@ class CmCorrespondent:
         ``time_limit`` None uses the default; 0 means the message never
         expires. A wildcard or reserved subject raises NotPermitted.
         """
+        if self._ctx.standby:
+            raise NotPermitted(
+                f"correspondent name {self._ctx.name!r} is held by another live instance "
+                f"({self._collision_state.incumbent}); this one stands by until that one "
+                "leaves and cannot send meanwhile (see REGISTRATION.COLLISION)"
+            )
         if subject not in self._checked_subjects:
             check_cm_send_subject(subject)
             self._checked_subjects.add(subject)
@@ -334,6 +372,7 @@ class CmCorrespondent:
         """
         if (
             origin == self._ctx.name
+            or self._ctx.standby
             or self._ctx.peers.get(origin) != address
             or not self._listener.deliver_next(origin, subject, sequence, time_limit, payload, now)
         ):
@@ -343,11 +382,12 @@ class CmCorrespondent:
         """Handle one record from the network (multicast or point-to-point)."""
         ctx = self._ctx
         if record.origin == ctx.name:
-            if record.address == ctx.address:
-                if isinstance(record, DataRecord) and not record.retransmit:
-                    self._listener.deliver_own(record)
-                return
-            self._collision(record)
+            self._from_own_name(record, now)
+            return
+        if ctx.standby:
+            # Another instance holds the name: peers deal with it, not with us.
+            if isinstance(record, DataRecord):
+                self._listener.deliver_stray(record)
             return
         if isinstance(record, Hello):
             if not record.reply:
@@ -358,35 +398,135 @@ class CmCorrespondent:
             # listener that moved is not followed here: its registration
             # request decides (with require_old) what becomes of its messages.
             self._listener.peer_moved(record.origin, record.address, now)
-        match record:
-            case DataRecord():
-                self._listener.on_data(record, now)
-            case RegisterRequest():
-                self._sender.on_register(record, now)
-            case RegisterReply():
-                self._listener.on_reply(record, now)
-            case NotCertified():
-                self._listener.on_not_certified(record, now)
-            case Confirm():
-                self._sender.on_confirm(record, now)
-            case ConfirmRequest():
-                self._listener.on_confirm_request(record, now)
-            case RetransmitRequest():
-                self._sender.on_retransmit_request(record, now)
-            case Unavailable():
-                self._listener.on_unavailable(record, now)
-            case Cancel():
-                self._sender.on_cancel(record, now)
-            case Invite():
-                self._listener.on_invite(record, now)
-            case _:
-                self.malformed += 1
+        handler = self._handlers.get(record.__class__)
+        if handler is None:
+            self.malformed += 1
+        else:
+            handler(record, now)
 
-    def _collision(self, record: Record) -> None:
-        """Another live instance uses our name: say so, once per intruder, and tell it too."""
+    def _from_own_name(self, record: Record, now: float) -> None:
+        """A record of ours (delivered back to us), or of another instance of our name."""
+        if record.address == self._ctx.address:
+            if isinstance(record, DataRecord) and not record.retransmit:
+                self._listener.deliver_own(record)
+            return
+        self._collision(record, now)
+
+    # --- collisions: two live instances of one name ----------------------------------
+
+    @property
+    def standby(self) -> bool:
+        """True while another, older live instance holds this name (see :meth:`_collision`)."""
+        return self._ctx.standby
+
+    def _collision(self, record: Record, now: float) -> None:
+        """Another live instance uses our name: the older keeps it, the younger stands by.
+
+        Both present REGISTRATION.COLLISION (once per intruder). Left alone,
+        two instances answering for one name make every listener thrash
+        between them (each record from the other address is a move) and
+        confirm to one what the other sent. So the younger (later ``started``;
+        the address breaks a tie) stands by: it transmits nothing but probes
+        to the older one, acts on nothing addressed to the name, delivers
+        labeled messages uncertified, and refuses to send (the driver raises).
+        When the older one leaves (it says so on close, or stops answering
+        ``register_attempts`` probes ``confirm_request_interval`` apart), the
+        younger takes the name over as a restarted instance would.
+        """
         ctx = self._ctx
-        if record.address not in self._collisions:
-            self._collisions.add(record.address)
+        state = self._collision_state
+        other = record.address
+        if other not in state.seen:
+            state.seen.add(other)
             ctx.advise(adv.collision(ctx.name))
-        if isinstance(record, Hello) and not record.reply:
-            ctx.send_to(record.address, Hello(origin=ctx.name, address=ctx.address, reply=True))
+        if not isinstance(record, Hello):
+            return
+        if record.leaving:
+            state.younger.discard(other)
+            if state.incumbent == other and record.to == ctx.address:
+                self._take_over(now)
+            return
+        if (record.started, other) < (self._started, ctx.address):
+            if record.reply and record.to == ctx.address:
+                # A live older instance answered us: it keeps the name.
+                if state.incumbent is None:
+                    state.incumbent = other
+                    ctx.standby = True
+                if state.incumbent == other:
+                    state.unanswered = 0
+                    state.probe_at = now + ctx.timing.confirm_request_interval
+            elif not record.reply and state.incumbent is None:
+                # An older instance's announcement: alive, or a dead one's that
+                # was kept for us (a relay agent)? Only an answer tells.
+                probe = Hello(origin=ctx.name, address=ctx.address, started=self._started)
+                ctx.send_to(other, probe, probe=True)
+        else:
+            state.younger.add(other)
+            if not record.reply:
+                reply = Hello(
+                    origin=ctx.name,
+                    address=ctx.address,
+                    reply=True,
+                    started=self._started,
+                    to=other,
+                )
+                ctx.send_to(other, reply)
+
+    def _probe(self, now: float) -> None:
+        ctx = self._ctx
+        state = self._collision_state
+        if state.incumbent is None or state.probe_at is None or state.probe_at > now:
+            return
+        if state.unanswered >= ctx.timing.register_attempts:
+            self._take_over(now)  # it stopped answering: it is gone
+            return
+        state.unanswered += 1
+        state.probe_at = now + ctx.timing.confirm_request_interval
+        probe = Hello(origin=ctx.name, address=ctx.address, started=self._started)
+        ctx.send_to(state.incumbent, probe, probe=True)
+
+    def _take_over(self, now: float) -> None:
+        ctx = self._ctx
+        state = self._collision_state
+        state.incumbent = None
+        state.probe_at = None
+        ctx.standby = False
+        self._announce()
+        self._sender.invite_owed(now)
+        self._listener.resume_all(now)
+
+    # --- closing and the ledger file ------------------------------------------------------
+
+    def close(self, now: float) -> None:
+        """A clean close: exact sequence marks; a standing-by instance of the name takes over."""
+        self._sender.close()
+        ctx = self._ctx
+        for address in sorted(self._collision_state.younger):
+            bye = Hello(origin=ctx.name, address=ctx.address, reply=True, leaving=True, to=address)
+            ctx.send_to(address, bye)
+
+    def set_ledger_writable(self, writable: bool) -> None:
+        """The driver's ledger file fits (True) or not (False: no new agreement is made)."""
+        self._ctx.ledger_writable = bool(writable)
+
+    def unrecorded(self, records: Iterable[LedgerRecord]) -> int:
+        """Messages sent whose records never reached the ledger file (closed on a full disk).
+
+        Each is presented as DELIVERY.FAILED (with the listeners still owed
+        it); none of them was transmitted. Returns how many.
+        """
+        return self._sender.report_unrecorded(records)
+
+
+@dataclass(slots=True)
+class _Collision:
+    """What a correspondent knows of other live instances of its name."""
+
+    seen: set[str] = field(default_factory=set)
+    """Addresses a COLLISION advisory was presented for."""
+    younger: set[str] = field(default_factory=set)
+    """Younger instances standing by for us (told when we leave)."""
+    incumbent: str | None = None
+    """The older instance we stand by for, if any."""
+    probe_at: float | None = None
+    unanswered: int = 0

@@ -6,7 +6,8 @@ A ledger is an append-only list of small records. Replaying them in order
 * as a **sender**, per subject: the last sequence number it may not reuse,
   every stored (unresolved) message, and every registered listener with the
   last sequence it confirmed; plus the names it disallowed;
-* as a **listener**, per sender and subject: the last sequence it confirmed.
+* as a **listener**, per sender and subject: the last sequence it confirmed,
+  and the sequences above it the application confirmed out of order.
 
 The correspondent core changes its persistent state *only* by making a record
 and applying it, so the live state and a replay of the records it produced
@@ -22,6 +23,7 @@ means the message never expires.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -42,10 +44,12 @@ __all__ = [
     "SenderSubject",
     "Source",
     "SourceConfirmed",
+    "SourceDone",
     "SourceRemoved",
     "SourceState",
     "StoredMessage",
     "SubjectMark",
+    "is_inbox",
 ]
 
 
@@ -69,9 +73,14 @@ class LedgerRecord:
 class SubjectMark(LedgerRecord):
     """After a restart, sequence numbers on ``subject`` continue after ``last_sent``.
 
-    Messages nobody is registered for are not stored, so their numbers are
-    covered by reserving a block ahead; skipping unused numbers after a
-    restart is harmless because no listener is certified for them.
+    A sender reserves numbers in blocks ahead of handing them out, so a
+    number it gave a message is covered by a record in the file before the
+    message could have been lost with its own record (a crash, a full disk):
+    after a restart no number is ever handed out twice. A clean close writes
+    the exact last number; after a crash the numbers between the last
+    recorded message and the reservation are skipped, and a listener asking
+    for them is told they are unavailable. This record is the only one that
+    can lower the mark (to the exact number, at close).
     """
 
     KIND: ClassVar[str] = "subject_mark"
@@ -205,6 +214,23 @@ class SourceConfirmed(LedgerRecord):
 
 @fast_init
 @dataclass(frozen=True, slots=True)
+class SourceDone(LedgerRecord):
+    """This listener confirmed message ``sequence`` from ``sender`` on ``subject`` out of order.
+
+    Confirmations reach the sender only as an unbroken run, so one above a
+    gap (6 to 20 confirmed while 5 is still being worked on) is recorded on
+    its own: after a restart the sender sends 5 to 20 again, and only 5 is
+    delivered.
+    """
+
+    KIND: ClassVar[str] = "source_done"
+    sender: str
+    subject: str
+    sequence: int
+
+
+@fast_init
+@dataclass(frozen=True, slots=True)
 class SourceRemoved(LedgerRecord):
     """``sender`` is no longer a certified source on ``subject`` for this listener."""
 
@@ -227,6 +253,7 @@ LEDGER_RECORD_TYPES: dict[str, type[LedgerRecord]] = {
         Allowed,
         Source,
         SourceConfirmed,
+        SourceDone,
         SourceRemoved,
     )
 }
@@ -264,10 +291,14 @@ class SenderSubject:
 
 @dataclass(slots=True)
 class SourceState:
-    """One inbound (sender, subject), as the listener's ledger knows it."""
+    """One inbound (sender, subject), as the listener's ledger knows it.
+
+    ``done``: sequences above ``confirmed`` the application confirmed out of order.
+    """
 
     address: str
     confirmed: int
+    done: set[int] = field(default_factory=set)
 
 
 @dataclass(slots=True)
@@ -305,12 +336,14 @@ class LedgerState:
         wins over the sequences the messages carry). Then the disallowed
         names and the sources.
         """
-        out: list[LedgerRecord] = []
+        return list(self.iter_records())
+
+    def iter_records(self) -> Iterator[LedgerRecord]:
+        """:meth:`records`, one at a time (compaction of a large ledger streams them)."""
         for subject, entry in self.subjects.items():
-            for message in entry.messages.values():
-                out.append(message)
+            yield from entry.messages.values()
             for listener, reg in entry.registrations.items():
-                out.append(
+                yield (
                     Registration(
                         subject=subject,
                         listener=listener,
@@ -321,19 +354,18 @@ class LedgerState:
                         anticipated=reg.anticipated,
                     )
                 )
-            out.append(SubjectMark(subject=subject, last_sent=entry.last_sent))
+            yield SubjectMark(subject=subject, last_sent=entry.last_sent)
         for listener in sorted(self.disallowed):
-            out.append(Disallowed(listener=listener))
+            yield Disallowed(listener=listener)
         for (sender, subject), source in self.sources.items():
-            out.append(
-                Source(
-                    sender=sender,
-                    subject=subject,
-                    address=source.address,
-                    confirmed=source.confirmed,
-                )
+            yield Source(
+                sender=sender,
+                subject=subject,
+                address=source.address,
+                confirmed=source.confirmed,
             )
-        return out
+            for sequence in sorted(source.done):
+                yield SourceDone(sender=sender, subject=subject, sequence=sequence)
 
     def copy(self) -> LedgerState:
         """An independent deep copy (records are immutable, containers are copied)."""
@@ -352,7 +384,10 @@ class LedgerState:
                 for subject, entry in self.subjects.items()
             },
             disallowed=set(self.disallowed),
-            sources={key: SourceState(s.address, s.confirmed) for key, s in self.sources.items()},
+            sources={
+                key: SourceState(s.address, s.confirmed, set(s.done))
+                for key, s in self.sources.items()
+            },
         )
 
     def subject(self, subject: str) -> SenderSubject:
@@ -364,7 +399,10 @@ class LedgerState:
 
 
 def _subject_mark(state: LedgerState, r: SubjectMark) -> None:
-    state.subject(r.subject).last_sent = r.last_sent
+    entry = state.subject(r.subject)
+    entry.last_sent = r.last_sent
+    # Earlier releases marked every inbox replied to; those entries go on replay.
+    _forget_spent_inbox(state, r.subject, entry)
 
 
 def _stored_message(state: LedgerState, r: StoredMessage) -> None:
@@ -375,7 +413,19 @@ def _stored_message(state: LedgerState, r: StoredMessage) -> None:
         entry.stored_bytes -= len(old.payload)
     messages[r.sequence] = r
     entry.stored_bytes += len(r.payload)
-    entry.last_sent = r.sequence
+    if r.sequence > entry.last_sent:
+        entry.last_sent = r.sequence
+
+
+def is_inbox(subject: str) -> bool:
+    """An inbox subject: unique to one transport's life, never reused after it."""
+    return subject.startswith("_INBOX.")
+
+
+def _forget_spent_inbox(state: LedgerState, subject: str, entry: SenderSubject) -> None:
+    """An inbox's entry goes once it holds nothing: the inbox will never be used again."""
+    if not entry.messages and not entry.registrations and is_inbox(subject):
+        del state.subjects[subject]
 
 
 def _message_removed(state: LedgerState, r: MessageRemoved) -> None:
@@ -384,6 +434,7 @@ def _message_removed(state: LedgerState, r: MessageRemoved) -> None:
         old = entry.messages.pop(r.sequence, None)
         if old is not None:
             entry.stored_bytes -= len(old.payload)
+        _forget_spent_inbox(state, r.subject, entry)
 
 
 def _messages_removed(state: LedgerState, r: MessagesRemoved) -> None:
@@ -401,11 +452,13 @@ def _messages_removed(state: LedgerState, r: MessagesRemoved) -> None:
         for seq in [s for s in messages if r.first <= s <= r.last]:
             removed += len(messages.pop(seq).payload)
     entry.stored_bytes -= removed
+    _forget_spent_inbox(state, r.subject, entry)
 
 
 def _registration(state: LedgerState, r: Registration) -> None:
     entry = state.subject(r.subject)
-    entry.last_sent = r.last_sent
+    if r.last_sent > entry.last_sent:
+        entry.last_sent = r.last_sent
     entry.registrations[r.listener] = RegistrationState(
         address=r.address, begin=r.begin, confirmed=r.confirmed, anticipated=r.anticipated
     )
@@ -422,6 +475,7 @@ def _registration_removed(state: LedgerState, r: RegistrationRemoved) -> None:
     entry = state.subjects.get(r.subject)
     if entry is not None:
         entry.registrations.pop(r.listener, None)
+        _forget_spent_inbox(state, r.subject, entry)
 
 
 def _disallowed(state: LedgerState, r: Disallowed) -> None:
@@ -433,13 +487,24 @@ def _allowed(state: LedgerState, r: Allowed) -> None:
 
 
 def _source(state: LedgerState, r: Source) -> None:
-    state.sources[(r.sender, r.subject)] = SourceState(address=r.address, confirmed=r.confirmed)
+    key = (r.sender, r.subject)
+    old = state.sources.get(key)
+    done = {seq for seq in old.done if seq > r.confirmed} if old is not None else set()
+    state.sources[key] = SourceState(address=r.address, confirmed=r.confirmed, done=done)
 
 
 def _source_confirmed(state: LedgerState, r: SourceConfirmed) -> None:
     source = state.sources.get((r.sender, r.subject))
     if source is not None and r.sequence > source.confirmed:
         source.confirmed = r.sequence
+        if source.done:
+            source.done = {seq for seq in source.done if seq > r.sequence}
+
+
+def _source_done(state: LedgerState, r: SourceDone) -> None:
+    source = state.sources.get((r.sender, r.subject))
+    if source is not None and r.sequence > source.confirmed:
+        source.done.add(r.sequence)
 
 
 def _source_removed(state: LedgerState, r: SourceRemoved) -> None:
@@ -458,5 +523,6 @@ _APPLY: dict[type, Any] = {
     Allowed: _allowed,
     Source: _source,
     SourceConfirmed: _source_confirmed,
+    SourceDone: _source_done,
     SourceRemoved: _source_removed,
 }

@@ -16,27 +16,27 @@ Crash safety comes from three rules the driver follows: each frame is
 appended with a single write, the file is never rewritten in place
 (compaction writes a new file and renames it over the old), and after a
 crash the file is cut back to :attr:`LedgerReplay.valid_length` before
-anything is appended. On open, a damaged frame at the very end is a write
-the crash interrupted (a *torn tail*) and is discarded; a damaged frame
-followed by any intact frame cannot be explained by a crash, so it raises
-:class:`LedgerCorrupt` with the file name and the frame's offset rather than
-silently dropping the records after it.
+anything is appended. Frames and the replay rule are the package's one
+definition (:mod:`rvasync.framing`): a frame cut short at the end is a
+write the crash interrupted (a *torn tail*) and is discarded; a complete
+frame that fails its checksum, the last one included, raises
+:class:`LedgerCorrupt` with the file name and the frame's offset rather
+than silently dropping it and what follows.
 
 Everything here works on ``bytes``; the driver does the file I/O.
 """
 
 from __future__ import annotations
 
-import struct
 import threading
-import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import msgpack
 
-from rvasync.errors import InvalidArgument, RvError
+from rvasync.errors import InvalidArgument, LedgerCorrupt
+from rvasync.framing import CRC_LENGTH, FRAME_HEADER_SIZE, FrameScan
 from rvasync.protocol.cm._flat import FlatError, from_flat
 from rvasync.protocol.cm.ledger import LEDGER_RECORD_TYPES, LedgerRecord, LedgerState
 from rvasync.protocol.cm.names import check_correspondent_name
@@ -46,8 +46,10 @@ __all__ = [
     "FRAME_HEADER_SIZE",
     "MAGIC",
     "LedgerCorrupt",
+    "LedgerDecoder",
     "LedgerReplay",
     "compact_ledger",
+    "compact_ledger_chunks",
     "decode_ledger",
     "encode_record",
     "encode_records",
@@ -58,22 +60,7 @@ MAGIC = b"RVCMLDG1"
 """The first eight bytes of every ledger file."""
 FORMAT_VERSION = 1
 """Version stored in the header record; a reader refuses versions it does not know."""
-FRAME_HEADER_SIZE = 12
-"""Bytes before each frame body: length, CRC of the length, CRC of the body."""
-
-_FRAME = struct.Struct("<III")
-_LENGTH = struct.Struct("<I")
 _HEADER_KIND = "header"
-
-
-class LedgerCorrupt(RvError, ValueError):
-    """A ledger file is damaged beyond what a crash explains; ``path`` and ``offset`` say where."""
-
-    def __init__(self, path: str, offset: int, reason: str) -> None:
-        super().__init__(f"ledger file {path!r} is corrupt at offset {offset}: {reason}")
-        self.path = path
-        self.offset = offset
-        self.reason = reason
 
 
 @dataclass(slots=True)
@@ -95,9 +82,7 @@ class LedgerReplay:
     records: list[LedgerRecord] = field(default_factory=list)
 
 
-def _frame(body: bytes) -> bytes:
-    length = _LENGTH.pack(len(body))
-    return _FRAME.pack(len(body), zlib.crc32(length), zlib.crc32(body)) + body
+_frame = CRC_LENGTH.encode
 
 
 _packers = threading.local()
@@ -133,29 +118,33 @@ def new_ledger(name: str, created: float = 0.0) -> bytes:
 
 def compact_ledger(state: LedgerState, created: float = 0.0) -> bytes:
     """A whole new ledger file holding just ``state`` (write it aside, then rename it over)."""
-    return new_ledger(state.name, created) + encode_records(state.records())
+    return b"".join(compact_ledger_chunks(state, created))
 
 
-def _intact_frame_at(data: bytes, offset: int) -> bool:
-    if offset + FRAME_HEADER_SIZE > len(data):
-        return False
-    length: int
-    length, length_crc, body_crc = _FRAME.unpack_from(data, offset)
-    if zlib.crc32(data[offset : offset + 4]) != length_crc:
-        return False
-    end = offset + FRAME_HEADER_SIZE + length
-    return end <= len(data) and zlib.crc32(data[offset + FRAME_HEADER_SIZE : end]) == body_crc
+def compact_ledger_chunks(
+    state: LedgerState, created: float = 0.0, chunk_bytes: int = 1 << 20
+) -> Iterator[bytes]:
+    """:func:`compact_ledger` in pieces of about ``chunk_bytes``, made as they are asked for.
+
+    A driver compacting a large ledger on a thread of its own writes each
+    piece as it comes, so neither the whole file nor the whole record list
+    is ever in memory at once. ``state`` must not change meanwhile: pass a
+    :meth:`~rvasync.protocol.cm.ledger.LedgerState.copy`.
+    """
+    chunk: list[bytes] = [new_ledger(state.name, created)]
+    size = 0
+    for record in state.iter_records():
+        frame = encode_record(record)
+        chunk.append(frame)
+        size += len(frame)
+        if size >= chunk_bytes:
+            yield b"".join(chunk)
+            chunk, size = [], 0
+    if chunk:
+        yield b"".join(chunk)
 
 
-def _intact_frame_after(data: bytes, offset: int) -> int | None:
-    """Offset of the first intact frame starting after ``offset``, if any (slow path)."""
-    for candidate in range(offset + 1, len(data) - FRAME_HEADER_SIZE + 1):
-        if _intact_frame_at(data, candidate):
-            return candidate
-    return None
-
-
-def _decode_body(body: bytes, path: str, offset: int) -> tuple[str, dict[str, Any]]:
+def _decode_body(body: bytes | memoryview, path: str, offset: int) -> tuple[str, dict[str, Any]]:
     try:
         decoded = msgpack.unpackb(body, raw=False)
     except Exception as exc:  # msgpack raises several unrelated types
@@ -171,7 +160,11 @@ def _decode_body(body: bytes, path: str, offset: int) -> tuple[str, dict[str, An
 
 
 def decode_ledger(
-    data: bytes, *, path: str = "<memory>", expected_name: str | None = None
+    data: bytes | memoryview,
+    *,
+    path: str = "<memory>",
+    expected_name: str | None = None,
+    keep_records: bool = True,
 ) -> LedgerReplay:
     """Replay a ledger file's bytes.
 
@@ -179,91 +172,97 @@ def decode_ledger(
     that belongs to another correspondent raises
     :class:`~rvasync.errors.InvalidArgument` (two correspondents must never
     share a ledger). Damage raises :class:`LedgerCorrupt`, except a torn tail.
+    ``keep_records=False`` leaves :attr:`LedgerReplay.records` empty: a driver
+    that only needs the state does not hold every record replayed (removed
+    messages included) until it is done. :class:`LedgerDecoder` does the
+    same a piece at a time.
     """
-    size = len(data)
-    if size < len(MAGIC):
-        if MAGIC.startswith(bytes(data)):
-            # Empty, or a crash while the file was being created.
-            return LedgerReplay(None, 0.0, None, 0, 0, size)
-        raise LedgerCorrupt(path, 0, "not a ledger file (the magic bytes are wrong)")
-    if data[: len(MAGIC)] != MAGIC:
-        raise LedgerCorrupt(path, 0, "not a ledger file (the magic bytes are wrong)")
-    offset = len(MAGIC)
-    name: str | None = None
-    created = 0.0
-    state: LedgerState | None = None
-    records: list[LedgerRecord] = []
-    while offset < size:
-        problem = _frame_problem(data, offset)
-        if problem is not None:
-            following = _intact_frame_after(data, offset)
-            if following is not None:
-                raise LedgerCorrupt(
-                    path, offset, f"{problem}, and an intact record follows at offset {following}"
-                )
-            if not _could_be_torn(data, offset):
-                raise LedgerCorrupt(
-                    path,
-                    offset,
-                    f"{problem}, and the {size - offset} bytes there are not what an "
-                    "interrupted append leaves",
-                )
-            break  # torn tail: a crash interrupted the last append
-        length = _LENGTH.unpack_from(data, offset)[0]
-        body_start = offset + FRAME_HEADER_SIZE
-        kind, fields = _decode_body(data[body_start : body_start + length], path, offset)
-        if name is None:
-            name, created = _read_header(kind, fields, path, offset)
-            if expected_name is not None and name != expected_name:
+    decoder = LedgerDecoder(path=path, expected_name=expected_name, keep_records=keep_records)
+    decoder.feed(data)
+    return decoder.finish()
+
+
+class LedgerDecoder:
+    """:func:`decode_ledger` fed a piece at a time (a large file need not be read whole).
+
+    :meth:`feed` each piece in file order, then :meth:`finish`. Only what a
+    frame cut by a piece's end needs is carried to the next piece, so a
+    driver replaying a 229 MB ledger holds the state and one piece, not the
+    file as well.
+    """
+
+    def __init__(
+        self, *, path: str = "<memory>", expected_name: str | None = None, keep_records: bool = True
+    ) -> None:
+        self._path = path
+        self._expected = expected_name
+        self._keep = keep_records
+        self._carry = b""
+        self._base = 0
+        """File offset where ``_carry`` starts (after the magic once it is checked)."""
+        self._magic = False
+        self._name: str | None = None
+        self._created = 0.0
+        self._state: LedgerState | None = None
+        self._records: list[LedgerRecord] = []
+        self._count = 0
+
+    def feed(self, data: bytes | memoryview) -> None:
+        """The next piece of the file."""
+        buf: bytes | memoryview = self._carry + bytes(data) if self._carry else data
+        start = 0
+        if not self._magic:
+            if len(buf) < len(MAGIC):
+                self._check_magic(bytes(buf), complete=False)
+                self._carry = bytes(buf)
+                return
+            self._check_magic(bytes(buf[: len(MAGIC)]), complete=True)
+            self._magic = True
+            start = len(MAGIC)
+        frames = FrameScan(buf, start, path=self._path, layout=CRC_LENGTH, base=self._base)
+        for offset, body in frames:
+            self._record(offset, body)
+        self._carry = bytes(buf[frames.end - self._base :])
+        self._base = frames.end
+
+    def _check_magic(self, head: bytes, *, complete: bool) -> None:
+        good = head == MAGIC if complete else MAGIC.startswith(head)
+        if not good:
+            raise LedgerCorrupt(self._path, 0, "not a ledger file (the magic bytes are wrong)")
+
+    def _record(self, offset: int, body: memoryview) -> None:
+        kind, fields = _decode_body(body, self._path, offset)
+        if self._state is None:
+            name, self._created = _read_header(kind, fields, self._path, offset)
+            if self._expected is not None and name != self._expected:
                 raise InvalidArgument(
-                    f"ledger file {path!r} belongs to correspondent {name!r}, "
-                    f"not {expected_name!r}; each correspondent needs its own ledger file"
+                    f"ledger file {self._path!r} belongs to correspondent {name!r}, "
+                    f"not {self._expected!r}; each correspondent needs its own ledger file"
                 )
-            state = LedgerState(name=name)
-        else:
-            record = _read_record(kind, fields, path, offset)
-            assert state is not None
-            state.apply(record)
-            records.append(record)
-        offset = body_start + length
-    if name is None:
-        # Only the magic survived: the crash came before the header was complete.
-        return LedgerReplay(None, 0.0, None, 0, 0, size)
-    return LedgerReplay(name, created, state, len(records), offset, size - offset, records)
+            self._name = name
+            self._state = LedgerState(name=name)
+            return
+        record = _read_record(kind, fields, self._path, offset)
+        self._state.apply(record)
+        self._count += 1
+        if self._keep:
+            self._records.append(record)
 
-
-def _could_be_torn(data: bytes, offset: int) -> bool:
-    """Whether the damaged frame at ``offset`` (the file's last) can be a torn append.
-
-    An interrupted append leaves a prefix of the frame, possibly followed by zeros
-    (blocks allocated but never written). So: a header cut short; or an intact
-    length (its checksum holds) with a body cut short or damaged; or a length
-    that fails its checksum with nothing but zeros after the length's own
-    eight bytes (the write stopped inside the header). Anything else, such as
-    kilobytes of garbage after the magic, is damage, not a crash.
-    """
-    if offset + FRAME_HEADER_SIZE > len(data):
-        return True
-    if zlib.crc32(data[offset : offset + 4]) == _FRAME.unpack_from(data, offset)[1]:
-        return True
-    return not any(data[offset + 8 :])
-
-
-def _frame_problem(data: bytes, offset: int) -> str | None:
-    size = len(data)
-    if offset + FRAME_HEADER_SIZE > size:
-        return f"frame header is cut short ({size - offset} of {FRAME_HEADER_SIZE} bytes)"
-    length: int
-    length, length_crc, body_crc = _FRAME.unpack_from(data, offset)
-    if zlib.crc32(data[offset : offset + 4]) != length_crc:
-        return "frame length fails its checksum"
-    end = offset + FRAME_HEADER_SIZE + length
-    if end > size:
-        return f"frame body is cut short ({size - offset - FRAME_HEADER_SIZE} of {length} bytes)"
-    actual = zlib.crc32(data[offset + FRAME_HEADER_SIZE : end])
-    if actual != body_crc:
-        return f"frame body fails its checksum (stored {body_crc:#010x}, computed {actual:#010x})"
-    return None
+    def finish(self) -> LedgerReplay:
+        """What the file held: the state, where intact data ends, the torn tail's size."""
+        torn = len(self._carry)
+        if self._state is None:
+            # Empty, or a crash while the file was being created (magic or header cut).
+            return LedgerReplay(None, 0.0, None, 0, 0, self._base + torn)
+        return LedgerReplay(
+            self._name,
+            self._created,
+            self._state,
+            self._count,
+            self._base,
+            torn,
+            self._records,
+        )
 
 
 def _read_header(kind: str, fields: dict[str, Any], path: str, offset: int) -> tuple[str, float]:

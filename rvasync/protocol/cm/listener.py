@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from rvasync.errors import InvalidArgument
 from rvasync.protocol.cm import advisories as adv
 from rvasync.protocol.cm.context import Context
-from rvasync.protocol.cm.ledger import Source, SourceConfirmed, SourceRemoved
+from rvasync.protocol.cm.ledger import Source, SourceConfirmed, SourceDone, SourceRemoved
 from rvasync.protocol.cm.names import check_listen_pattern, check_sequence
 from rvasync.protocol.cm.outputs import Deliver
 from rvasync.protocol.cm.records import (
@@ -95,7 +95,10 @@ class _Source:
     held: dict[int, DataRecord | None] = field(default_factory=dict)
     # delivered certified sequence -> ids of listeners that have not yet consumed it
     pending: dict[int, set[int]] = field(default_factory=dict)
+    # consumed (or reported gone) above ``confirmed``, waiting for the gap below
     done: set[int] = field(default_factory=set)
+    # the part of ``done`` the ledger holds (SourceDone): skipped when sent again
+    recorded: set[int] = field(default_factory=set)
     seen: set[int] = field(default_factory=set)
     seen_order: deque[int] = field(default_factory=deque)
     highest_uncertified: int = 0
@@ -119,7 +122,13 @@ class ListenerHalf:
         self._sources: dict[tuple[str, str], _Source] = {}
         for (sender, subject), state in ctx.ledger.sources.items():
             self._sources[(sender, subject)] = _Source(
-                sender, subject, state.address, state.confirmed, expected=state.confirmed + 1
+                sender,
+                subject,
+                state.address,
+                state.confirmed,
+                expected=state.confirmed + 1,
+                done=set(state.done),
+                recorded=set(state.done),
             )
             if state.address:
                 ctx.peers.setdefault(sender, state.address)
@@ -140,11 +149,21 @@ class ListenerHalf:
         self._listeners[listener_id] = _CmListener(pattern, bool(explicit_confirm))
         self._index.add(pattern, listener_id)
         self._ids_cache.clear()
+        if not self._ctx.standby:
+            self.resume(pattern, now)
+        return listener_id
+
+    def resume(self, pattern: str, now: float) -> None:
+        """Ask the senders of the idle sources ``pattern`` covers to resume (quietly)."""
         for src in self._sources.values():
             if src.status == IDLE and src.address and subject_matches(pattern, src.subject):
                 self._register(src, now)
                 src.quiet = True
-        return listener_id
+
+    def resume_all(self, now: float) -> None:
+        """This instance takes the name over (a collision ended): resume every open listener."""
+        for listener in self._listeners.values():
+            self.resume(listener.pattern, now)
 
     def _check_listener(self, listener_id: object) -> _CmListener:
         if isinstance(listener_id, bool) or not isinstance(listener_id, int):
@@ -202,8 +221,9 @@ class ListenerHalf:
                     ctx.record(SourceRemoved(sender=src.sender, subject=src.subject))
                 del self._sources[key]
             else:
+                # What the application consumed stays consumed (skipped when the
+                # sender sends it again); what it had not is delivered again.
                 src.pending.clear()
-                src.done.clear()
                 src.held.clear()
                 src.gap_deadline = None
                 if src.status == CERTIFIED:
@@ -229,6 +249,11 @@ class ListenerHalf:
     def deliver_own(self, rec: DataRecord) -> None:
         """A labeled message this correspondent sent itself: delivered uncertified."""
         self._deliver(rec, None)
+
+    def deliver_stray(self, rec: DataRecord) -> None:
+        """A labeled message delivered without making an agreement (standing by, ledger full)."""
+        if not rec.retransmit:
+            self._deliver(rec, None)
 
     def _deliver_uncertified(self, src: _Source, rec: DataRecord) -> None:
         seq = rec.sequence
@@ -263,6 +288,8 @@ class ListenerHalf:
             seq = src.expected
             rec = src.held.pop(seq)
             src.expected += 1
+            if seq in src.done:
+                continue  # consumed by this name before (the ledger says so): not again
             if rec is None:
                 if run_start is None:
                     run_start = seq
@@ -287,8 +314,12 @@ class ListenerHalf:
         while confirmed + 1 in src.done:
             confirmed += 1
             src.done.discard(confirmed)
+        if src.done:
+            self._record_done(src, confirmed)
         if confirmed > src.confirmed:
             src.confirmed = confirmed
+            if src.recorded:
+                src.recorded = {seq for seq in src.recorded if seq > confirmed}
             ctx = self._ctx
             ctx.record(SourceConfirmed(sender=src.sender, subject=src.subject, sequence=confirmed))
             if src.address:
@@ -301,6 +332,14 @@ class ListenerHalf:
                         sequence=confirmed,
                     ),
                 )
+
+    def _record_done(self, src: _Source, confirmed: int) -> None:
+        """Record what was consumed above a gap, so a restart does not deliver it again."""
+        ctx = self._ctx
+        for seq in sorted(src.done - src.recorded):
+            if seq > confirmed:
+                ctx.record(SourceDone(sender=src.sender, subject=src.subject, sequence=seq))
+                src.recorded.add(seq)
 
     def confirm(self, listener_id: int, sender: str, subject: str, sequence: int | None) -> bool:
         """The consumer behind ``listener_id`` is done with message ``sequence``.
@@ -442,6 +481,8 @@ class ListenerHalf:
         src = self._sources.get((origin, subject))
         if src is None or src.status != CERTIFIED or src.held or seq != src.expected:
             return False
+        if src.done and seq in src.done:
+            return False
         src.expected = seq + 1
         deliver = self._ctx.deliver
         for listener_id in ids:
@@ -460,6 +501,11 @@ class ListenerHalf:
         key = (rec.origin, rec.subject)
         src = self._sources.get(key)
         if src is None:
+            if not ctx.ledger_writable:
+                # An agreement the ledger could not record is not made: the
+                # message is delivered uncertified, as from an ordinary sender.
+                self.deliver_stray(rec)
+                return
             src = self._sources[key] = _Source(rec.origin, rec.subject, rec.address, 0)
             ctx.advise(adv.registration_discovery(rec.subject, rec.origin))
             ctx.record(
@@ -648,6 +694,8 @@ class ListenerHalf:
         earlier instance stopped and retransmits what it had not confirmed.
         """
         ctx = self._ctx
+        if not ctx.ledger_writable:
+            return  # asked again later; an agreement needs the ledger
         src = self._sources[rec.origin, rec.subject] = _Source(
             rec.origin, rec.subject, rec.address, 0
         )

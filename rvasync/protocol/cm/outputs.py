@@ -99,3 +99,12 @@ class SendResult:
     lsn: int | None
     certified: bool
     """True when the message was stored for at least one registered listener."""
+    hold_lsn: int | None = None
+    """The append that must be durable before the number counts as handed out.
+
+    Numbers are reserved ahead in blocks; when the writer has fallen so far
+    behind that the reservation covering this number is not durable yet, a
+    driver that does not wait for ``lsn`` anyway (no ``sync_ledger``) waits
+    for this one before it gives the number to the program, so a crash can
+    never make it give the same number twice. None: already covered.
+    """

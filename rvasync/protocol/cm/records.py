@@ -287,11 +287,24 @@ class Invite(Record):
 @fast_init
 @dataclass(frozen=True, slots=True)
 class Hello(Record):
-    """A reusable-named instance announcing itself (``reply`` when answering an announcement)."""
+    """A reusable-named instance announcing itself (``reply`` when answering an announcement).
+
+    ``started`` (the instance's start time) decides a collision: of two live
+    instances of one name the older keeps it and the younger stands by;
+    ``leaving`` tells a standing-by instance that the older one closed; a
+    reply names the instance it answers (``to``), so only an answer to its
+    own announcement or probe (proof that the other is alive now, not a dead
+    predecessor's announcement a relay agent kept) makes an instance stand
+    by. Records from releases without them read as 0.0 (older than any),
+    False and "".
+    """
 
     KIND: ClassVar[str] = "hello"
 
     reply: bool = False
+    started: float = 0.0
+    leaving: bool = False
+    to: str = ""
 
 
 _KINDS: dict[str, type[Record]] = {

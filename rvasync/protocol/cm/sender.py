@@ -12,11 +12,21 @@ listener missing messages asks for them and gets them point-to-point, or an
 Which listeners still need message ``n`` is not stored per message: it is
 every registration with ``begin <= n`` and ``confirmed < n``. That keeps the
 ledger to one record per message, one per confirmation and one per removal.
+
+Sequence numbers are reserved in blocks ahead of use
+(:mod:`~rvasync.protocol.cm.reservations`), and :class:`SendResult.hold_lsn`
+tells the driver when a number is not yet covered by a durable record: a
+number the program was given is never given again after a restart. Replies to inboxes
+(unique to their transport, never reused) take no ledger space at all
+unless a listener registered on the inbox, and then only until their
+messages are resolved.
 """
 
 from __future__ import annotations
 
 import heapq
+from collections import OrderedDict
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from rvasync.errors import InvalidArgument, NotPermitted
@@ -25,6 +35,7 @@ from rvasync.protocol.cm.context import Context
 from rvasync.protocol.cm.ledger import (
     Allowed,
     Disallowed,
+    LedgerRecord,
     ListenerConfirmed,
     MessageRemoved,
     MessagesRemoved,
@@ -34,8 +45,10 @@ from rvasync.protocol.cm.ledger import (
     SenderSubject,
     StoredMessage,
     SubjectMark,
+    is_inbox,
 )
 from rvasync.protocol.cm.names import (
+    any_instance_address,
     check_cm_send_subject,
     check_correspondent_name,
     check_listen_pattern,
@@ -53,6 +66,7 @@ from rvasync.protocol.cm.records import (
     RetransmitRequest,
     Unavailable,
 )
+from rvasync.protocol.cm.reservations import Reservations
 from rvasync.subjects import has_wildcards, subject_matches
 
 __all__ = ["ListenerReview", "SenderHalf", "SubjectReview"]
@@ -60,6 +74,8 @@ __all__ = ["ListenerReview", "SenderHalf", "SubjectReview"]
 #: Invitations repeated after a listener's announcement of a new instance (one
 #: per register_retry_interval), in case it announced itself before listening.
 _HELLO_REMINDERS = 5
+#: Inboxes whose sequence counter is remembered (the oldest is forgotten beyond).
+_INBOX_COUNTERS = 65536
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,9 +117,14 @@ def _unconfirmed(messages: dict[int, StoredMessage], above: int) -> int:
 class SenderHalf:
     """Outbound certified delivery for one correspondent (driven by ``CmCorrespondent``)."""
 
-    def __init__(self, ctx: Context, now: float) -> None:
+    def __init__(self, ctx: Context, now: float, *, sync_sends: bool = False) -> None:
         self._ctx = ctx
+        # With sync_sends the driver completes a send only once its record is
+        # durable, so a certified message's own record covers its number.
+        self._reserve_certified = not sync_sends
         self._last_sent: dict[str, int] = {}
+        self._inbox_seq: OrderedDict[str, int] = OrderedDict()
+        self._reservations = Reservations(ctx)
         self._expiries: list[tuple[float, str, int]] = []
         # (subject, listener) -> when to ask that listener to confirm, if it owes any.
         self._asks: dict[tuple[str, str], float] = {}
@@ -124,8 +145,34 @@ class SenderHalf:
             for listener, reg in entry.registrations.items():
                 if reg.address:
                     ctx.peers.setdefault(listener, reg.address)
-                    if self._owes(entry, reg):
-                        self._asks[(subject, listener)] = now + ctx.timing.confirm_request_interval
+                if self._owes(entry, reg):
+                    self._asks[(subject, listener)] = now + ctx.timing.confirm_request_interval
+        self.invite_owed(now)
+
+    def invite_owed(self, now: float) -> None:
+        """Invite every listener the ledger owes messages to (a start, a take-over)."""
+        for subject, entry in self._ctx.ledger.subjects.items():
+            for listener, reg in entry.registrations.items():
+                if self._owes(entry, reg):
+                    self._invite(subject, listener, reg.address, now)
+
+    def _invite(self, subject: str, listener: str, address: str, now: float) -> None:
+        """Invite ``listener`` to take back what it is owed on ``subject`` (a few times).
+
+        A restarted sender does it at once for every listener its ledger owes
+        messages to (at its last address, or any instance of its name when it
+        never registered), rather than wait for its next message or for the
+        listener to restart: a listener that requires old messages registers
+        and gets them within a retry interval of hearing it.
+        """
+        ctx = self._ctx
+        target = address or any_instance_address(listener)
+        ctx.send_to(target, Invite(origin=ctx.name, address=ctx.address, subject=subject))
+        self._reminders[(subject, listener)] = (
+            target,
+            now + ctx.timing.register_retry_interval,
+            _HELLO_REMINDERS,
+        )
 
     # --- helpers -----------------------------------------------------------------
 
@@ -137,7 +184,10 @@ class SenderHalf:
         return next(reversed(entry.messages)) > reg.confirmed
 
     def last_sent(self, subject: str) -> int:
-        return self._last_sent.get(subject, 0)
+        last = self._last_sent.get(subject)
+        if last is None:
+            return self._inbox_seq.get(subject, 0)
+        return last
 
     def _pending(self, entry: SenderSubject, seq: int) -> list[str]:
         return [
@@ -170,6 +220,19 @@ class SenderHalf:
         for seq in list(entry.messages):
             self._resolve_if_complete(subject, entry, seq)
 
+    def _release_spent_inbox(self, subject: str, entry: SenderSubject) -> None:
+        """An inbox's messages are all resolved: its agreements (and entry) go.
+
+        An inbox belongs to one transport's life and is never reused, so an
+        agreement on one would otherwise stay in the ledger for ever (one per
+        certified request answered).
+        """
+        if entry.messages or not entry.registrations or not is_inbox(subject):
+            return
+        for listener in list(entry.registrations):
+            self._asks.pop((subject, listener), None)
+            self._ctx.record(RegistrationRemoved(subject=subject, listener=listener))
+
     def _write_registration(
         self, subject: str, listener: str, reg: RegistrationState, entry: SenderSubject
     ) -> None:
@@ -188,7 +251,7 @@ class SenderHalf:
     def _schedule_ask(self, subject: str, listener: str, now: float) -> None:
         entry = self._ctx.ledger.subjects.get(subject)
         reg = entry.registrations.get(listener) if entry is not None else None
-        if entry is not None and reg is not None and reg.address and self._owes(entry, reg):
+        if entry is not None and reg is not None and self._owes(entry, reg):
             self._asks[(subject, listener)] = now + self._ctx.timing.confirm_request_interval
         else:
             self._asks.pop((subject, listener), None)
@@ -203,11 +266,13 @@ class SenderHalf:
     def send(self, subject: str, payload: bytes, time_limit: float, now: float) -> SendResult:
         ctx = self._ctx
         lsn_before = ctx.lsn
+        entry = ctx.ledger.subjects.get(subject)
+        certified = bool(entry is not None and entry.registrations)
+        if not certified and is_inbox(subject):
+            return self._send_to_inbox(subject, payload, time_limit)
         last_sent = self._last_sent
         seq = last_sent.get(subject, 0) + 1
         last_sent[subject] = seq
-        entry = ctx.ledger.subjects.get(subject)
-        certified = bool(entry is not None and entry.registrations)
         if certified:
             assert entry is not None
             expiry = now + time_limit if time_limit > 0 else 0.0
@@ -216,19 +281,64 @@ class SenderHalf:
             if expiry:
                 heapq.heappush(self._expiries, (expiry, subject, seq))
             asks = self._asks
-            for listener, reg in entry.registrations.items():
-                if reg.address:
-                    key = (subject, listener)
-                    if key not in asks:
-                        asks[key] = now + ctx.timing.confirm_request_interval
-        elif entry is None or seq > entry.last_sent:
-            ctx.record(
-                SubjectMark(subject=subject, last_sent=seq + ctx.timing.sequence_reserve - 1)
-            )
+            for listener in entry.registrations:
+                key = (subject, listener)
+                if key not in asks:
+                    asks[key] = now + ctx.timing.confirm_request_interval
+        hold = None
+        if not certified or self._reserve_certified:
+            recorded = entry.last_sent if entry is not None else 0
+            hold = self._reservations.number(subject, seq, recorded)
         ctx.transmit(
             subject, DataRecord(ctx.name, ctx.address, subject, seq, time_limit, payload), False
         )
-        return SendResult(seq, ctx.lsn if ctx.lsn > lsn_before else None, certified)
+        return SendResult(seq, ctx.lsn if ctx.lsn > lsn_before else None, certified, hold)
+
+    def _send_to_inbox(self, subject: str, payload: bytes, time_limit: float) -> SendResult:
+        """A reply to an inbox nobody registered on: numbered in memory, nothing recorded."""
+        ctx = self._ctx
+        counters = self._inbox_seq
+        seq = counters.pop(subject, self._last_sent.pop(subject, 0)) + 1
+        counters[subject] = seq
+        if len(counters) > _INBOX_COUNTERS:
+            counters.popitem(last=False)
+        ctx.transmit(
+            subject, DataRecord(ctx.name, ctx.address, subject, seq, time_limit, payload), False
+        )
+        return SendResult(seq, None, False)
+
+    def report_unrecorded(self, records: Iterable[LedgerRecord]) -> int:
+        """DELIVERY.FAILED for each stored message whose record never reached the file.
+
+        Only numbers a send returned count: one above every durable
+        reservation belongs to a send still waiting, which raises instead
+        (and the number may be used again: nobody was given it).
+        """
+        ctx = self._ctx
+        count = 0
+        for record in records:
+            if isinstance(record, StoredMessage):
+                if self._reservations.hold(record.subject, record.sequence) is not None:
+                    continue
+                entry = ctx.ledger.subjects.get(record.subject)
+                missing = self._pending(entry, record.sequence) if entry is not None else []
+                ctx.advise(
+                    adv.delivery_failed(record.subject, record.sequence, record.payload, missing)
+                )
+                count += 1
+        return count
+
+    def close(self) -> None:
+        """A clean close: record the exact last number of every subject reserved beyond it.
+
+        The next instance then continues right after the last message sent,
+        and listeners see no gap (after a crash they do, reported unavailable).
+        """
+        ctx = self._ctx
+        for subject, last in self._last_sent.items():
+            entry = ctx.ledger.subjects.get(subject)
+            if entry is not None and entry.last_sent > last:
+                ctx.record(SubjectMark(subject, last))
 
     def add_listener(self, listener: str, subject: str) -> bool:
         ctx = self._ctx
@@ -349,6 +459,8 @@ class SenderHalf:
         missing = self._pending(entry, seq)
         self._ctx.record(MessageRemoved(subject=subject, sequence=seq))
         self._ctx.advise(adv.delivery_failed(subject, seq, message.payload, missing))
+        if not entry.messages:
+            self._release_spent_inbox(subject, entry)
 
     # --- records from listeners ---------------------------------------------------------
 
@@ -522,6 +634,8 @@ class SenderHalf:
                     ctx.advise(adv.delivery_confirm(subject, listener, seq))
                 if complete and index < done:
                     ctx.advise(adv.delivery_complete(subject, seq))
+            if done and not entry.messages:
+                self._release_spent_inbox(subject, entry)
         self._schedule_ask(subject, listener, now)
 
     def on_cancel(self, rec: Cancel, now: float) -> None:
@@ -592,7 +706,7 @@ class SenderHalf:
             message = entry.messages.get(seq) if entry is not None else None
             if entry is not None and message is not None and message.expiry == expiry:
                 self._fail(subject, entry, seq)
-        if self._asks_held:
+        if self._asks_held or ctx.standby:
             return
         if self._reminders:
             self._remind(now)
@@ -603,8 +717,17 @@ class SenderHalf:
             subject, listener = key
             entry = ctx.ledger.subjects.get(subject)
             reg = entry.registrations.get(listener) if entry is not None else None
-            if entry is None or reg is None or not reg.address or not self._owes(entry, reg):
+            if entry is None or reg is None or not self._owes(entry, reg):
                 del self._asks[key]
+                continue
+            self._asks[key] = now + ctx.timing.confirm_request_interval
+            if not reg.address:
+                # Anticipated and never heard from: invite whichever instance of
+                # the name runs (a listener already running never announces itself).
+                ctx.send_to(
+                    any_instance_address(listener),
+                    Invite(origin=ctx.name, address=ctx.address, subject=subject),
+                )
                 continue
             ctx.send_to(
                 reg.address,
@@ -618,7 +741,6 @@ class SenderHalf:
             if listener not in warned:
                 warned.add(listener)
                 ctx.advise(adv.delivery_no_response(listener))
-            self._asks[key] = now + ctx.timing.confirm_request_interval
 
     def next_deadline(self) -> float | None:
         ctx = self._ctx
@@ -630,7 +752,7 @@ class SenderHalf:
                 break
             heapq.heappop(self._expiries)
         candidates: list[float] = []
-        if not self._asks_held:
+        if not self._asks_held and not ctx.standby:
             candidates.extend(self._asks.values())
             candidates.extend(when for _, when, _ in self._reminders.values())
         if self._expiries:

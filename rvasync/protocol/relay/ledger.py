@@ -16,12 +16,20 @@ transport's). Its records, each a tuple:
   :mod:`.replies`); written again when a use renews it;
 * ``("x", client, surrogate)``: that surrogate ended.
 
-File: the 8-byte magic, then records framed as ``length (4 bytes, big
-endian) | CRC-32 (4) | msgpack of the record``, the first of which is
+File (version 2, ``RVRELAY2``): the 8-byte magic, then the package's
+checksummed frames (:mod:`rvasync.framing`, the length protected by its own
+CRC), each the msgpack of one record, the first of which is
 ``("agent", name)``. A crash can cut the last record short; that torn tail
-is dropped on replay (and the driver truncates it). Anything else that does
-not parse, in particular bad bytes followed by more data, raises
-:class:`~rvasync.protocol.cm.ledger_format.LedgerCorrupt`.
+is dropped on replay (and the driver truncates it). A complete frame that
+fails its checksum, the last one included, and anything else that does not
+parse raise :class:`~rvasync.errors.LedgerCorrupt`.
+
+Version 1 files (``RVRELAY1``: ``length (4 bytes, big endian) | CRC-32 (4) |
+msgpack``, the length unprotected) are still read, under the same rule as
+far as their framing allows: a frame that runs past the end is taken for a
+torn tail only when no intact frame starts after it (a damaged length could
+otherwise hide the records behind it). The driver rewrites a version 1 file
+as version 2 when it opens it.
 """
 
 from __future__ import annotations
@@ -29,13 +37,14 @@ from __future__ import annotations
 import struct
 import zlib
 from collections import OrderedDict
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import msgpack
 
-from rvasync.errors import InvalidArgument
-from rvasync.protocol.cm.ledger_format import LedgerCorrupt
+from rvasync.errors import InvalidArgument, LedgerCorrupt
+from rvasync.framing import CRC_LENGTH, FrameScan
 
 __all__ = [
     "MAGIC",
@@ -47,8 +56,11 @@ __all__ = [
     "new_relay_ledger",
 ]
 
-MAGIC = b"RVRELAY1"
-_HEAD = struct.Struct(">II")
+MAGIC = b"RVRELAY2"
+"""The first eight bytes of a relay agent ledger written now (version 2)."""
+MAGIC_V1 = b"RVRELAY1"
+"""Version 1 files: read, and rewritten as version 2 by the driver."""
+_HEAD_V1 = struct.Struct(">II")
 
 
 @dataclass
@@ -129,8 +141,9 @@ _SHAPES: dict[str, tuple[type, ...]] = {
 
 
 def encode_relay_record(record: tuple[Any, ...]) -> bytes:
+    """One record as a frame, ready to append with a single write."""
     body: bytes = msgpack.packb(record, use_bin_type=True)
-    return _HEAD.pack(len(body), zlib.crc32(body)) + body
+    return CRC_LENGTH.encode(body)
 
 
 def new_relay_ledger(name: str) -> bytes:
@@ -140,36 +153,44 @@ def new_relay_ledger(name: str) -> bytes:
 
 @dataclass
 class RelayReplay:
-    """A decoded ledger: the state, and where the intact records end (``valid_length``)."""
+    """A decoded ledger: the state, and where the intact records end (``valid_length``).
+
+    ``valid_length`` 0: the file is new (its header was never completed).
+    ``version`` is the file's format version (1: the driver rewrites it as 2).
+    """
 
     state: AgentLedger
     valid_length: int
     torn: bool
     records: int
+    version: int = 2
 
 
 def decode_relay_ledger(data: bytes, path: str, name: str) -> RelayReplay:
     """Replay a ledger file's bytes; LedgerCorrupt if damaged, InvalidArgument if not ``name``'s."""
-    if len(data) < len(MAGIC) or data[: len(MAGIC)] != MAGIC:
-        if MAGIC.startswith(data[: len(MAGIC)]) and len(data) < len(MAGIC):
+    magic = bytes(data[: len(MAGIC)])
+    if magic not in (MAGIC, MAGIC_V1):
+        if len(data) < len(MAGIC) and (MAGIC.startswith(magic) or MAGIC_V1.startswith(magic)):
             raise LedgerCorrupt(path, 0, "file shorter than the relay ledger header")
         raise LedgerCorrupt(path, 0, "not a relay agent ledger (bad magic)")
-    offset = len(MAGIC)
+    if magic == MAGIC:
+        frames = FrameScan(data, len(MAGIC), path=path, layout=CRC_LENGTH)
+        state, records = _replay(frames, path, name)
+        if state is None and frames.torn:
+            # A crash while the file was being created: it is a new ledger.
+            return RelayReplay(AgentLedger(name), 0, True, 0, 2)
+        return _done(state, path, frames.end, frames.torn > 0, records, 2)
+    v1 = _FramesV1(data, path)
+    state, records = _replay(v1, path, name)
+    return _done(state, path, v1.end, v1.end < len(data), records, 1)
+
+
+def _replay(
+    frames: Iterable[tuple[int, bytes | memoryview]], path: str, name: str
+) -> tuple[AgentLedger | None, int]:
     state: AgentLedger | None = None
     records = 0
-    end = len(data)
-    while offset < end:
-        if end - offset < _HEAD.size:
-            return _done(state, path, name, offset, True, records)
-        length, crc = _HEAD.unpack_from(data, offset)
-        body_start = offset + _HEAD.size
-        if body_start + length > end:
-            return _done(state, path, name, offset, True, records)
-        body = data[body_start : body_start + length]
-        if zlib.crc32(body) != crc:
-            if body_start + length == end:
-                return _done(state, path, name, offset, True, records)  # torn last write
-            raise LedgerCorrupt(path, offset, "record checksum mismatch")
+    for offset, body in frames:
         try:
             record = msgpack.unpackb(body, raw=False, use_list=False)
         except Exception as exc:
@@ -186,8 +207,50 @@ def decode_relay_ledger(data: bytes, path: str, name: str) -> RelayReplay:
             _check(record, path, offset)
             state.apply(record)
         records += 1
-        offset = body_start + length
-    return _done(state, path, name, offset, False, records)
+    return state, records
+
+
+class _FramesV1:
+    """The frames of a version 1 file (big-endian length, unprotected, then the body CRC)."""
+
+    def __init__(self, data: bytes, path: str) -> None:
+        self._data = data
+        self._path = path
+        self.end = len(MAGIC_V1)
+
+    def __iter__(self) -> Iterator[tuple[int, bytes]]:
+        data, size = self._data, len(self._data)
+        offset = self.end
+        while offset + _HEAD_V1.size <= size:
+            length, crc = _HEAD_V1.unpack_from(data, offset)
+            body_start = offset + _HEAD_V1.size
+            if body_start + length > size:
+                following = _intact_v1_after(data, offset)
+                if following is not None:
+                    raise LedgerCorrupt(
+                        self._path,
+                        offset,
+                        f"record length runs past the end, and an intact record follows at "
+                        f"offset {following}",
+                    )
+                break  # cut short: a torn tail
+            body = data[body_start : body_start + length]
+            if zlib.crc32(body) != crc:
+                raise LedgerCorrupt(self._path, offset, "record checksum mismatch")
+            yield offset, body
+            offset = body_start + length
+            self.end = offset
+
+
+def _intact_v1_after(data: bytes, offset: int) -> int | None:
+    """Offset of the first intact version 1 frame after ``offset``, if any."""
+    size = len(data)
+    for candidate in range(offset + 1, size - _HEAD_V1.size + 1):
+        length, crc = _HEAD_V1.unpack_from(data, candidate)
+        start = candidate + _HEAD_V1.size
+        if start + length <= size and zlib.crc32(data[start : start + length]) == crc:
+            return candidate
+    return None
 
 
 def _check(record: object, path: str, offset: int) -> None:
@@ -202,8 +265,8 @@ def _check(record: object, path: str, offset: int) -> None:
 
 
 def _done(
-    state: AgentLedger | None, path: str, name: str, offset: int, torn: bool, records: int
+    state: AgentLedger | None, path: str, offset: int, torn: bool, records: int, version: int
 ) -> RelayReplay:
     if state is None:
         raise LedgerCorrupt(path, offset, "the header record is missing or cut short")
-    return RelayReplay(state, offset, torn, records)
+    return RelayReplay(state, offset, torn, records, version)
