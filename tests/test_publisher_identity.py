@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_cvc_driver import publish, retained_eventually
 
@@ -103,6 +103,7 @@ correlations = (
     origin=st.none() | st.integers(0, 2**128 - 1),
     label=st.none() | st.builds(rv.CmLabel, st.text(min_size=1, max_size=4), st.none()),
 )
+@settings(deadline=None)  # no timed assertion: a loaded machine runs an example slowly
 def test_the_correlation_id_travels_on_both_codec_twins(correlation, origin, label) -> None:
     msg = rv.Message("A", {"n": 1})
     msg.publisher_correlation, msg.origin, msg.cm = correlation, origin, label

@@ -122,7 +122,7 @@ def test_control_and_format_characters_are_escaped(hostile: str) -> None:
 
 
 @given(msg=messages())
-@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
+@settings(deadline=None, max_examples=150, suppress_health_check=[HealthCheck.too_slow])
 def test_the_text_form_is_always_one_printable_line(msg: Message) -> None:
     for impl in IMPLS:
         assert str(through(impl, msg)).isprintable()
@@ -170,7 +170,7 @@ def text_messages(draw: st.DrawFn, depth: int = 0) -> Message:
 
 
 @given(msg=text_messages())
-@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@settings(deadline=None, max_examples=200, suppress_health_check=[HealthCheck.too_slow])
 def test_the_form_reads_back_exactly_where_it_names_the_type(msg: Message) -> None:
     for impl in IMPLS:
         received = through(impl, msg)
@@ -191,7 +191,7 @@ def _without_bytes(msg: Message) -> bool:
 
 
 @given(msg=messages())
-@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow])
+@settings(deadline=None, max_examples=150, suppress_health_check=[HealthCheck.too_slow])
 def test_reading_any_form_back_gives_the_same_form(msg: Message) -> None:
     """Types the form does not name (I8, F32, IPPORT16 ...) read back as their
     nearest named type, whose text is the same."""
@@ -243,7 +243,7 @@ INT_TYPES = [F.I8, F.I16, F.I32, F.I64, F.U8, F.U16, F.U32, F.U64, F.IPPORT16]
     target=st.sampled_from(INT_TYPES),
     data=st.data(),
 )
-@settings(max_examples=300)
+@settings(deadline=None, max_examples=300)
 def test_integers_read_as_any_integer_type_that_holds_them(
     source: FieldType, target: FieldType, data: st.DataObject
 ) -> None:
@@ -262,6 +262,7 @@ def test_integers_read_as_any_integer_type_that_holds_them(
 
 
 @given(value=st.integers(-(2**63), 2**64 - 1), target=st.sampled_from([F.F32, F.F64]))
+@settings(deadline=None)
 def test_integers_read_as_floats_only_when_exact(value: int, target: FieldType) -> None:
     ftype = F.I64 if value < 2**63 else F.U64
     msg = Message(fields=[rv.Field("n", 0, ftype, value)])
@@ -277,6 +278,7 @@ def test_integers_read_as_floats_only_when_exact(value: int, target: FieldType) 
 
 
 @given(value=st.floats(width=32))
+@settings(deadline=None)
 def test_f32_reads_as_f64_and_back(value: float) -> None:
     msg = Message(fields=[rv.Field("f", 0, F.F32, value)])
     for impl in IMPLS:
@@ -333,7 +335,7 @@ def test_get_as_by_field_id(impl: ModuleType) -> None:
 
 
 @given(msg=messages())
-@settings(max_examples=120, suppress_health_check=[HealthCheck.too_slow])
+@settings(deadline=None, max_examples=120, suppress_health_check=[HealthCheck.too_slow])
 def test_positions_ids_and_types_agree_on_both_twins(msg: Message) -> None:
     """What a receiver walks (iteration, ``field_at``, ``field_by_id``, ``get_as`` in a
     field's own type) is the same fields, in order, with the types they were sent with,
