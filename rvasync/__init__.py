@@ -28,9 +28,10 @@ from rvasync.errors import (
     RvError,
     TransportClosed,
 )
+from rvasync.events import IOEvent, IOKind, IOOccurrence, TimerEvent
 from rvasync.fieldtypes import FieldType
 from rvasync.ftdriver import FtMember, FtMonitor
-from rvasync.message import CmLabel, Field, Message
+from rvasync.message import CmLabel, Field, Message, Publisher
 from rvasync.protocol.ft import FtAction
 from rvasync.queues import LimitPolicy, Queue, QueueGroup, default_queue
 from rvasync.relaydriver import RelayAgent
@@ -61,6 +62,9 @@ __all__ = [
     "FtAction",
     "FtMember",
     "FtMonitor",
+    "IOEvent",
+    "IOKind",
+    "IOOccurrence",
     "InvalidArgument",
     "InvalidSubject",
     "LedgerCorrupt",
@@ -73,6 +77,7 @@ __all__ = [
     "NotPermitted",
     "OperationError",
     "ProcessTransport",
+    "Publisher",
     "Queue",
     "QueueDestroyed",
     "QueueGroup",
@@ -87,6 +92,7 @@ __all__ = [
     "StoreCorrupt",
     "SubjectIndex",
     "Timer",
+    "TimerEvent",
     "Transport",
     "TransportClosed",
     "VcTransport",

@@ -32,7 +32,13 @@ from rvasync._logging import stderr_logger
 from rvasync._wire import LOOPBACK_DATAGRAM, NETWORK_DATAGRAM
 from rvasync.busypoll import BusyPoller, check_window, poller_for
 from rvasync.daemon.auth import DaemonSecurity, router_networks
-from rvasync.daemon.params import parse_network, parse_service
+from rvasync.daemon.ipmconfig import STANDALONE_ONLY, implicit_file, read_config
+from rvasync.daemon.params import (
+    MAX_RELIABILITY,
+    check_reliability,
+    parse_network,
+    parse_service,
+)
 from rvasync.daemon.service import ServiceEndpoint, StatusPage
 from rvasync.daemon.session import ClientSession, SessionOwner
 from rvasync.daemon.stats import ServiceTotals
@@ -59,20 +65,11 @@ IN_PROCESS_RELIABILITY = 5.0
 #: on loopback or a LAN: 32 MiB is a second of 30 MB/s, where 256 MiB per process made
 #: a publishing process hold hundreds of megabytes it would hardly ever resend.
 IN_PROCESS_MAX_RETENTION = 32 * 1024 * 1024
-#: Longest reliability interval a daemon or a client may ask for (one hour). Retention
-#: is also bounded in bytes (``max_retention``); this keeps a client from pinning it
-#: for the daemon's lifetime (see docs/reliability.md, "Bounds").
-MAX_RELIABILITY = 3600.0
-
-
-def check_reliability(value: Any, name: str = "reliability") -> float | None:
-    """A requested reliability interval: None, or finite seconds within 0..MAX_RELIABILITY."""
-    seconds = _optional_seconds(name, value, zero_ok=True)
-    if seconds is not None and seconds > MAX_RELIABILITY:
-        raise InvalidArgument(
-            f"{name} must be at most {MAX_RELIABILITY:g} seconds, got {seconds!r}"
-        )
-    return seconds
+#: What the in-process daemon a transport starts gets, under its implicit file's keys.
+_IN_PROCESS_DEFAULTS: dict[str, Any] = {
+    "reliability": IN_PROCESS_RELIABILITY,
+    "max_retention": IN_PROCESS_MAX_RETENTION,
+}
 
 
 def _seconds(name: str, value: Any, *, zero_ok: bool) -> float:
@@ -221,7 +218,25 @@ class Daemon:
         self._keeper: asyncio.Task[None] | None = None
         self._status_page: StatusPage | None = None
         self._retired: dict[int, ServiceTotals] = {}
+        self._auto = False  # started on first use by a transport (in_process_daemon)
         self._log = stderr_logger()
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str], **parameters: Any) -> Daemon:
+        """A daemon configured by the TOML file at ``path`` (its keys are this class's
+        parameters), each keyword argument given here overriding the file's key.
+
+        The explicit configuration file of the spec's IPM: start the daemon
+        (``await daemon.start()``) before the loop's first transport opens and
+        it is the in-process daemon. Without ``reliability`` in the file or the
+        arguments, a daemon that does not ``listen`` keeps the in-process
+        default of 5 seconds. A bad file raises InvalidArgument naming the file,
+        the line and the key (rvasync.daemon.ipmconfig).
+        """
+        merged = {**read_config(path, cls), **parameters}
+        if "reliability" not in merged and merged.get("listen") is None:
+            merged["reliability"] = IN_PROCESS_RELIABILITY
+        return cls(**merged)
 
     # -- properties ------------------------------------------------------------
 
@@ -288,7 +303,24 @@ class Daemon:
     # -- lifecycle -------------------------------------------------------------
 
     async def start(self) -> None:
-        """Start serving in the running loop (and the TCP server when ``listen`` is set)."""
+        """Start serving in the running loop (and the TCP server when ``listen`` is set).
+
+        A daemon without ``listen`` serves the loop's in-process transports, so
+        it must start before the first of them opens: once the loop's
+        in-process daemon runs, its parameters are frozen and starting another
+        one without ``listen`` (which would never be used) raises InvalidArgument.
+        """
+        if self._listen is None and self._state == "new":
+            current = running_in_process_daemon()
+            if current is not None:
+                raise InvalidArgument(
+                    "this loop's in-process daemon is already running (started by "
+                    f"{'a transport' if current.started_on_first_use else 'the program'}), and its "
+                    "parameters "
+                    "are frozen: a Daemon without listen= started now would never be used; "
+                    "start it before the first transport opens, or give it listen=PORT to "
+                    "serve standalone clients"
+                )
         self._start_in_loop()
         loop = self.loop
         if running_in_process_daemon(loop) is None:
@@ -312,7 +344,12 @@ class Daemon:
                 raise
         self._check_idle()
 
-    def start_in_process(self) -> None:
+    @property
+    def started_on_first_use(self) -> bool:
+        """True for the in-process daemon a transport started because none was running."""
+        return self._auto
+
+    def start_in_process(self, *, first_use: bool = False) -> None:
         """Start now, synchronously, as the running loop's in-process daemon until the loop ends.
 
         What :func:`in_process_daemon` does with the daemon it makes on first
@@ -323,6 +360,7 @@ class Daemon:
         ``await daemon.start()`` instead.
         """
         self._start_in_loop()
+        self._auto = first_use
         _in_process[self.loop] = self
         self._keep_until_loop_ends()
 
@@ -575,9 +613,27 @@ async def in_process_daemon() -> Daemon:
     loop = asyncio.get_running_loop()
     daemon = _in_process.get(loop)
     if daemon is None or not daemon.running:
-        daemon = Daemon(reliability=IN_PROCESS_RELIABILITY, max_retention=IN_PROCESS_MAX_RETENTION)
-        daemon.start_in_process()  # synchronous: no other task can see it half started
+        daemon = Daemon(**_implicit_parameters())
+        # synchronous: no other task can see it half started
+        daemon.start_in_process(first_use=True)
     return daemon
+
+
+def _implicit_parameters() -> dict[str, Any]:
+    """The in-process daemon's parameters when the program started none: the implicit
+    configuration file's (rvasync.daemon.ipmconfig) over the in-process defaults."""
+    path = implicit_file()
+    if path is None:
+        return dict(_IN_PROCESS_DEFAULTS)
+    parameters = read_config(
+        path,
+        Daemon,
+        refuse=STANDALONE_ONLY,
+        why="it configures a daemon serving standalone clients, and the in-process daemon "
+        "a transport starts serves none (start rv.Daemon.from_file(path) in the program "
+        "to also listen)",
+    )
+    return {**_IN_PROCESS_DEFAULTS, **parameters}
 
 
 def running_in_process_daemon(loop: asyncio.AbstractEventLoop | None = None) -> Daemon | None:

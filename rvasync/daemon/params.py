@@ -17,6 +17,7 @@ which part of which parameter is wrong. It does no I/O beyond name lookups.
 from __future__ import annotations
 
 import ipaddress
+import math
 import socket
 import struct
 import sys
@@ -32,9 +33,11 @@ __all__ = [
     "DEFAULT_GROUP",
     "DEFAULT_SERVICE_PORT",
     "LOOPBACK",
+    "MAX_RELIABILITY",
     "DaemonAddress",
     "NetworkSpec",
     "ServiceSpec",
+    "check_reliability",
     "check_service_text",
     "parse_daemon",
     "parse_network",
@@ -53,6 +56,32 @@ DEFAULT_GROUP = "239.255.82.86"
 
 _SIOCGIFADDR = 0x8915
 _SIOCGIFNETMASK = 0x891B
+
+
+#: Longest reliability interval a daemon or a client may ask for (one hour). Retention
+#: is also bounded in bytes (``max_retention``); this keeps a client from pinning it
+#: for the daemon's lifetime (see docs/reliability.md, "Bounds").
+MAX_RELIABILITY = 3600.0
+
+
+def check_reliability(value: object, name: str = "reliability") -> float | None:
+    """A requested reliability interval: None, or finite seconds within 0..MAX_RELIABILITY.
+
+    The one rule for every request (a transport's, a HELLO's, a RELIABILITY
+    frame's); here, below both the engine and its TCP server, so both use it.
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidArgument(f"{name} must be a number of seconds, got {value!r}")
+    seconds = float(value)
+    if not math.isfinite(seconds) or seconds < 0:
+        raise InvalidArgument(f"{name} must be finite and >= 0 seconds, got {seconds!r}")
+    if seconds > MAX_RELIABILITY:
+        raise InvalidArgument(
+            f"{name} must be at most {MAX_RELIABILITY:g} seconds, got {seconds!r}"
+        )
+    return seconds
 
 
 # -- service --------------------------------------------------------------------

@@ -45,6 +45,7 @@ from rvasync.daemon.accept import GatedServer, HostSlots, Slot, descriptor_limit
 from rvasync.daemon.advisories import slow_consumer
 from rvasync.daemon.auth import DaemonSecurity, LoginRefused, User, Users
 from rvasync.daemon.clienttally import ClientTallies, Identity
+from rvasync.daemon.params import check_reliability
 from rvasync.daemon.rights import ConnectionRights, NotAllowed, RouterGrant
 from rvasync.daemon.routing import subject_of
 from rvasync.daemon.statustypes import ClientRow
@@ -585,6 +586,8 @@ class ClientConnection(asyncio.Protocol):
             # (call_soon, scheduled earlier), so a PONG confirms they left this daemon
             # (the client counts what is unconfirmed when the daemon dies).
             self._loop.call_soon(self._pong, frame.token)
+        elif frame.__class__ is cp.Reliability:
+            self._request_reliability(frame.seconds)
         elif frame.__class__ is cp.Hello:
             self._hello(frame)
         elif frame.__class__ is cp.Bye:
@@ -706,6 +709,15 @@ class ClientConnection(asyncio.Protocol):
                 self._drop_for_garbage(str(exc))
                 return
         self._resume_after_login()
+
+    def _request_reliability(self, seconds: float) -> None:
+        """A client's request-reliability call: checked by the rule HELLO's value follows."""
+        try:
+            wanted = check_reliability(seconds)
+        except InvalidArgument as exc:
+            raise cp.ProtocolError(f"RELIABILITY out of bounds: {exc}") from None
+        if wanted is not None:
+            self.session.request_reliability(wanted)
 
     def _listen(self, subject: str) -> None:
         try:

@@ -54,6 +54,7 @@ from rvasync.protocol.reliable_events import (
     OutboundDataLoss,
     PeerDiscovered,
     PeerSilent,
+    RetransmissionNotRequested,
     RetransmissionRequested,
     RetransmissionSent,
     RetransmissionSuppressed,
@@ -255,11 +256,28 @@ class ServiceEndpoint:
         elif self.sessions and not self.closed:
             # The largest request wins while its session stays; when it leaves, the
             # interval falls back to what the remaining sessions ask for.
-            default = self._default_reliability
-            wanted = max(
-                default if s.reliability is None else s.reliability for s in self.sessions.values()
-            )
-            self.driver.lower_reliability(wanted)
+            self.driver.lower_reliability(self._wanted_reliability())
+
+    def _wanted_reliability(self) -> float:
+        default = self._default_reliability
+        return max(
+            default if s.reliability is None else s.reliability for s in self.sessions.values()
+        )
+
+    def request_reliability(self, session: ClientSession, seconds: float) -> None:
+        """``session`` now asks for ``seconds`` (an open transport's request-reliability call).
+
+        The service keeps the largest request of its sessions, as at attach: a
+        larger one raises the interval at once, a smaller one lowers it to what
+        the sessions still ask for.
+        """
+        if self.sessions.get(session.token) is not session or self.closed:
+            raise TransportClosed(f"service {self.spec.text} of this daemon is closed")
+        session.reliability = seconds
+        if seconds > self.driver.core.reliability:
+            self.driver.raise_reliability(seconds)
+        else:
+            self.driver.lower_reliability(self._wanted_reliability())
 
     def _start_linger(self) -> None:
         """No session left: keep serving retransmissions while sent data is retained, then close."""
@@ -736,6 +754,17 @@ class ServiceEndpoint:
             dest = event.dest
             message = adv.retransmission(
                 "OUTBOUND.SUPPRESSED", dest[0], event.datagrams, peer=dest, session=event.session
+            )
+        elif cls is RetransmissionNotRequested:
+            # This daemon held back its own request (the spec's censoring receiver):
+            # ``host`` is the receiver's, this daemon's, address.
+            src = event.src
+            message = adv.retransmission(
+                "INBOUND.REQUEST_NOT_SENT",
+                self.address[0],
+                event.datagrams,
+                peer=src,
+                session=event.session,
             )
         elif cls is PeerDiscovered:
             # A daemon joined (or came back): while sessions here want everyone's interest,

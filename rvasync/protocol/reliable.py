@@ -57,6 +57,7 @@ from rvasync.protocol.reliable_events import (
     PeerSilent,
     ReliableEvent,
     ReliableStats,
+    RetransmissionNotRequested,
     RetransmissionRequested,
     RetransmissionSent,
     RetransmissionSuppressed,
@@ -1462,6 +1463,10 @@ class ReliableEndpoint:
                 # New sources have spent this interval's requests: wait for the next one.
                 self.stats.naks_deferred += 1
                 st.nak_at = max(self._tick_at, now + self.nak_interval)
+                missing = st.high - st.next_seq + 1 - len(st.buf)
+                self._events.append(
+                    RetransmissionNotRequested(peer.session, peer.src, st.ptp, missing)
+                )
                 return
             self._probation_left -= 1
         ranges: list[tuple[int, int]] = []

@@ -17,6 +17,7 @@ OutboundDataLoss               DATALOSS.OUTBOUND.BCAST / .PTP
 RetransmissionRequested        RETRANSMISSION.INBOUND.EXPECTED
 RetransmissionSent             RETRANSMISSION.OUTBOUND.SENT
 RetransmissionSuppressed       RETRANSMISSION.OUTBOUND.SUPPRESSED
+RetransmissionNotRequested     RETRANSMISSION.INBOUND.REQUEST_NOT_SENT
 PeerSilent                     the peer daemon is gone (UNREACHABLE.TRANSPORT-like)
 =============================  ================================================
 
@@ -37,6 +38,7 @@ __all__ = [
     "PeerSilent",
     "ReliableEvent",
     "ReliableStats",
+    "RetransmissionNotRequested",
     "RetransmissionRequested",
     "RetransmissionSent",
     "RetransmissionSuppressed",
@@ -130,6 +132,18 @@ class RetransmissionSuppressed:
 
 
 @dataclass(slots=True)
+class RetransmissionNotRequested:
+    """This endpoint held back its NAK for ``datagrams`` datagrams missing from ``session``:
+    sessions not yet vouched for have spent this interval's NAK budget (``probation_naks``);
+    it asks again in the next interval."""
+
+    session: int
+    src: Address
+    ptp: bool
+    datagrams: int
+
+
+@dataclass(slots=True)
 class PeerDiscovered:
     """The first datagram from a new sender session arrived from ``src``."""
 
@@ -156,6 +170,7 @@ ReliableEvent = (
     | RetransmissionRequested
     | RetransmissionSent
     | RetransmissionSuppressed
+    | RetransmissionNotRequested
     | PeerDiscovered
     | PeerSilent
 )

@@ -81,6 +81,9 @@ class DaemonLink(Protocol):
     def publish_wire_run(self, subject: str, datas: list[bytes]) -> Awaitable[None] | None:
         """Send wire messages that all carry ``subject``, in order."""
 
+    async def request_reliability(self, seconds: float) -> None:
+        """Ask the daemon for ``seconds`` of reliability (checked); returns once it has it."""
+
 
 def _not_open(*_args: object) -> None:
     raise TransportClosed("the transport is not open: await transport.open() or use async with")
@@ -177,6 +180,15 @@ class InProcessLink:
         self.publish_many = session.publish_messages
         self.publish_wire = session.wire_publisher()
         self.publish_wire_run = session.run_publisher()
+
+    async def request_reliability(self, seconds: float) -> None:
+        """Ask the daemon for ``seconds`` of reliability (checked by the caller)."""
+        self._reliability = seconds
+        session = self._session
+        if session is None:
+            _not_open()
+            return
+        session.request_reliability(seconds)
 
     async def close(self) -> None:
         session = self._session

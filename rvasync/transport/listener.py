@@ -58,6 +58,7 @@ class Listener:
         "dispatch_callback",
         "dispatch_is_async",
         "subject",
+        "subscription",
     )
 
     def __init__(
@@ -70,9 +71,13 @@ class Listener:
         callback: Callback | None = None,
         correlation_id: CorrelationId | None = None,
         limit: int = 0,
+        subscription: str | None = None,
     ) -> None:
         self._transport = transport
         self.subject = subject
+        #: The name of a named subscription (``listen(subscription=...)``), else None;
+        #: ``msg.subscription`` of every delivery.
+        self.subscription = subscription
         self.closure = closure
         # Checked now; a chosen one is made on first use (most listeners, the
         # inboxes of requests among them, never need one).

@@ -19,8 +19,9 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from rvasync.busypoll import BusyPoller, check_window, poller_for
-from rvasync.daemon.engine import check_reliability
+from rvasync.correlation import CorrelationId, check_publisher_correlation
 from rvasync.daemon.params import (
+    check_reliability,
     check_service_text,
     parse_network,
     parse_service,
@@ -124,6 +125,8 @@ class Transport(BaseTransport):
     ``service_key`` (in-process daemon only): a secret (bytes or str, 16 bytes at
     least) the service authenticates every datagram between daemons with; daemons
     without it, and forgers, are not heard (docs/service-key.md).
+    ``correlation_id``: the publisher correlation id every message this transport
+    sends carries (``msg.publisher``; docs/retained.md, "Publisher identity").
     ``router``: this transport belongs to a routing daemon (rvasync.rvrd) and asks
     the daemon for the router role: it may publish advisories and router records,
     receives router records, and its listening is not announced. The in-process
@@ -156,6 +159,7 @@ class Transport(BaseTransport):
         reply_poll: float | None = None,
         security: Security | None = None,
         service_key: bytes | str | None = None,
+        correlation_id: CorrelationId | None = None,
         router: bool = False,
         pending_limit: int | None = None,
     ) -> None:
@@ -196,7 +200,9 @@ class Transport(BaseTransport):
         self._direct: DirectChannel | None = None
         if not isinstance(batch, bool):
             raise InvalidArgument(f"batch must be True or False, got {batch!r}")
-        super().__init__(description=description, pending_limit=pending_limit)
+        super().__init__(
+            description=description, pending_limit=pending_limit, correlation_id=correlation_id
+        )
         self.reliability = reliability
         self.batch = batch
         self.busy_poll = 0.0 if busy_poll is None else check_window("busy_poll", busy_poll)
@@ -261,7 +267,7 @@ class Transport(BaseTransport):
         self._poller = poller
         self._pacer = pacer_for(self._loop)
         self._ticks = self._pacer.ticks
-        self._inbox_prefix = link.inbox_prefix
+        self._set_inbox_prefix(link.inbox_prefix)
         self._publish = link.publish
         self._publish_many = link.publish_many
         self._publish_wire = link.publish_wire
@@ -269,6 +275,22 @@ class Transport(BaseTransport):
         if self._direct_port is not None and self._direct_eligible():
             await self._open_direct(link)
         return self
+
+    async def request_reliability(self, seconds: float) -> None:
+        """Ask for ``seconds`` of reliability from now on (the spec's request-reliability call).
+
+        The daemon retains what its transports on this service send for the
+        largest interval any of them asks for (a transport asking for less does
+        not shorten another's); a reconnection asks again. 0 to 3600 seconds
+        (``InvalidArgument`` outside); returns once the daemon has the request.
+        """
+        wanted = check_reliability(seconds, "request_reliability seconds")
+        if wanted is None:
+            raise InvalidArgument("request_reliability needs a number of seconds, got None")
+        self._check_open()
+        # _check_open passed: the link is there.
+        await self._link.request_reliability(wanted)  # type: ignore[union-attr]
+        self.reliability = wanted
 
     # -- direct communication (rvasync.transport.direct) --------------------------
 
@@ -312,7 +334,7 @@ class Transport(BaseTransport):
                 else DatagramMac(self.service_key, parse_service(self.service).port)
             ),
         )
-        self._inbox_prefix = f"{link.inbox_prefix}{channel.tag}."
+        self._set_inbox_prefix(f"{link.inbox_prefix}{channel.tag}.")
         self._publish = channel.wrap(link.publish)
 
     def _owns_inbox(self, subject: str) -> bool:
@@ -378,10 +400,11 @@ class Transport(BaseTransport):
 
     # -- sending ---------------------------------------------------------------
 
-    async def send(self, msg: Message) -> None:
+    async def send(self, msg: Message, *, correlation_id: CorrelationId | None = None) -> None:
         """Send ``msg`` to its subject (see BaseTransport.send); waits when the daemon's
         send backlog is full, and gives the loop a turn during a long run of sends
-        (rvasync.sendpace)."""
+        (rvasync.sendpace). ``correlation_id``: this publication's publisher
+        correlation id, over the transport's (``msg.publisher``)."""
         try:
             subject = msg.subject
         except AttributeError:
@@ -396,6 +419,8 @@ class Transport(BaseTransport):
         # link encodes and delivers it before this returns). One native call for both,
         # which also counts the send for the pacer (rvasync.sendpace).
         tick = self._stamp(msg)  # True every CHECK_EVERY sends: time to look at the turn
+        if correlation_id is not None:
+            msg.publisher_correlation = check_publisher_correlation(correlation_id)
         wait = self._publish(msg)
         if wait is not None:
             await wait
@@ -605,9 +630,9 @@ class Transport(BaseTransport):
         """
         direct = self._direct
         if direct is None:
-            self._inbox_prefix = prefix
+            self._set_inbox_prefix(prefix)
         else:
-            self._inbox_prefix = f"{prefix}{direct.tag}."
+            self._set_inbox_prefix(f"{prefix}{direct.tag}.")
             direct.set_daemon(_daemon_of(prefix))
 
     def link_backlog(self) -> int:

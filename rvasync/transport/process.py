@@ -18,6 +18,7 @@ import weakref
 from rvasync import queues
 from rvasync.advisories import AdvisoryClass, build_advisory, count_field, log_unheard
 from rvasync.advlimit import Coalescer
+from rvasync.correlation import CorrelationId, check_publisher_correlation
 from rvasync.errors import NotPermitted
 from rvasync.fieldtypes import FieldType
 from rvasync.message import Message
@@ -48,11 +49,13 @@ class ProcessTransport(BaseTransport):
         self._pacer = pacer_for(loop)
         self._ticks = self._pacer.ticks
 
-    async def send(self, msg: Message) -> None:
+    async def send(self, msg: Message, *, correlation_id: CorrelationId | None = None) -> None:
         """Deliver ``msg`` to every matching listener of this loop (see BaseTransport.send).
 
         The same rules as every transport, written out flat: this is the whole
-        per-message cost of intra-process messaging.
+        per-message cost of intra-process messaging. Messages within the
+        process get no origin; a ``correlation_id`` given here is carried as
+        ``msg.publisher_correlation`` all the same.
         """
         try:
             subject = msg.subject
@@ -61,6 +64,8 @@ class ProcessTransport(BaseTransport):
         if subject is None or self._closed:
             await super().send(msg)  # raises the right error
             return
+        if correlation_id is not None:
+            msg.publisher_correlation = check_publisher_correlation(correlation_id)
         check_send_subject(subject)
         if msg.reply_subject is not None:
             check_reply_subject(msg.reply_subject)

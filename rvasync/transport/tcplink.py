@@ -194,6 +194,10 @@ class TcpLink:
         self.started_daemon_pid: int | None = None
         #: How many times the link came back after losing its daemon.
         self.reconnects = 0
+        #: The daemon's IP address on the first connection (reconnections compare theirs).
+        self.first_daemon_ip: str | None = None
+        #: Why the link became defunct (a reconnection the daemon refused for good), or None.
+        self.defunct: str | None = None
         self._hooks: LinkHooks | None = None
         self._conn: _Connection | None = None
         self._state = "new"  # new -> connected <-> disconnected -> closed
@@ -234,6 +238,7 @@ class TcpLink:
             self._drop_connection()
             raise TransportClosed(f"link to daemon {self.where} closed while connecting")
         self._state = "connected"
+        self.first_daemon_ip = None if self._conn is None else self._conn.peer_ip
 
     async def close(self) -> None:
         """Say BYE and disconnect; no reconnecting afterwards."""
@@ -277,6 +282,17 @@ class TcpLink:
                 self._send_control(cp.Unlisten(subject))
         else:
             self._interests[subject] = count - 1
+
+    async def request_reliability(self, seconds: float) -> None:
+        """Ask the daemon for ``seconds`` of reliability; returns once it has it.
+
+        Kept for the HELLO of a reconnection too. Checked by the caller.
+        """
+        self.reliability = seconds
+        if self._state != "connected":
+            self._refuse_send()
+        self._send_control(cp.Reliability(seconds))
+        await self.ping()
 
     def publish(self, msg: Message) -> Awaitable[None] | None:
         """Queue ``msg`` for the daemon; an awaitable means "wait: the daemon is behind"."""
@@ -375,6 +391,8 @@ class TcpLink:
                 raise NotPermitted(f"daemon {self.where}: {why}")
 
     def _refuse_send(self) -> NoReturn:
+        if self.defunct is not None:
+            raise TransportClosed(f"link to daemon {self.where} is defunct: {self.defunct}")
         if self._state == "closed":
             raise TransportClosed(f"link to daemon {self.where} is closed")
         if self._state == "new":
@@ -557,6 +575,11 @@ class TcpLink:
             attempts += 1
             try:
                 await self._establish(autostart=self.address.autostart and self.security is None)
+            except NotPermitted as exc:
+                # The daemon refuses this transport for good (its service is bound to
+                # another network there, the user may no longer log in ...).
+                self._become_defunct(str(exc))
+                return
             except Exception as exc:  # whatever went wrong, the loop must keep trying
                 if not isinstance(exc, RvError):
                     stderr_logger().exception("reconnect attempt failed", daemon=self.where)
@@ -584,7 +607,26 @@ class TcpLink:
                 "RVD.CONNECTED",
                 {"daemon": self.where, "attempts": attempts},
             )
+            if conn.peer_ip is not None and self.first_daemon_ip not in (None, conn.peer_ip):
+                # The spec's virtual-IP redirector case: another daemon answered. The
+                # transport goes on; inboxes made before name a daemon that is gone.
+                self._present(AdvisoryClass.ERROR, "CLIENT.IP_MISMATCH", self._identity())
             return
+
+    def _identity(self) -> dict[str, Any]:
+        """The ``tport`` and ``descr`` fields of the CLIENT advisories."""
+        fields: dict[str, Any] = {"tport": self.inbox_prefix[len("_INBOX.") : -1]}
+        if self.description:
+            fields["descr"] = self.description
+        return fields
+
+    def _become_defunct(self, reason: str) -> None:
+        """The daemon refused a reconnection for good: CLIENT.DEFUNCT, and no more tries."""
+        self.defunct = reason
+        self._state = "closed"
+        self._drop_connection()
+        stderr_logger().error("the daemon refused this transport", daemon=self.where, reason=reason)
+        self._present(AdvisoryClass.ERROR, "CLIENT.DEFUNCT", {**self._identity(), "reason": reason})
 
     def _adopt_inbox_prefix(self) -> None:
         """A new daemon session has a new inbox prefix: new inboxes must use it.
@@ -625,6 +667,9 @@ class TcpLink:
         for wire in wires:
             try:
                 msg: Message = decode(wire)
+            except MemoryError:
+                self._no_memory()
+                return
             except MalformedMessage as exc:
                 stderr_logger().warning(
                     "dropped a malformed message from the daemon",
@@ -647,6 +692,20 @@ class TcpLink:
         if not limit or backlog is None:
             return 0, 0
         return backlog(), limit
+
+    def _no_memory(self) -> None:
+        """No storage for an inbound message: CLIENT.NOMEMORY, then drop the connection
+        (what it still held is discarded; RVD.DISCONNECTED counts what was unconfirmed)
+        and reconnect, as the spec has a client do."""
+        stderr_logger().error("out of memory receiving from the daemon", daemon=self.where)
+        self._present(
+            AdvisoryClass.ERROR,
+            "CLIENT.NOMEMORY",
+            {**self._identity(), "reason": "no memory for an inbound message"},
+        )
+        conn = self._conn
+        if conn is not None:
+            conn.abort("no memory for an inbound message (CLIENT.NOMEMORY)")
 
     def on_advisory(self, wire: bytes) -> None:
         """Present the encoded advisory of an ADVISORY frame on the transport (connection API)."""
@@ -693,6 +752,7 @@ class _Connection(asyncio.Protocol):
         self.loop = asyncio.get_running_loop()
         self._touch = poller_for(self.loop).touch
         self.transport: asyncio.Transport | None = None
+        self.peer_ip: str | None = None
         self.proto = cp.Connection(cp.Role.CLIENT)
         self.welcome: asyncio.Future[cp.Welcome] = self.loop.create_future()
         self.gone: asyncio.Future[None] = self.loop.create_future()
@@ -730,6 +790,9 @@ class _Connection(asyncio.Protocol):
         # uvloop's TCPTransport does not derive from asyncio.Transport.
         transport = cast(asyncio.Transport, transport)
         self.transport = transport
+        peer = transport.get_extra_info("peername")
+        #: The daemon's IP address on this connection (CLIENT.IP_MISMATCH compares them).
+        self.peer_ip = peer[0] if isinstance(peer, tuple) and peer else None
         transport.set_write_buffer_limits(_WRITE_HIGH_WATER, _WRITE_LOW_WATER)
         sock = transport.get_extra_info("socket")
         if sock is not None:
@@ -1005,7 +1068,10 @@ class _Connection(asyncio.Protocol):
             transport.write(self.proto.send(cp.Bye("client closing")))
             transport.close()
 
-    def abort(self) -> None:
+    def abort(self, reason: str | None = None) -> None:
+        """Drop the connection now (``reason``: what RVD.DISCONNECTED will say)."""
+        if reason is not None:
+            self._reason = reason
         if self.transport is not None:
             self.transport.abort()
 

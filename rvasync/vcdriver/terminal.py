@@ -31,6 +31,7 @@ from typing import Any
 from rvasync._logging import stderr_logger
 from rvasync.advisories import AdvisoryClass, build_advisory
 from rvasync.codec import encode as _encode
+from rvasync.correlation import CorrelationId, check_publisher_correlation
 from rvasync.driverkit.deadline import DeadlineTimer
 from rvasync.errors import MalformedMessage, NotPermitted, TransportClosed
 from rvasync.fieldtypes import FieldType
@@ -212,12 +213,17 @@ class VcTransport(BaseTransport):
 
     # -- sending -------------------------------------------------------------------
 
-    async def send(self, msg: Message) -> None:
-        """Send ``msg`` to the opposite terminal only (its listeners route it by subject)."""
+    async def send(self, msg: Message, *, correlation_id: CorrelationId | None = None) -> None:
+        """Send ``msg`` to the opposite terminal only (its listeners route it by subject).
+
+        ``correlation_id``: the publisher correlation id this message carries.
+        """
         try:
             subject = msg.subject
         except AttributeError:
             raise not_a_message("msg", msg) from None
+        if correlation_id is not None:
+            msg.publisher_correlation = check_publisher_correlation(correlation_id)
         if subject is None:
             await super().send(msg)  # raises the right error
             return
