@@ -71,7 +71,7 @@ class LimitPolicy(enum.IntEnum):
 
 
 def log_limit_exceeded(queue: Queue) -> None:
-    """The default reporter: one structured warning on stderr naming the queue."""
+    """The default reporter: one structured warning (``rvasync.queues``) naming the queue."""
     stderr_logger().warning(
         "QUEUE.LIMIT_EXCEEDED: queue discarded items",
         queue=queue.name,
@@ -91,7 +91,7 @@ def set_limit_exceeded_reporter(
 ) -> LimitExceededReporter:
     """Install ``reporter(queue)``, called once per put that made ``queue`` discard.
 
-    ``None`` restores the default (a structlog warning on stderr). Returns the
+    ``None`` restores the default (a warning on the ``rvasync.queues`` logger). Returns the
     reporter that was installed before, so a caller can restore it. The
     reporter runs inside the producer's put: it must not block; an exception
     it raises is logged and swallowed, never seen by the producer.
