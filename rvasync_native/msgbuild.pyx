@@ -337,29 +337,38 @@ cdef extern from *:
 cdef class Origins:
     """A transport's publication origins (twin of ``rvasync.fallback.msgbuild.Origins``).
 
-    ``Origins(publisher_id, sequence=1)``: ``publisher_id`` (an int in
+    ``Origins(publisher_id, sequence=1, tick=0)``: ``publisher_id`` (an int in
     [0, 2**64)) is the high half of every origin; the low half counts from
     ``sequence``. ``stamp(msg)`` is
     what a network send does to the message it is given: mark its fields
     shared (the transport keeps a reference, see ``Message.share``) and write
     the next origin in place; one call, no attribute look-ups, one int built.
+    It returns True when the low half of the origin it wrote is a multiple of
+    ``tick`` (a power of two; 0: never), else False: the send pacer's tick
+    (rvasync.sendpace), counted where the send already counts.
     ``next()`` returns the next origin without touching a message. After 2**64
     origins the count carries into the id (after 2**128 - 1 there is none).
     """
 
     cdef uint64_t _hi
     cdef uint64_t _lo
+    cdef uint64_t _tick_mask
+    cdef bint _ticking
     cdef bint _spent
 
-    def __init__(self, publisher_id, sequence=1):
+    def __init__(self, publisher_id, sequence=1, tick=0):
         if type(publisher_id) is not int or not 0 <= publisher_id < 2**64:
             raise InvalidArgument(
                 f"publisher id must be an int in [0, 2**64), got {publisher_id!r}"
             )
         if type(sequence) is not int or not 0 <= sequence < 2**64:
             raise InvalidArgument(f"sequence must be an int in [0, 2**64), got {sequence!r}")
+        if type(tick) is not int or not 0 <= tick < 2**63 or tick & (tick - 1):
+            raise InvalidArgument(f"tick must be 0 or a power of two, got {tick!r}")
         self._hi = publisher_id
         self._lo = sequence
+        self._ticking = tick != 0
+        self._tick_mask = tick - 1 if tick else 0
 
     cdef inline object _take(self):
         if self._spent:
@@ -376,7 +385,8 @@ cdef class Origins:
         return self._take()
 
     def stamp(self, msg):
-        """Mark ``msg`` shared and give it the next origin, in place."""
+        """Mark ``msg`` shared and give it the next origin, in place; True on a tick."""
+        cdef uint64_t lo = self._lo
         # _learn() is left to init() (every built Message has been through it): an
         # object of another class must not become the layout.
         if _learnt and type(msg) is _layout:
@@ -386,6 +396,7 @@ cdef class Origins:
             origin = self._take()
             msg.share()
             msg.origin = origin
+        return self._ticking and (lo & self._tick_mask) == 0
 
     def __repr__(self):
         if self._spent:

@@ -5,8 +5,9 @@ Two roles, each a persistent correspondent on a loopback service:
 ``sender``
     sends labeled messages on ``--subject`` until the subject's sequence
     number reaches ``--target`` (continuing where its ledger says it stopped,
-    after a restart; each process sends at least one), appends the number
-    each send returned to ``--log`` (one line each), prints ``done <last
+    after a restart; each process sends at least one) or until file
+    ``--enough`` exists, appends the number each send returned to ``--log``
+    (one line each), prints ``done <last
     sequence>``, then stays up to answer retransmission requests until SIGTERM.
 ``listener``
     listens with ``require_old=True`` and appends one line per delivery to
@@ -72,7 +73,7 @@ async def run_sender(args: argparse.Namespace, stop: asyncio.Event) -> None:
         log = open(args.log, "a", buffering=1) if args.log else None  # noqa: SIM115
         last = 0
         standing_by = False
-        while not stop.is_set():
+        while not stop.is_set() and not enough(args):
             try:
                 last = await cm.send(Message(args.subject, {"payload": b"x" * 64, "tag": args.tag}))
             except NotPermitted:
@@ -134,6 +135,11 @@ async def run_listener(args: argparse.Namespace, stop: asyncio.Event) -> None:
             task.cancel()
 
 
+def enough(args: argparse.Namespace) -> bool:
+    """Whether the run asked the sender to send nothing new (``--enough`` exists)."""
+    return args.enough is not None and Path(args.enough).exists()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("role", choices=["sender", "listener"])
@@ -159,6 +165,7 @@ def main() -> None:
         "--send-nothing", action="store_true", help="sender: send nothing new, only what is owed"
     )
     parser.add_argument("--relay", default=None, help="relay agent name (relay_agent=)")
+    parser.add_argument("--enough", help="sender: send nothing new once this file exists")
     args = parser.parse_args()
 
     async def run() -> None:

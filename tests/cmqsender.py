@@ -6,10 +6,11 @@ Usage::
 
 It pre-registers queue ``Q`` as a certified listener of ``JOBS.RUN`` (so no
 task is dropped before a scheduler registers), sends ``C`` tasks ``{"n": i}``
-``--pace`` seconds apart, and reports on stdout, one JSON object per line::
+``--pace`` seconds apart (fewer if file ``--enough`` appears first: it sends
+nothing new once it exists), and reports on stdout, one JSON object per line::
 
     {"event": "ready"}
-    {"event": "sent", "count": C}
+    {"event": "sent", "count": N}              (N tasks sent, numbered 0 to N - 1)
     {"event": "unconfirmed", "count": ...}     (every 0.5 s until 0)
     {"event": "confirmed"}                     (every task confirmed by the queue)
 
@@ -45,10 +46,12 @@ async def main(args: argparse.Namespace) -> None:
         await sender.open()
         await sender.add_listener(args.queue, SUBJECT)
         report("ready")
-        for n in range(args.count):
-            await sender.send(rv.Message(SUBJECT, {"n": n}))
+        sent = 0
+        while sent < args.count and not (args.enough and Path(args.enough).exists()):
+            await sender.send(rv.Message(SUBJECT, {"n": sent}))
+            sent += 1
             await asyncio.sleep(args.pace)
-        report("sent", count=args.count)
+        report("sent", count=sent)
 
         async def watch() -> None:
             while True:
@@ -73,6 +76,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--queue", required=True)
     parser.add_argument("--count", type=int, required=True)
     parser.add_argument("--pace", type=float, default=0.01)
+    parser.add_argument("--enough", help="send nothing new once this file exists")
     return parser.parse_args(argv)
 
 

@@ -13,7 +13,9 @@ Two roles on a loopback service, each a RemoteOps endpoint with a state file:
     ``failed:<executed>``). With ``--use-invoke`` it calls ``invoke`` and
     logs only the ``done`` lines (for runs that never kill the invoker). A
     restarted invoker first settles the invocations its state file holds, then
-    places the orders it never started.
+    places the orders it never started (``--pace`` seconds apart). It stops
+    placing new ones once file ``--enough`` exists, and logs ``finished <n>``
+    when orders ``0 .. n - 1`` are settled.
 
 Both print ``ready`` once serving and exit 0 on SIGTERM.
 """
@@ -90,9 +92,15 @@ async def run_invoker(args: argparse.Namespace, stop: asyncio.Event) -> None:
             for order, invoke_id in started.items():
                 if order not in done:  # settled before the crash, not yet logged
                     await _settle(ops, order, invoke_id, out)
+            placed = args.orders
             for order in range(args.orders):
+                if args.enough and Path(args.enough).exists():
+                    placed = order
+                    break
                 if order in started:
                     continue
+                if args.pace:
+                    await asyncio.sleep(args.pace)
                 if args.use_invoke:
                     # invoke() in one step (its first copy goes as a request); for runs
                     # that never kill the invoker, which could not tell what it started.
@@ -121,7 +129,7 @@ async def run_invoker(args: argparse.Namespace, stop: asyncio.Event) -> None:
                 )
                 out.write(f"start {order} {invoke_id}\n")
                 await _settle(ops, order, invoke_id, out)
-            out.write("finished\n")
+            out.write(f"finished {placed}\n")
             await stop.wait()
 
 
@@ -137,7 +145,9 @@ def main() -> None:
     parser.add_argument("--hold", type=float, default=0.0)
     parser.add_argument("--out", help="invoker: invocations log")
     parser.add_argument("--orders", type=int, default=1)
+    parser.add_argument("--pace", type=float, default=0.0, help="invoker: seconds between orders")
     parser.add_argument("--handshake", type=int, default=3)
+    parser.add_argument("--enough", help="invoker: place nothing new once this file exists")
     parser.add_argument(
         "--use-invoke", action="store_true", help="invoker: invoke() instead of start_invoke()"
     )

@@ -7,7 +7,7 @@ from typing import Any
 
 import msgpack
 
-from rvasync.protocol.rvrd.core import ACK
+from rvasync.protocol.rvrd.frames import ACK, AckFrame, DataFrame
 from rvasync.rvrd.links import NeighborLink
 
 
@@ -36,7 +36,7 @@ class _Wire:
 async def _link(events: list[Any]) -> tuple[NeighborLink, _Wire]:
     link = NeighborLink(
         "a1",
-        on_hello=lambda link, name: None,
+        on_hello=lambda link, name, incarnation: None,
         on_frame=lambda link, frame: None,
         on_lost=lambda link, reason: None,
         handshake_timeout=5.0,
@@ -56,7 +56,7 @@ async def test_an_ack_leaves_after_the_deliveries_of_its_turn() -> None:
     loop = asyncio.get_running_loop()
     # What a daemon does when a delivery is handed to it: flush at the end of the turn.
     loop.call_soon(events.append, "daemon flush")
-    assert link.send([ACK, 64])
+    assert link.send(AckFrame(ACK, 64))
     assert events == []
     await asyncio.sleep(0)
     assert events == ["daemon flush", ("wire", [ACK, 64])]
@@ -65,20 +65,20 @@ async def test_an_ack_leaves_after_the_deliveries_of_its_turn() -> None:
 async def test_a_data_frame_first_in_its_turn_still_leaves_at_once() -> None:
     events: list[Any] = []
     link, _ = await _link(events)
-    frame = ["DATA", "lanB", "b1", 1, 1, "LAB.R", b"x"]
+    frame = DataFrame("DATA", "lanB", "b1.1", 1, 1, "LAB.R", b"x")
     assert link.send(frame)
-    assert events == [("wire", frame)]
+    assert events == [("wire", list(frame))]
     assert link.send(frame)  # the rest of the turn waits for its end
     assert len(events) == 1
     await asyncio.sleep(0)
-    assert events == [("wire", frame), ("wire", frame)]
+    assert events == [("wire", list(frame)), ("wire", list(frame))]
 
 
 async def test_an_ack_for_a_link_closed_meanwhile_is_not_written() -> None:
     events: list[Any] = []
     link, wire = await _link(events)
-    assert link.send([ACK, 3])
+    assert link.send(AckFrame(ACK, 3))
     wire.closing = True
     await asyncio.sleep(0)
     assert events == []
-    assert not link.send([ACK, 4])
+    assert not link.send(AckFrame(ACK, 4))

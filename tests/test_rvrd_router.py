@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -148,6 +149,7 @@ async def test_no_path_is_reported_as_dataloss_and_interest_resyncs() -> None:
     pa, pb = await Program(sa).open(), await Program(sb).open()
     try:
         loss = await pa.listen("_RV.ERROR.SYSTEM.DATALOSS.>")
+        loss_b = await pb.listen("_RV.ERROR.SYSTEM.DATALOSS.>")
         lb = await pb.listen("DATA.X")
         await ra.wait_for(lambda: "DATA.X" in ra.listening("A"), WAIT)
         await hop.cut()
@@ -155,19 +157,58 @@ async def test_no_path_is_reported_as_dataloss_and_interest_resyncs() -> None:
         await pa.send("DATA.X", n=1)
         report = await pa.next(loss)
         assert report.subject == "_RV.ERROR.SYSTEM.DATALOSS.ROUTER"
-        assert report["lost"] >= 1 and report["router"] == "ra"
+        assert report["lost"] >= 1 and report["router"] == "ra" and report["network"] == "B"
         # Interest that appears while the link is down is learned after it heals.
         await pb.listen("DATA.Y")
         await hop.heal()
         await ra.wait_for(lambda: "DATA.Y" in ra.listening("A"), WAIT)
         await pa.send("DATA.X", n=2)
         assert (await pb.next(lb))["n"] == 2
+        # The count reached B, where the listener missed the message (before: only A knew).
+        while not (far := await pb.next(loss_b))["exact"]:
+            assert far["reason"].startswith("link to ra broke")  # rb's window at the cut
+        assert (far["lost"], far["network"], far["origin"], far["subject"]) == (
+            1,
+            "B",
+            "A",
+            "DATA.X",
+        )
     finally:
         await pa.close()
         await pb.close()
         await ra.close()
         await rb.close()
         await hop.close()
+
+
+async def test_a_router_with_a_state_file_reports_its_restart_on_its_networks(
+    tmp_path: Path,
+) -> None:
+    """The new incarnation presents a window from its predecessor's last sign of life: what
+    it was routing into its network meanwhile is lost, uncounted (both routers of a link
+    killed at once leave nobody else to tell)."""
+    (sa,) = services(1)
+    config = router_config("ra", [("A", sa)], [])
+    config["router"]["state"] = str(tmp_path / "ra.state")
+    first = await Router(config).start()
+    await first.close()
+    pa = await Program(sa).open()
+    try:
+        loss = await pa.listen("_RV.ERROR.SYSTEM.DATALOSS.>")
+        second = await Router(config).start()
+        try:
+            report = await pa.next(loss)
+            assert report.subject == "_RV.ERROR.SYSTEM.DATALOSS.ROUTER"
+            assert report["exact"] is False and report["lost"] == 0
+            assert report["network"] == "A" and "restarted" in report["reason"]
+            assert report["since"] <= report["until"]
+            assert second.incarnation != first.incarnation
+        finally:
+            await second.close()
+    finally:
+        await pa.close()
+    with pytest.raises(rv.InvalidArgument, match=r"router\.state"):
+        Router({"router": {"name": "a", "state": 3}, "network": [{"name": "A"}]})
 
 
 async def test_two_routers_on_one_lan_deliver_once_and_fail_over() -> None:
@@ -300,7 +341,7 @@ async def test_bad_config_and_unknown_neighbors_are_refused() -> None:
         reader, writer = await asyncio.open_connection("127.0.0.1", ra.port)
         from rvasync.protocol.rvrd import frames
 
-        writer.write(frames.encode(["HELLO", frames.VERSION, "stranger"]))
+        writer.write(frames.encode(["HELLO", frames.VERSION, "stranger", 1]))
         writer.write(b"\xc1junk!")
         with contextlib.suppress(Exception):
             async with asyncio.timeout(WAIT):
@@ -449,7 +490,11 @@ async def test_a_burst_crosses_in_order_with_consecutive_tags() -> None:
         got = [await pb.next(lb) for _ in range(count)]
         assert [msg["i"] for msg in got] == list(range(count))
         tags = [msg["_rvrd"].split(" ") for msg in got]
-        assert all(t[0] == "A" and t[1] == "ra" and t[3] == "2" and t[4] == "BURST.X" for t in tags)
+        importer = ra.core.importer  # the router and its incarnation
+        assert importer.startswith("ra.")
+        assert all(
+            t[0] == "A" and t[1] == importer and t[3] == "2" and t[4] == "BURST.X" for t in tags
+        )
         seqs = [int(t[2]) for t in tags]
         assert seqs == list(range(seqs[0], seqs[0] + count))
         assert ra.attachments["A"].decoded_in == 0
@@ -506,7 +551,7 @@ async def test_a_neighbor_sending_garbage_loses_its_link_not_the_router() -> Non
 
         for junk in (b"\xc1\xc1", frames.encode(["DATA", 1]), frames.encode("not a list")):
             reader, writer = await asyncio.open_connection("127.0.0.1", ra.port)
-            writer.write(frames.encode(["HELLO", frames.VERSION, "rx"]))
+            writer.write(frames.encode(["HELLO", frames.VERSION, "rx", 1]))
             await ra.wait_for(lambda: ra.neighbors == ["rx"], WAIT)
             writer.write(junk)
             await ra.wait_for(lambda: ra.neighbors == [], WAIT)

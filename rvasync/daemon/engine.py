@@ -33,13 +33,15 @@ from rvasync._wire import LOOPBACK_DATAGRAM, NETWORK_DATAGRAM
 from rvasync.busypoll import BusyPoller, check_window, poller_for
 from rvasync.daemon.auth import DaemonSecurity, router_networks
 from rvasync.daemon.params import parse_network, parse_service
-from rvasync.daemon.service import ServiceEndpoint
+from rvasync.daemon.service import ServiceEndpoint, StatusPage
 from rvasync.daemon.session import ClientSession, SessionOwner
+from rvasync.daemon.stats import ServiceTotals
 from rvasync.errors import DaemonUnavailable, InvalidArgument, NotPermitted
 from rvasync.protocol.reliable import DEFAULT_MAX_RETENTION
 from rvasync.protocol.servicekey import check_service_key
 
 __all__ = [
+    "IN_PROCESS_MAX_RETENTION",
     "IN_PROCESS_RELIABILITY",
     "MAX_RELIABILITY",
     "STANDALONE_RELIABILITY",
@@ -51,6 +53,12 @@ __all__ = [
 STANDALONE_RELIABILITY = 60.0
 #: Default reliability interval of the in-process daemon, as IPM.
 IN_PROCESS_RELIABILITY = 5.0
+#: Most bytes of sent data a service of the in-process daemon keeps for retransmission
+#: (a standalone daemon keeps up to DEFAULT_MAX_RETENTION, 256 MiB). Every process has
+#: an in-process daemon, most of them publishing to receivers a NAK's round trip away
+#: on loopback or a LAN: 32 MiB is a second of 30 MB/s, where 256 MiB per process made
+#: a publishing process hold hundreds of megabytes it would hardly ever resend.
+IN_PROCESS_MAX_RETENTION = 32 * 1024 * 1024
 #: Longest reliability interval a daemon or a client may ask for (one hour). Retention
 #: is also bounded in bytes (``max_retention``); this keeps a client from pinning it
 #: for the daemon's lifetime (see docs/reliability.md, "Bounds").
@@ -211,6 +219,8 @@ class Daemon:
         self._stopped_event: asyncio.Event | None = None
         self._idle_handle: asyncio.TimerHandle | None = None
         self._keeper: asyncio.Task[None] | None = None
+        self._status_page: StatusPage | None = None
+        self._retired: dict[int, ServiceTotals] = {}
         self._log = stderr_logger()
 
     # -- properties ------------------------------------------------------------
@@ -238,6 +248,11 @@ class Daemon:
     def reliability(self) -> float:
         """Default reliability interval (seconds) of this daemon's services."""
         return self._reliability
+
+    @property
+    def max_retention(self) -> int:
+        """Most bytes of sent data each service of this daemon retains for retransmission."""
+        return self._max_retention
 
     @property
     def listen_port(self) -> int | None:
@@ -418,12 +433,7 @@ class Daemon:
                 f"{'with another service key' if endpoint.service_key else 'without a service key'}"
             )
         if endpoint is not None and endpoint.network.key != net.key:
-            raise NotPermitted(
-                f"service {spec.text} is already bound to network "
-                f"{endpoint.network.text or '(default loopback)'} in this daemon; "
-                f"cannot also use it on {net.text or '(default loopback)'} "
-                "(use another service for another network)"
-            )
+            raise NotPermitted(_bound_elsewhere(spec.text, endpoint, net.text))
         if endpoint is None:
             endpoint = ServiceEndpoint(
                 spec,
@@ -434,6 +444,7 @@ class Daemon:
                 on_closed=self._service_closed,
                 listen_port=lambda: self.listen_port,
                 version=self.version,
+                status_page=lambda: self._status_page,
                 reliability=self._reliability if wanted is None else wanted,
                 max_datagram=self._max_datagram
                 or (LOOPBACK_DATAGRAM if net.loopback else NETWORK_DATAGRAM),
@@ -463,6 +474,25 @@ class Daemon:
     def _service_closed(self, endpoint: ServiceEndpoint) -> None:
         if self._services.get(endpoint.port) is endpoint:
             del self._services[endpoint.port]
+        # Its counters live on in the daemon's totals (the status page's numbers only grow).
+        self._retired[endpoint.port] = self.service_totals(endpoint.port, endpoint)
+
+    def service_totals(self, port: int, endpoint: ServiceEndpoint | None = None) -> ServiceTotals:
+        """What service ``port`` has counted in this daemon's life: the endpoints that
+        served it and closed (a service with no transport left closes after its linger),
+        plus ``endpoint`` (default: the open one, if any)."""
+        if endpoint is None:
+            endpoint = self._services.get(port)
+        retired = self._retired.get(port)
+        if endpoint is None:
+            return retired if retired is not None else ServiceTotals.zero(port)
+        now = ServiceTotals(port, endpoint.network.text, endpoint.counters, endpoint.core.stats)
+        return now if retired is None else retired.plus(now)
+
+    @property
+    def services_seen(self) -> list[int]:
+        """Every service port this daemon has served, open or not, in order."""
+        return sorted(set(self._services) | set(self._retired))
 
     def _check_idle(self) -> None:
         if self._idle_exit is None or self._session_count > 0 or self._state != "running":
@@ -499,6 +529,14 @@ class Daemon:
                 raise InvalidArgument(f"service {service!r} is not open in this daemon")
         return {name: value for name, value, _ in endpoint.host_status()}
 
+    def advertise_status_page(
+        self, host: str | None, port: int = 0, *, https: bool = False
+    ) -> None:
+        """Name the status page this daemon serves in its HOST.STATUS (``httpaddr`` and
+        ``httpport``, or ``hsaddr`` and ``hsport`` over HTTPS); ``host=None``: none
+        any more. The status server calls it when it starts and stops."""
+        self._status_page = None if host is None else (host, port, https)
+
     def publish_host_status(self) -> None:
         """Publish HOST.STATUS now on every open service (besides the periodic ones)."""
         for endpoint in list(self._services.values()):
@@ -509,17 +547,35 @@ class Daemon:
         return f"<Daemon {self._state}{listen} services={sorted(self._services)}>"
 
 
+def _bound_elsewhere(service: str, endpoint: ServiceEndpoint, wanted: str) -> str:
+    """Why a service open on one network cannot be used on another, and when that clears."""
+    text = (
+        f"service {service} is already bound to network "
+        f"{endpoint.network.text or '(default loopback)'} in this daemon; "
+        f"cannot also use it on {wanted or '(default loopback)'}"
+    )
+    lingering = endpoint.linger_remaining()
+    if lingering is None:
+        return text + " (use another service for another network)"
+    return (
+        f"{text}: its last transport closed, and it stays open {lingering:.1f} s more to "
+        "answer retransmission requests for what was sent on it; it can be opened on "
+        "another network after that (or use another service)"
+    )
+
+
 _in_process: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Daemon] = (
     weakref.WeakKeyDictionary()
 )
 
 
 async def in_process_daemon() -> Daemon:
-    """The in-process daemon of the running loop, started on first use (reliability 5 s)."""
+    """The in-process daemon of the running loop, started on first use (reliability 5 s,
+    at most 32 MiB retained per service)."""
     loop = asyncio.get_running_loop()
     daemon = _in_process.get(loop)
     if daemon is None or not daemon.running:
-        daemon = Daemon(reliability=IN_PROCESS_RELIABILITY)
+        daemon = Daemon(reliability=IN_PROCESS_RELIABILITY, max_retention=IN_PROCESS_MAX_RETENTION)
         daemon.start_in_process()  # synchronous: no other task can see it half started
     return daemon
 

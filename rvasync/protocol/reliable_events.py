@@ -174,6 +174,8 @@ class ReliableStats:
     datagrams_received: int = 0
     bytes_received: int = 0
     datagrams_retransmitted: int = 0
+    #: Of datagrams_retransmitted, those resent to the group (a loss several hosts shared).
+    retransmissions_to_group: int = 0
     bytes_retransmitted: int = 0
     heartbeats_sent: int = 0
     heartbeats_received: int = 0
@@ -209,6 +211,10 @@ class ReliableStats:
     wrong_source: int = 0
     #: Dropped on arrival: a datagram opening a stream beyond ``max_streams_per_peer``.
     streams_refused: int = 0
+    #: Dropped on arrival: a datagram (data or heartbeat) whose sequence numbers cannot
+    #: be true: a stream further ahead than any sender could have got in the time it
+    #: claims or we have known it (a forgery meant to inflate the loss counters).
+    implausible: int = 0
     #: Retained datagrams dropped before their reliability interval was over, to keep
     #: retention within ``max_retention`` bytes.
     retention_trimmed: int = 0

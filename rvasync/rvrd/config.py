@@ -106,6 +106,8 @@ class RouterConfig:
     retry_max: float = 10.0
     heartbeat: float = 1.0
     neighbor_timeout: float = 5.0
+    #: The router's state file (rvasync.rvrd.state), or None.
+    state: str | None = None
 
 
 class _Where:
@@ -178,7 +180,7 @@ def parse_config(
         w,
         "router",
         router,
-        {"name", "listen", "retry_min", "retry_max", "heartbeat", "neighbor_timeout"},
+        {"name", "listen", "retry_min", "retry_max", "heartbeat", "neighbor_timeout", "state"},
     )
     name = _name(w, "router.name", router.get("name"))
     listen = None
@@ -192,6 +194,9 @@ def parse_config(
     timeout = _seconds(w, "router.neighbor_timeout", router.get("neighbor_timeout", 5.0))
     if timeout <= heartbeat:
         w.fail("router.neighbor_timeout", f"must be longer than heartbeat ({heartbeat})")
+    state = router.get("state")
+    if state is not None and (not isinstance(state, str) or not state):
+        w.fail("router.state", f"must be the path of the router's state file, got {state!r}")
 
     networks = []
     raw_nets = data.get("network", [])
@@ -267,6 +272,7 @@ def parse_config(
         retry_max=retry_max,
         heartbeat=heartbeat,
         neighbor_timeout=timeout,
+        state=state,
     )
 
 

@@ -16,8 +16,10 @@ killed in between lose those messages with nobody counting them. So an
 ``ACK`` is written by a callback scheduled after those deliveries, which
 runs after the daemon's flush.
 
-Both ends send ``HELLO`` first (``["HELLO", version, router name]``); the
-router decides whether to accept the name. A ``PING`` every heartbeat keeps
+Both ends send ``HELLO`` first (``["HELLO", version, router name,
+incarnation]``: each start of a router is a new incarnation, so the other end
+can tell a restarted neighbor from one whose link was only cut); the router
+decides whether to accept the name. A ``PING`` every heartbeat keeps
 an idle link known to be alive; the router fails a link silent for the
 neighbor timeout (:meth:`NeighborLink.silent_for`).
 """
@@ -32,19 +34,27 @@ from typing import Any, cast
 import msgpack
 
 from rvasync.protocol.rvrd import frames
-from rvasync.protocol.rvrd.core import ACK
+from rvasync.protocol.rvrd.frames import (
+    ACK,
+    BATCH,
+    DATA,
+    HELLO,
+    PING,
+    HelloFrame,
+    LinkFrame,
+    PingFrame,
+)
 
 __all__ = ["LinkError", "NeighborLink"]
 
-PING = "PING"
-HELLO = "HELLO"
 #: A link whose unsent bytes grow past this is too slow: its data frames are refused (and
 #: counted as lost) until it drains.
 MAX_BACKLOG = 32 * 1024 * 1024
 
 _pack = msgpack.Packer(use_bin_type=True).pack
 #: Frames that carry messages (refused, and counted lost, when the link is too far behind).
-_DATA_KINDS = ("DATA", "BATCH")
+_DATA_KINDS = (DATA, BATCH)
+_PING = PingFrame(PING)
 
 
 class LinkError(Exception):
@@ -54,9 +64,10 @@ class LinkError(Exception):
 class NeighborLink(asyncio.Protocol):
     """One TCP connection to another router.
 
-    ``on_hello(link, name)`` returns None to accept the neighbor ``name`` or
-    the reason to refuse it; ``on_frame(link, frame)`` takes each core frame
-    (raising ValueError fails the link); ``on_lost(link, reason)`` is told
+    ``on_hello(link, name, incarnation)`` returns None to accept the neighbor
+    ``name`` (in its start ``incarnation``) or the reason to refuse it;
+    ``on_frame(link, frame)`` takes each core frame (raising ValueError fails
+    the link); ``on_lost(link, reason)`` is told
     once when an accepted link ends. :attr:`done` resolves to True when the
     link had been accepted, False otherwise, once the connection is gone.
     """
@@ -65,13 +76,17 @@ class NeighborLink(asyncio.Protocol):
         self,
         me: str,
         *,
-        on_hello: Callable[[NeighborLink, str], str | None],
+        incarnation: int = 0,
+        on_hello: Callable[[NeighborLink, str, int], str | None],
         on_frame: Callable[[NeighborLink, list[Any]], None],
         on_lost: Callable[[NeighborLink, str], None],
         handshake_timeout: float,
     ) -> None:
         self.me = me
+        self.incarnation = incarnation
         self.name = ""
+        #: The neighbor's incarnation (from its HELLO).
+        self.peer_incarnation = 0
         self.cost = 1
         self._on_hello = on_hello
         self._on_frame = on_frame
@@ -97,7 +112,7 @@ class NeighborLink(asyncio.Protocol):
         # A cast, not an isinstance check: uvloop's TCPTransport (the router's loop when
         # installed) does not derive from asyncio.Transport.
         self._transport = cast(asyncio.Transport, transport)
-        self.send([HELLO, frames.VERSION, self.me])
+        self.send(HelloFrame(HELLO, frames.VERSION, self.me, self.incarnation))
         self._timer = self._loop.call_later(self._timeout, self._no_hello)
 
     def _no_hello(self) -> None:
@@ -131,12 +146,16 @@ class NeighborLink(asyncio.Protocol):
             self.fail(f"undecodable frame: {exc}")
 
     def _hello(self, frame: list[Any]) -> None:
-        if len(frame) != 3 or frame[0] != HELLO or not isinstance(frame[2], str):
-            raise LinkError("the neighbor did not start with HELLO")
-        if frame[1] != frames.VERSION:
+        if len(frame) >= 2 and frame[0] == HELLO and frame[1] != frames.VERSION:
             raise LinkError(f"neighbor speaks link version {frame[1]!r}, this one {frames.VERSION}")
-        self.name = frame[2]
-        problem = self._on_hello(self, frame[2])
+        if len(frame) != len(HelloFrame.__annotations__) or frame[0] != HELLO:
+            raise LinkError("the neighbor did not start with HELLO")
+        hello = HelloFrame(*frame)
+        if not isinstance(hello.router, str) or not isinstance(hello.incarnation, int):
+            raise LinkError("malformed HELLO")
+        self.name = hello.router
+        self.peer_incarnation = hello.incarnation
+        problem = self._on_hello(self, hello.router, hello.incarnation)
         if problem is not None:
             raise LinkError(problem)
         self._accepted = True
@@ -155,14 +174,16 @@ class NeighborLink(asyncio.Protocol):
 
     # ------------------------------------------------------------------ sending
 
-    def send(self, frame: list[Any]) -> bool:
-        """Queue a frame; False if the link is closed or too far behind (the frame is dropped)."""
+    def send(self, frame: LinkFrame | HelloFrame | PingFrame) -> bool:
+        """Queue a frame (a NamedTuple of rvasync.protocol.rvrd.frames); False if the link
+        is closed (see :attr:`closed`) or too far behind (the frame is dropped)."""
         transport = self._transport
         if self.closed or transport is None or transport.is_closing():
             return False
-        if frame[0] in _DATA_KINDS and transport.get_write_buffer_size() > MAX_BACKLOG:
+        kind = frame.kind
+        if kind in _DATA_KINDS and transport.get_write_buffer_size() > MAX_BACKLOG:
             return False
-        if frame[0] == ACK:
+        if kind == ACK:
             # After everything this turn handed to the daemons so far (module docstring).
             self._loop.call_soon(self._write_late, _pack(frame))
             return True
@@ -189,7 +210,7 @@ class NeighborLink(asyncio.Protocol):
             transport.write(b"".join(out))
 
     def ping(self) -> None:
-        self.send([PING])
+        self.send(_PING)
 
     # ------------------------------------------------------------------ ending
 

@@ -7,10 +7,13 @@ established link, and a ticker (link pings, acknowledgements, loss reports).
 Every decision (what to listen to, where a message goes, what was lost) is
 the core's; this module only carries them out.
 
-Advisories, published on every attached network:
-``_RV.WARN.SYSTEM.ROUTER.NEIGHBOR.CONNECTED`` / ``.DISCONNECTED`` (fields
-``router``, ``neighbor``, ``reason``) and ``_RV.ERROR.SYSTEM.DATALOSS.ROUTER``
-(fields ``router``, ``lost``, ``reason``, ``subject``), aggregated per tick.
+Advisories: ``_RV.WARN.SYSTEM.ROUTER.NEIGHBOR.CONNECTED`` / ``.DISCONNECTED``
+(fields ``router``, ``neighbor``, ``reason``) on every attached network, and
+``_RV.ERROR.SYSTEM.DATALOSS.ROUTER`` where the core says (its ``Present``
+outputs; fields ``router``, ``lost``, ``exact``, ``reason`` and, when known,
+``network``, ``origin``, ``subject``, ``since``, ``until``): a count is
+aggregated per tick, a window is presented at once, where it falls in the
+stream (docs/routing.md, "What a router outage loses").
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
+import secrets
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -27,6 +32,7 @@ import msgpack
 from rvasync._logging import stderr_logger
 from rvasync.advisories import log_unheard
 from rvasync.advmsg import SYSTEM, AdvisoryClass, make_advisory
+from rvasync.daemon.service import REANNOUNCE_HEARTBEATS
 from rvasync.errors import InvalidArgument, TransportClosed
 from rvasync.fieldtypes import FieldType
 from rvasync.message import Message
@@ -34,21 +40,28 @@ from rvasync.protocol.rvrd import (
     Deliver,
     DeliverRun,
     ListenSet,
-    Loss,
+    LossReport,
     NetworkPolicy,
+    Output,
+    Present,
     RouterCore,
     SendFrame,
     SendLan,
     TopologyChanged,
 )
 from rvasync.protocol.rvrd import frames as link_frames
+from rvasync.rvdatetime import DateTime
 from rvasync.rvrd.attach import Attachment, Tag
 from rvasync.rvrd.config import RouterConfig, load_config, parse_config
 from rvasync.rvrd.links import NeighborLink
+from rvasync.rvrd.state import RouterState
 
 __all__ = ["Router"]
 
 TICK = 0.25
+#: Seconds after its start when a router's networks have announced their interest: after
+#: the daemons' last re-announcement (at their default 1 s heartbeat), with a margin.
+SETTLE_AFTER = REANNOUNCE_HEARTBEATS[-1] * 1.0 + 2.0
 
 
 class Router:
@@ -68,17 +81,24 @@ class Router:
             )
         cfg = self.config
         self.name = cfg.name
+        #: This start of the router: a number never used before by its name (a restarted
+        #: router is a new incarnation; see RouterCore).
+        self.incarnation = secrets.randbits(48)
         self.core = RouterCore(
             cfg.name,
             {n.name: NetworkPolicy(n.imports, n.exports, n.weights) for n in cfg.networks},
+            incarnation=self.incarnation,
         )
+        self._state = RouterState(cfg.state, cfg.name) if cfg.state is not None else None
         self._log = stderr_logger()
         self.attachments: dict[str, Attachment] = {}
         self._links: dict[str, NeighborLink] = {}
         self._neighbors = {n.name: n for n in cfg.neighbors}
         self._tasks: set[asyncio.Task[Any]] = set()
         self._server: asyncio.Server | None = None
-        self._losses: dict[tuple[str, str | None], int] = {}
+        #: Counted losses to present at the next tick, aggregated: (network, report with
+        #: lost 0) -> messages.
+        self._losses: dict[tuple[str, LossReport], int] = {}
         #: (network, LAN peer) -> when it was last heard
         self._lan_heard: dict[tuple[str, str], float] = {}
         self._changed = asyncio.Event()
@@ -107,6 +127,11 @@ class Router:
             self._run(self.core.start())
             for attachment in self.attachments.values():
                 await attachment.open()
+            if self._state is not None:
+                self._state.begin(self.incarnation)
+                since = self._state.predecessor_alive
+                if since is not None:
+                    self._run(self.core.restarted(since, time.time()))
             if self.config.listen is not None:
                 host, port = self.config.listen
                 self._server = await asyncio.get_running_loop().create_server(
@@ -117,6 +142,7 @@ class Router:
                 if nbr.address is not None:
                     self._spawn(self._dial_loop(nbr.name))
             self._spawn(self._ticker())
+            self._spawn(self._settle_interest())
         except BaseException:
             await self.close()
             raise
@@ -179,13 +205,14 @@ class Router:
 
     # ------------------------------------------------------------------ core I/O
 
-    def _run(self, outputs: list[Any]) -> None:
+    def _run(self, outputs: list[Output]) -> None:
+        """Carry out the core's outputs, in order."""
         #: Consecutive deliveries into one network under one subject (a batch passing
         #: through): published together, in order, before any other output.
         run: list[Deliver] = []
         for out in outputs:
-            cls = out.__class__
-            if cls is Deliver:
+            # Class identity, not isinstance: no call per output on the path of every batch.
+            if out.__class__ is Deliver:
                 if run and (out.network != run[0].network or out.subject != run[0].subject):
                     self._deliver(run)
                     run = []
@@ -194,30 +221,48 @@ class Router:
             if run:
                 self._deliver(run)
                 run = []
-            if cls is DeliverRun:
+            if out.__class__ is DeliverRun:
                 self._deliver_batch(out)
-            elif cls is SendFrame:
-                link = self._links.get(out.neighbor)
-                if link is None or not link.send(out.frame):
-                    kind = out.frame[0]
-                    if kind == "DATA" or kind == "BATCH":
-                        count = 1 if kind == "DATA" else len(out.frame[6])
-                        self._lost(count, f"link to {out.neighbor} cannot take it", out.frame[5])
-            elif cls is SendLan:
-                self.attachments[out.network].publish_record(link_frames.encode(out.frame))
-            elif cls is ListenSet:
-                self.attachments[out.network].set_listens(out.subjects)
-                self._changed.set()
-            elif cls is Loss:
-                self._lost(out.messages, out.reason, out.subject)
-            elif cls is TopologyChanged:
-                self._log.info(
-                    "routing domain changed", router=self.name, reachable=sorted(out.reachable)
-                )
-                self._changed.set()
-
+            elif out.__class__ is SendFrame:
+                self._send_frame(out)
+            else:
+                self._carry(out)
         if run:
             self._deliver(run)
+
+    def _carry(self, out: Output) -> None:
+        """The outputs that are not on the path of every message."""
+        if isinstance(out, SendLan):
+            self.attachments[out.network].publish_record(link_frames.encode(out.frame))
+        elif isinstance(out, ListenSet):
+            self._log.info(
+                "listening for the domain",
+                router=self.name,
+                network=out.network,
+                subjects=sorted(out.subjects),
+            )
+            self.attachments[out.network].set_listens(out.subjects)
+            self._changed.set()
+        elif isinstance(out, Present):
+            self._present(out)
+        elif isinstance(out, TopologyChanged):
+            self._log.info(
+                "routing domain changed", router=self.name, reachable=sorted(out.reachable)
+            )
+            self._changed.set()
+
+    def _send_frame(self, out: SendFrame) -> None:
+        link = self._links.get(out.neighbor)
+        frame = out.frame
+        if link is not None and link.send(frame):
+            return
+        if (
+            link is not None
+            and not link.closed
+            and isinstance(frame, link_frames.DataFrame | link_frames.BatchFrame)
+        ):
+            # Refused by a link too far behind: counted (a closed link's core counts it).
+            self._run(self.core.unsent(out.neighbor, frame))
 
     def _deliver(self, run: list[Deliver]) -> None:
         """Publish consecutive deliveries of one subject into one network."""
@@ -230,7 +275,7 @@ class Router:
                 first.subject, [out.payload for out in run], [out.tag for out in run]
             )
         if lost:
-            self._lost(lost, f"cannot publish into {first.network}", first.subject)
+            self._run(self.core.publish_failed(first.network, first.subject, lost))
 
     def _deliver_batch(self, out: DeliverRun) -> None:
         """Publish a batch passing through into one network."""
@@ -238,7 +283,7 @@ class Router:
             out.subject, out.payloads, out.origin, out.importer, out.seq, out.hops
         )
         if lost:
-            self._lost(lost, f"cannot publish into {out.network}", out.subject)
+            self._run(self.core.publish_failed(out.network, out.subject, lost))
 
     def _on_message(self, network: str, subject: str, payload: bytes, tag: Tag | None) -> None:
         if self._closed:
@@ -272,6 +317,10 @@ class Router:
     def _on_interest(self, network: str, subject: str, added: bool) -> None:
         if self._closed:
             return
+        self._log.info(
+            "interest on a network", router=self.name, network=network, subject=subject,
+            listening=added,
+        )  # fmt: skip
         core = self.core
         outs = (
             core.add_interest(network, subject) if added else core.remove_interest(network, subject)
@@ -284,23 +333,41 @@ class Router:
 
     # ------------------------------------------------------------------ advisories
 
-    def _lost(self, count: int, reason: str, subject: str | None) -> None:
-        key = (reason, subject)
-        self._losses[key] = self._losses.get(key, 0) + count
+    def _present(self, out: Present) -> None:
+        """A DATALOSS the core asks for: a count waits for the tick (aggregated); a window
+        leaves at once, so that it falls where the gap is in the network's stream."""
+        report = out.report
+        if not report.exact:
+            self.attachments[out.network].publish_advisory(self._dataloss(report, report.lost))
+            return
+        key = (out.network, LossReport(report.router, 0, report.target, 0, True, report.reason,
+                                       report.origin, report.subject))  # fmt: skip
+        self._losses[key] = self._losses.get(key, 0) + report.lost
 
     def _flush_losses(self) -> None:
         losses, self._losses = self._losses, {}
-        for (reason, subject), count in losses.items():
-            fields: list[tuple[str, Any, Any]] = [
-                ("router", self.name, FieldType.STRING),
-                ("lost", count, FieldType.U32),
-                ("reason", reason, FieldType.STRING),
-            ]
-            if subject is not None:
-                fields.append(("subject", subject, FieldType.STRING))
-            self._advise(
-                make_advisory(AdvisoryClass.ERROR, SYSTEM, "DATALOSS.ROUTER", fields=fields)
-            )
+        for (network, report), count in losses.items():
+            self.attachments[network].publish_advisory(self._dataloss(report, count))
+
+    @staticmethod
+    def _dataloss(report: LossReport, lost: int) -> Message:
+        fields: list[tuple[str, Any, Any]] = [
+            ("router", report.router, FieldType.STRING),
+            ("lost", lost, FieldType.U32),
+            ("exact", report.exact, FieldType.BOOL),
+            ("reason", report.reason, FieldType.STRING),
+        ]
+        for name, value in (
+            ("network", report.target),
+            ("origin", report.origin),
+            ("subject", report.subject),
+        ):
+            if value is not None:
+                fields.append((name, value, FieldType.STRING))
+        for name, when in (("since", report.since), ("until", report.until)):
+            if when is not None:
+                fields.append((name, DateTime.from_timestamp(when), FieldType.DATETIME))
+        return make_advisory(AdvisoryClass.ERROR, SYSTEM, "DATALOSS.ROUTER", fields=fields)
 
     def _neighbor_advisory(self, name: str, up: bool, reason: str) -> None:
         self._advise(
@@ -335,7 +402,7 @@ class Router:
     def _new_link(self, expect: str | None) -> NeighborLink:
         """A protocol for one connection (dialed to ``expect``, or accepted: None)."""
 
-        def hello(link: NeighborLink, name: str) -> str | None:
+        def hello(link: NeighborLink, name: str, incarnation: int) -> str | None:
             nbr = self._neighbors.get(name)
             if self._closed:
                 return "the router is closing"
@@ -347,13 +414,14 @@ class Router:
                 return f"a link to {name!r} is already up"
             link.cost = nbr.cost
             self._links[name] = link
-            self._run(self.core.link_up(name, nbr.cost))
+            self._run(self.core.link_up(name, nbr.cost, incarnation, time.time()))
             self._neighbor_advisory(name, True, "connected")
             self._changed.set()
             return None
 
         return NeighborLink(
             self.name,
+            incarnation=self.incarnation,
             on_hello=hello,
             on_frame=self._link_frame,
             on_lost=self._link_lost,
@@ -371,7 +439,7 @@ class Router:
         if self._closed:
             return
         self._log.warning("neighbor link lost", router=self.name, neighbor=name, reason=reason)
-        self._run(self.core.link_down(name))
+        self._run(self.core.link_down(name, time.time()))
         self._neighbor_advisory(name, False, reason)
         self._flush_losses()
         self._changed.set()
@@ -407,6 +475,14 @@ class Router:
             await asyncio.sleep(delay * random.uniform(0.8, 1.2))
             delay = min(cfg.retry_max, delay * 2)
 
+    async def _settle_interest(self) -> None:
+        """Once this router's networks' daemons have announced what they listen to (they do
+        when they discover its daemon, and twice more: REANNOUNCE_HEARTBEATS), stop
+        advertising the predecessor's interest (RouterCore.interest_settled)."""
+        await asyncio.sleep(max(self.config.neighbor_timeout, SETTLE_AFTER))
+        if not self._closed:
+            self._run(self.core.interest_settled())
+
     async def _ticker(self) -> None:
         loop = asyncio.get_running_loop()
         next_ping = 0.0
@@ -421,6 +497,8 @@ class Router:
                         link.ping()
                     for attachment in self.attachments.values():
                         attachment.hello()
+                    if self._state is not None:
+                        self._state.alive()
                 limit = self.config.neighbor_timeout
                 for link in list(self._links.values()):
                     if link.silent_for(now) > limit:

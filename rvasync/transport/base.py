@@ -28,6 +28,7 @@ from rvasync.correlation import CorrelationId
 from rvasync.errors import InvalidArgument, RequestTimeout, TransportClosed
 from rvasync.message import Message, Origins
 from rvasync.queues import Queue
+from rvasync.sendpace import CHECK_EVERY
 from rvasync.subjects import (
     check_listen_subject,
     check_send_subject,
@@ -39,7 +40,7 @@ from rvasync.transport.listener import Callback, Listener
 from rvasync.transport.retained import RETAINED_TIMEOUT, RetainedHandOver, collect_retained
 from rvasync.transport.router import Router
 
-__all__ = ["BaseTransport"]
+__all__ = ["DEFAULT_PENDING_LIMIT", "BaseTransport", "check_pending_limit"]
 
 
 def not_a_message(what: str, value: object) -> InvalidArgument:
@@ -75,11 +76,34 @@ def check_timeout(timeout: object) -> float:
     return float(timeout)
 
 
-class BaseTransport(abc.ABC):
-    """Common machinery of the process transport and network transports."""
+#: Messages a listener's own queue holds at most (``pending_limit``): what a consumer
+#: slower than its messages may cost. Past it the oldest are dropped and reported
+#: (QUEUE.LIMIT_EXCEEDED), and a standalone daemon's link stops reading at half of it,
+#: so the backlog waits in the daemon (docs/daemon.md, "Slow consumers").
+DEFAULT_PENDING_LIMIT = 20_000
 
-    def __init__(self, *, description: str | None = None) -> None:
+
+def check_pending_limit(value: object) -> int:
+    """``pending_limit``: None (the default), 0 (unbounded) or a positive number of messages."""
+    if value is None:
+        return DEFAULT_PENDING_LIMIT
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidArgument(
+            f"pending_limit must be a number of messages >= 0 (0: unbounded) or None, got {value!r}"
+        )
+    return value
+
+
+class BaseTransport(abc.ABC):
+    """Common machinery of the process transport and network transports.
+
+    ``pending_limit``: messages the own queue of each listener made from now on
+    holds at most (None: DEFAULT_PENDING_LIMIT; 0: unbounded); settable.
+    """
+
+    def __init__(self, *, description: str | None = None, pending_limit: int | None = None) -> None:
         self.description = description
+        self._pending_limit = check_pending_limit(pending_limit)
         self._router = Router()
         self._closed = False
         self._dispatchers: dict[Queue, Dispatcher] = {}
@@ -91,7 +115,9 @@ class BaseTransport(abc.ABC):
         # this transport in the high half, a send counter in the low half. A network
         # send's whole stamp is ``self._stamp(msg)``: one native call that marks the
         # message shared and writes its new origin (one int built, no copy).
-        self._origins = Origins(int.from_bytes(os.urandom(8), "big"))
+        # ``self._stamp(msg)`` is also the send's pacing tick: True once every
+        # CHECK_EVERY publications (rvasync.sendpace), counted where the send counts.
+        self._origins = Origins(int.from_bytes(os.urandom(8), "big"), tick=CHECK_EVERY)
         self._stamp = self._origins.stamp
 
     # -- lifecycle -----------------------------------------------------------
@@ -99,6 +125,31 @@ class BaseTransport(abc.ABC):
     @property
     def closed(self) -> bool:
         return self._closed
+
+    @property
+    def pending_limit(self) -> int:
+        """Messages a listener's own queue holds at most (0: unbounded); applies to
+        listeners made after it is set. See DEFAULT_PENDING_LIMIT."""
+        return self._pending_limit
+
+    @pending_limit.setter
+    def pending_limit(self, value: int | None) -> None:
+        self._pending_limit = check_pending_limit(value)
+
+    def backlog(self) -> int:
+        """The most messages waiting in one of this transport's listener queues that
+        back-pressure applies to: the listeners' own queues and unbounded queues a
+        program shared (a bounded queue of the program's keeps its own limit policy).
+        A standalone daemon's link reads nothing more while it is at half the
+        ``pending_limit`` (driver API)."""
+        most = 0
+        for listener in self._router.listeners():
+            queue = listener.queue
+            if listener.own_queue or not queue.limit:
+                waiting = len(queue)
+                if waiting > most:
+                    most = waiting
+        return most
 
     async def open(self) -> BaseTransport:
         """Make the transport usable (a no-op where creation already did it)."""
@@ -306,6 +357,7 @@ class BaseTransport(abc.ABC):
             closure=closure,
             callback=callback,
             correlation_id=correlation_id,
+            limit=self._pending_limit,
         )
         self.attach_queue(listener.queue, dispatched=callback is not None, shared=queue is not None)
         self._router.add(listener)

@@ -38,7 +38,12 @@ class LinkHooks(Protocol):
     * ``link_deliver_inbox(msg, owned)``: a message for one of the
       transport's inboxes (the reply a request waits for);
     * ``link_inbox_prefix(prefix)``: the link reconnected to a new daemon
-      session, whose inboxes start with ``prefix``.
+      session, whose inboxes start with ``prefix``;
+    * ``link_lost(error)``: the link lost its daemon session; replies to its
+      inboxes can no longer come (pending requests fail with ``error``);
+    * ``link_backlog()`` and ``pending_limit``: the most messages waiting in
+      one of its listener queues, and their bound (0: none); a standalone
+      daemon's link reads nothing more while the backlog is at half the bound.
     """
 
     def link_deliver(self, msg: Message) -> object:

@@ -43,6 +43,7 @@ from rvasync.protocol.vc import (
     frame_from_message,
     frame_to_message,
 )
+from rvasync.sendpace import pacer_for
 from rvasync.subjects import check_send_subject
 from rvasync.transport.base import BaseTransport, check_reply_subject, not_a_message
 from rvasync.transport.listener import Listener
@@ -93,6 +94,8 @@ class VcTransport(BaseTransport):
         """Use :meth:`accept` or :meth:`connect` (they check the arguments)."""
         super().__init__(description=description)
         self._loop = _running_loop()
+        self._pacer = pacer_for(self._loop)
+        self._ticks = self._pacer.ticks
         self._employed = transport
         self._accepting = connect_subject is None
         inbox = transport.create_inbox()
@@ -225,6 +228,10 @@ class VcTransport(BaseTransport):
         wait = self._route(msg)
         if wait is not None:
             await wait
+        if (
+            next(self._ticks) and (turn := self._pacer.look()) is not None
+        ):  # a long run of sends gives the loop a turn (rvasync.sendpace)
+            await turn
 
     def _route(self, msg: Message) -> Any:
         # The wire form is the snapshot: what the sender changes afterwards cannot reach

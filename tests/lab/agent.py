@@ -11,12 +11,20 @@ command line on stdin:
 - ``{"op": "send", "subject": S, "src": NAME, "n": N, "start": K, "pace": P}``: N
   messages, ``i`` = K.., a pause of P seconds after every 20 -> ``{"sent": N}``
 - ``{"op": "report"}`` -> ``{"got": {src: [i ...]}, "dataloss": [fields ...],
-  "advisories": [subject ...], "rvd": [[name, received so far] ...]}`` (each
-  DATALOSS's fields: host, lost, messages; ``rvd``: each RVD.* advisory about the
-  link to a standalone daemon, with how many messages had arrived when it came)
-- ``{"op": "serve", "subject": S}``: reply to each request with its ``i``
-- ``{"op": "request", "subject": S, "n": N, "timeout": T}``: N requests one after
-  another -> ``{"replies": [i ...], "timeouts": [i ...]}``
+  "advisories": [subject ...], "rvd": [[name, received so far] ...], "log": [...]}``
+  (each DATALOSS's fields: host, lost, messages, or a router's fields; ``rvd``:
+  each RVD.* advisory about the link to a standalone daemon, with how many
+  messages had arrived when it came; ``log``: messages and DATALOSS advisories in
+  the order they arrived, ``["m", src, i]`` and ``["d", index in dataloss]``: the
+  recorded subjects and the advisories share one queue, so the order is the
+  transport's)
+- ``{"op": "serve", "subject": S}``: reply to each request with its ``i`` (requests
+  carrying ``src`` are recorded like listened messages, in ``got`` and ``log``)
+- ``{"op": "request", "subject": S, "n": N, "timeout": T, "start": K, "record": R}``:
+  N requests one after another (``i`` = K..) -> ``{"replies": [i ...], "timeouts":
+  [i ...]}``; with R, requests carry ``src`` = ``req`` and replies are recorded as
+  ``["m", "rep", i]`` (the report's ``sent``: how many messages each ``src``, and
+  ``req``, sent so far)
 - ``{"op": "exit"}``: close the transport and exit.
 
 An error in a command answers ``{"failed": "..."}`` instead of killing the agent.
@@ -27,7 +35,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import faulthandler
-import json
 import os
 import signal
 import sys
@@ -36,14 +43,10 @@ from typing import Any
 
 import rvasync as rv
 from rvasync.errors import RequestTimeout
+from tests.lab.jsonlines import emit, serve, stdin_lines
 
 DATALOSS = "_RV.ERROR.SYSTEM.DATALOSS.>"
 RVD = ("_RV.WARN.SYSTEM.RVD.>", "_RV.INFO.SYSTEM.RVD.>", "_RV.ERROR.SYSTEM.RVD.>")
-
-
-def emit(obj: object) -> None:
-    sys.stdout.write(json.dumps(obj) + "\n")
-    sys.stdout.flush()
 
 
 class Agent:
@@ -53,20 +56,34 @@ class Agent:
         self.dataloss: list[dict[str, Any]] = []
         self.advisories: list[str] = []
         self.rvd: list[tuple[str, int]] = []
+        self.log: list[list[Any]] = []
         self.tasks: list[asyncio.Task[None]] = []
         self._watching = False
+        self._served: set[str] = set()
+        self.sent: dict[str, int] = defaultdict(int)
+        #: The recorded subjects and the DATALOSS advisories: one queue, one arrival order.
+        self._recorded = rv.Queue()
+        self._start(self._consume())
 
     def _start(self, coro: Any) -> None:
         self.tasks.append(asyncio.create_task(coro))
 
-    async def _record(self, subject: str) -> None:
-        async for msg in self.transport.listen(subject):
-            self.got[str(msg["src"])].append(int(msg["i"]))
+    async def _consume(self) -> None:
+        async for msg in self._recorded:
+            if msg.subject.startswith("_RV.ERROR.SYSTEM.DATALOSS."):
+                self.advisories.append(msg.subject)
+                self.log.append(["d", len(self.dataloss)])
+                self.dataloss.append({f.name: _plain(f.value) for f in msg})
+            else:
+                if "src" in msg:
+                    self._note(str(msg["src"]), int(msg["i"]))
+                if msg.subject in self._served and msg.reply_subject:
+                    reply = rv.Message(fields={"i": msg["i"]})
+                    self._start(self.transport.send_reply(reply, msg))
 
-    async def _watch_dataloss(self) -> None:
-        async for msg in self.transport.listen(DATALOSS):
-            self.advisories.append(msg.subject)
-            self.dataloss.append({f.name: _plain(f.value) for f in msg})
+    def _note(self, src: str, i: int) -> None:
+        self.got[src].append(i)
+        self.log.append(["m", src, i])
 
     async def _watch_rvd(self, subject: str) -> None:
         async for msg in self.transport.listen(subject):
@@ -76,37 +93,48 @@ class Agent:
     async def listen(self, subject: str) -> dict[str, Any]:
         if not self._watching:
             self._watching = True
-            self._start(self._watch_dataloss())
+            self.transport.listen(DATALOSS, queue=self._recorded)
             for pattern in RVD:
                 self._start(self._watch_rvd(pattern))
-        self._start(self._record(subject))
+        self.transport.listen(subject, queue=self._recorded)
         await asyncio.sleep(0.05)  # the interest reaches the daemon
         return {"ok": "listen"}
 
     async def send(self, subject: str, src: str, n: int, start: int = 0, pace: float = 0.0):
         for i in range(start, start + n):
             await self.transport.send(rv.Message(subject, {"src": src, "i": i}))
+            self.sent[src] += 1
             if pace and i % 20 == 19:
                 await asyncio.sleep(pace)
         return {"sent": n}
 
-    async def _serve(self, subject: str) -> None:
-        async for request in self.transport.listen(subject):
-            await self.transport.send_reply(rv.Message(fields={"i": request["i"]}), request)
-
     async def serve(self, subject: str) -> dict[str, Any]:
-        self._start(self._serve(subject))
-        await asyncio.sleep(0.05)
+        self._served.add(subject)
+        await self.listen(subject)
         return {"ok": "serve"}
 
-    async def request(self, subject: str, n: int, timeout: float = 5.0) -> dict[str, Any]:
+    async def request(
+        self,
+        subject: str,
+        n: int,
+        timeout: float = 5.0,
+        pace: float = 0.0,
+        record: bool = False,
+        start: int = 0,
+    ) -> dict[str, Any]:
         replies, timeouts = [], []
-        for i in range(n):
+        for i in range(start, start + n):
+            fields: dict[str, Any] = {"src": "req", "i": i} if record else {"i": i}
             try:
-                reply = await self.transport.send_request(rv.Message(subject, {"i": i}), timeout)
+                reply = await self.transport.send_request(rv.Message(subject, fields), timeout)
                 replies.append(int(reply["i"]))
+                if record:
+                    self._note("rep", int(reply["i"]))
             except RequestTimeout:
                 timeouts.append(i)
+            self.sent["req"] += 1
+            if pace:
+                await asyncio.sleep(pace)
         return {"replies": replies, "timeouts": timeouts}
 
     def report(self) -> dict[str, Any]:
@@ -115,6 +143,8 @@ class Agent:
             "dataloss": self.dataloss,
             "advisories": self.advisories,
             "rvd": self.rvd,
+            "log": self.log,
+            "sent": self.sent,
         }
 
 
@@ -129,9 +159,7 @@ async def main() -> None:
     parser.add_argument("--reliability", type=float)
     parser.add_argument("--daemon")
     args = parser.parse_args()
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader()
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    reader = await stdin_lines()
     options: dict[str, Any] = {}
     if args.reliability is not None:
         options["reliability"] = args.reliability
@@ -140,18 +168,13 @@ async def main() -> None:
     async with rv.Transport(args.service, args.network, **options) as transport:
         agent = Agent(transport)
         emit({"ready": os.getpid(), "inbox_prefix": transport.link.inbox_prefix})
-        while line := await reader.readline():
-            command = json.loads(line)
-            op = command.pop("op")
-            if op == "exit":
-                break
-            try:
-                if op == "report":
-                    emit(agent.report())
-                else:
-                    emit(await getattr(agent, op)(**command))
-            except Exception as exc:  # an answer, not a dead agent
-                emit({"failed": f"{type(exc).__name__}: {exc}"})
+
+        async def handle(op: str, command: dict[str, Any]) -> Any:
+            if op == "report":
+                return agent.report()
+            return await getattr(agent, op)(**command)
+
+        await serve(reader, handle)
         for task in agent.tasks:
             task.cancel()
     emit({"ok": "exit"})

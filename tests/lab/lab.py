@@ -52,6 +52,8 @@ AGENT = Path(__file__).with_name("agent.py")
 ROOT = Path(__file__).resolve().parents[2]
 #: Seconds a lab command (ip, nft, tc) may take before it counts as hung.
 COMMAND_TIMEOUT = 10.0
+#: Longest line a lab process may print (an agent's report of a long run is one line).
+LINE_LIMIT = 64 * 1024 * 1024
 
 
 class LabError(RuntimeError):
@@ -409,6 +411,7 @@ class Lab:
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             env=environment,
+            limit=LINE_LIMIT,
             start_new_session=True,  # its own process group: kill9 takes it all
         )  # fmt: skip
         lab_proc = LabProcess(host, proc, argv)

@@ -8,17 +8,23 @@ cross which neighbor links between routers that join separate networks:
 * :mod:`~rvasync.protocol.rvrd.topology`: the link-state database and the
   shortest-path trees computed from it;
 * :mod:`~rvasync.protocol.rvrd.inbox`: rewriting of inbox reply subjects;
+* :mod:`~rvasync.protocol.rvrd.frames`: the link's frames, with named fields;
+* :mod:`~rvasync.protocol.rvrd.outputs`: what the core asks its driver to do;
+* :mod:`~rvasync.protocol.rvrd.losses` and :mod:`~rvasync.protocol.rvrd.desk`:
+  loss reports, carried to the networks that missed the messages;
 * :mod:`~rvasync.protocol.rvrd.core`: :class:`RouterCore`, the state machine
   a driver feeds with link events, frames, local interest and messages.
 """
 
-from rvasync.protocol.rvrd.core import (
+from rvasync.protocol.rvrd.core import NetworkPolicy, RouterCore
+from rvasync.protocol.rvrd.losses import LossReport
+from rvasync.protocol.rvrd.outputs import (
     Deliver,
     DeliverRun,
     ListenSet,
-    Loss,
-    NetworkPolicy,
-    RouterCore,
+    Output,
+    Present,
+    RouteTag,
     SendFrame,
     SendLan,
     TopologyChanged,
@@ -28,8 +34,11 @@ __all__ = [
     "Deliver",
     "DeliverRun",
     "ListenSet",
-    "Loss",
+    "LossReport",
     "NetworkPolicy",
+    "Output",
+    "Present",
+    "RouteTag",
     "RouterCore",
     "SendFrame",
     "SendLan",
