@@ -72,8 +72,8 @@ class LimitPolicy(enum.IntEnum):
 
 
 def log_limit_exceeded(queue: Queue) -> None:
-    """The default reporter: a structured warning on stderr naming the queue, at most one
-    per queue per second (rvasync.advlimit): ``count`` says how many items it discarded
+    """The default reporter: a warning on the ``rvasync.queues`` logger naming the queue, at
+    most one per queue per second (rvasync.advlimit): ``count`` says how many items it discarded
     since the previous line, ``discarded_total`` how many in all."""
     _log_coalescer.report(queue, queue.take_discarded(), lambda n: _log_discards(queue, n))
 
@@ -106,7 +106,7 @@ def set_limit_exceeded_reporter(
     queue per interval, as the two rvasync installs do (rvasync.advlimit.Coalescer,
     with ``queue.take_discarded()`` for the count).
 
-    ``None`` restores the default (a structlog warning on stderr). Returns the
+    ``None`` restores the default (a warning on the ``rvasync.queues`` logger). Returns the
     reporter that was installed before, so a caller can restore it. The
     reporter runs inside the producer's put: it must not block; an exception
     it raises is logged and swallowed, never seen by the producer.

@@ -26,6 +26,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from rvasync._logging import configure_cli_logging
 from rvasync.errors import RvError
 
 __all__ = ["build_parser", "main"]
@@ -66,7 +67,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the console script; returns the process exit status."""
+    """Entry point of the console script; returns the process exit status.
+
+    Run as the process's command (``argv`` None), it sets up logging for a
+    command line (:func:`~rvasync._logging.configure_cli_logging`); called
+    with arguments from a program, it leaves that program's logging alone.
+    """
+    if argv is None:
+        configure_cli_logging()
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if extra:

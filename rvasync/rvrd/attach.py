@@ -538,9 +538,11 @@ class Attachment:
             msg.add_reserved(TAG_FIELD, make_tag(tag, msg.subject), _T_STRING)
         self.transport.send_internal(msg)
 
-    def publish_advisory(self, advisory: Message) -> None:
-        """Present a router advisory to the programs of this network."""
+    def publish_advisory(self, advisory: Message) -> bool:
+        """Present a router advisory to the programs of this network; False if it could not."""
         try:
             self.transport.send_internal(advisory)
         except Exception:
             self._on_error("cannot publish an advisory", subject=advisory.subject)
+            return False
+        return True

@@ -30,6 +30,7 @@ from typing import Any
 import msgpack
 
 from rvasync._logging import stderr_logger
+from rvasync.advisories import log_unheard
 from rvasync.advmsg import SYSTEM, AdvisoryClass, make_advisory
 from rvasync.daemon.service import REANNOUNCE_HEARTBEATS
 from rvasync.errors import InvalidArgument, TransportClosed
@@ -383,11 +384,18 @@ class Router:
         )
 
     def _advise(self, advisory: Message) -> None:
-        self._log.info(
-            "router advisory", subject=advisory.subject, fields={f.name: f.value for f in advisory}
-        )
-        for attachment in self.attachments.values():
-            attachment.publish_advisory(advisory)
+        """Publish ``advisory`` on every attached network; logged at DEBUG once it is out.
+
+        The networks' listeners are who it is for. Only one that no network
+        took (every publish failed, or no network attached) is logged at its
+        own level, so that it is never lost silently.
+        """
+        published = [a.publish_advisory(advisory) for a in self.attachments.values()]
+        if any(published):
+            details = {f.name: f.value for f in advisory}
+            self._log.debug("router advisory", subject=advisory.subject, fields=details)
+        else:
+            log_unheard(advisory)
 
     # ------------------------------------------------------------------ links
 
