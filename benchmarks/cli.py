@@ -52,6 +52,12 @@ def parser() -> argparse.ArgumentParser:
     )
     run_cmd.add_argument("--systems", type=_csv, help="comma-separated system names")
     run_cmd.add_argument(
+        "--variants",
+        type=_csv,
+        help="comma-separated variant (row) names: only those rows run (for A/B comparisons; "
+        "a run of some rows is not one to fold into the page)",
+    )
+    run_cmd.add_argument(
         "--repeat",
         type=int,
         help=f"repetitions per row (default {FULL_REPEAT}, or 1 with --quick)",
@@ -134,6 +140,7 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
         repeat=repeat,
         only=args.only,
         systems=args.systems,
+        variants=args.variants,
         command=_settings() + "python -m benchmarks " + shlex.join(argv),
     )
     try:
@@ -147,7 +154,7 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
     copy = write_results(document, args.out)
     print(f"results: {args.out} (copy {copy.name})", file=sys.stderr)
     if not args.no_page:
-        report.write_page(document, args.page, args.images)
+        report.write_page(document, args.page, args.images, scale=report.SCALE)
         print(f"page: {args.page}", file=sys.stderr)
     bad = failures(document)
     if bad:
@@ -174,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
                 return 2
             args.results.write_text(json.dumps(document, indent=1) + "\n")
             print(f"results: {args.results} updated from {args.update}", file=sys.stderr)
-        report.write_page(document, args.page, args.images)
+        report.write_page(document, args.page, args.images, scale=report.SCALE)
         print(f"page: {args.page}", file=sys.stderr)
         return 0
     return _run(args, argv)

@@ -156,6 +156,15 @@ class ReqRep(Adapter):
     async def request(self, handle: Any, timeout: float) -> bytes:
         """Send one request and return the reply's payload."""
 
+    async def request_new(self, subject: str, payload: bytes, timeout: float) -> bytes:
+        """Build a new request carrying ``payload`` on ``subject``, as applications do for
+        every request, send it and return the reply's payload (what the scenarios time).
+
+        The default prepares and sends it, for systems whose request is its subject and
+        payload bytes (nothing to build); systems with a message object build one here.
+        """
+        return await self.request(self.prepare(subject, payload), timeout)
+
 
 class Fanout(Adapter):
     """Many listeners on distinct subjects, one of which matches what is sent."""

@@ -19,6 +19,7 @@ ratio below 1 does; every table says which.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -28,6 +29,8 @@ from benchmarks import charts
 from benchmarks.stats import ratio
 
 HEADER = Path(__file__).resolve().parent / "page_header.md"
+#: The scale sweeps' results (python -m benchmarks.scale): the page's "Scale" section.
+SCALE = Path(__file__).resolve().parent / "results" / "scale.json"
 
 Row = Mapping[str, Any]
 ScenarioDoc = Mapping[str, Any]
@@ -256,8 +259,13 @@ def machine_lines(document: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def render(document: Mapping[str, Any], chart_links: Mapping[str, str] | None = None) -> str:
-    """The whole page as markdown; ``chart_links`` maps scenario name to image path."""
+def render(
+    document: Mapping[str, Any],
+    chart_links: Mapping[str, str] | None = None,
+    scale: Mapping[str, Any] | None = None,
+) -> str:
+    """The whole page as markdown; ``chart_links`` maps scenario (or scale chart) name to
+    image path; ``scale`` is the scale results document (its section ends the page)."""
     chart_links = chart_links or {}
     out: list[str] = []
     if HEADER.exists():
@@ -297,15 +305,29 @@ def render(document: Mapping[str, Any], chart_links: Mapping[str, str] | None = 
             out.append(f"![{scenario['title']}]({link})\n")
         out.extend(scenario_table(scenario))
         out.append("")
+    if scale:
+        from benchmarks.scale import page as scale_page
+
+        out.extend(scale_page.section(scale, chart_links))
     return "\n".join(out).rstrip() + "\n"
 
 
-def write_page(document: Mapping[str, Any], page: Path, images: Path) -> None:
-    """Draw the charts into ``images`` and write the page to ``page``."""
+def write_page(
+    document: Mapping[str, Any], page: Path, images: Path, scale: Path | None = None
+) -> None:
+    """Draw the charts into ``images`` and write the page to ``page``; with the scale
+    results at ``scale`` (if that file exists), the "Scale" section and its charts too."""
     links: dict[str, str] = {}
     for scenario in document["scenarios"]:
         path = images / f"perf-{scenario['name']}.png"
         if charts.render(scenario, path):
             links[scenario["name"]] = Path(os.path.relpath(path, page.parent)).as_posix()
+    scaled: Mapping[str, Any] = {}
+    if scale is not None and scale.exists():
+        from benchmarks.scale import page as scale_page
+
+        scaled = json.loads(scale.read_text())
+        for name, path in scale_page.charts(scaled, images).items():
+            links[name] = Path(os.path.relpath(path, page.parent)).as_posix()
     page.parent.mkdir(parents=True, exist_ok=True)
-    page.write_text(render(document, links))
+    page.write_text(render(document, links, scaled))

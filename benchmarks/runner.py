@@ -39,6 +39,8 @@ class RunOptions:
     repeat: int = 5
     only: Sequence[str] | None = None
     systems: Sequence[str] | None = None
+    #: Variant names: only those rows run (None: every row).
+    variants: Sequence[str] | None = None
     command: str = "python -m benchmarks run"
 
 
@@ -196,6 +198,8 @@ async def run(
             rows = []
             for system in systems:
                 for plan in registry.plans(scenario, system, params):
+                    if options.variants is not None and plan.variant.name not in options.variants:
+                        continue
                     row = await run_plan(plan, params, options.repeat, workdir)
                     say(_format_row(scenario, row))
                     rows.append(row)

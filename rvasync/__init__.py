@@ -18,6 +18,7 @@ from rvasync.errors import (
     DeliveryFailed,
     InvalidArgument,
     InvalidSubject,
+    ListenerClosed,
     MalformedMessage,
     MessageTooLarge,
     NotPermitted,
@@ -27,9 +28,10 @@ from rvasync.errors import (
     RvError,
     TransportClosed,
 )
+from rvasync.events import IOEvent, IOKind, IOOccurrence, TimerEvent
 from rvasync.fieldtypes import FieldType
 from rvasync.ftdriver import FtMember, FtMonitor
-from rvasync.message import CmLabel, Field, Message
+from rvasync.message import CmLabel, Field, Message, Publisher
 from rvasync.protocol.ft import FtAction
 from rvasync.queues import LimitPolicy, Queue, QueueGroup, default_queue
 from rvasync.relaydriver import RelayAgent
@@ -60,17 +62,22 @@ __all__ = [
     "FtAction",
     "FtMember",
     "FtMonitor",
+    "IOEvent",
+    "IOKind",
+    "IOOccurrence",
     "InvalidArgument",
     "InvalidSubject",
     "LedgerCorrupt",
     "LimitPolicy",
     "Listener",
+    "ListenerClosed",
     "MalformedMessage",
     "Message",
     "MessageTooLarge",
     "NotPermitted",
     "OperationError",
     "ProcessTransport",
+    "Publisher",
     "Queue",
     "QueueDestroyed",
     "QueueGroup",
@@ -85,6 +92,7 @@ __all__ = [
     "StoreCorrupt",
     "SubjectIndex",
     "Timer",
+    "TimerEvent",
     "Transport",
     "TransportClosed",
     "VcTransport",

@@ -19,6 +19,7 @@ __all__ = [
     "E_LOW_CONT",
     "E_NEXT_CONT",
     "E_NO_RETENTION",
+    "E_SHARED",
     "F_NO_RETENTION",
     "GATHER_MIN",
     "HB_FINAL",
@@ -70,10 +71,13 @@ F_NO_RETENTION = 1
 #: HEARTBEAT flag: the sender is closing; this is its last word on each stream.
 HB_FINAL = 1
 #: Heartbeat entry flags: the sender retains nothing; the lowest retained
-#: datagram opens with a continuation; the next datagram will.
+#: datagram opens with a continuation; the next datagram will; the stream's losses
+#: are shared by several hosts lately (receivers spread their NAKs; readers that
+#: predate the flag ignore it, as every bit they do not know).
 E_NO_RETENTION = 1
 E_LOW_CONT = 2
 E_NEXT_CONT = 4
+E_SHARED = 8
 
 #: Largest stream age (ms) a DATA header or heartbeat entry carries (u32).
 AGE_MAX = 0xFFFFFFFF

@@ -19,6 +19,7 @@ import ipaddress
 from typing import Any, Protocol
 
 from rvasync._logging import stderr_logger
+from rvasync.advlimit import UnheardLimiter
 from rvasync.advmsg import (
     ADVISORY_PREFIX,
     SYSTEM,
@@ -65,14 +66,36 @@ def build_advisory(
 
 
 def log_unheard(msg: Message) -> None:
-    """Log an advisory no listener took, if it is an ERROR or a WARN (INFO is dropped)."""
+    """Log an advisory no listener took, if it is an ERROR or a WARN (INFO is dropped).
+
+    At most one line per subject (and ``ADV_DESC``, the queue a QUEUE.LIMIT_EXCEEDED
+    names) per second (rvasync.advlimit.UnheardLimiter): the
+    lines not written are counted, and the count goes with the next line
+    (``suppressed``) or on a line of its own at the second's end.
+    """
     parsed = parse_advisory_subject(msg.subject or "")
     if parsed is None or parsed[0] is AdvisoryClass.INFO:
+        return
+    # One cause, one line a second: the subject, and the queue a LIMIT_EXCEEDED names.
+    desc = msg.get("ADV_DESC")
+    subject = msg.subject or ""
+    write, suppressed = _unheard.allow(subject if desc is None else f"{subject} {desc}")
+    if not write:
         return
     details = {f.name: _printable(f.value) for f in msg if f.name}
     log = stderr_logger()
     method = log.error if parsed[0] is AdvisoryClass.ERROR else log.warning
-    method("unheard advisory", subject=msg.subject, fields=details)
+    if suppressed:
+        method("unheard advisory", subject=msg.subject, fields=details, suppressed=suppressed)
+    else:
+        method("unheard advisory", subject=msg.subject, fields=details)
+
+
+def _log_suppressed(subject: str, count: int) -> None:
+    stderr_logger().warning("unheard advisories not logged", subject=subject, suppressed=count)
+
+
+_unheard = UnheardLimiter(_log_suppressed)
 
 
 def _printable(value: Any) -> Any:
@@ -100,11 +123,12 @@ def host_field(ip: str) -> ipaddress.IPv4Address:
     return ipaddress.IPv4Address(ip)
 
 
-def msg_too_large(host: str, lost: int, size: int | None) -> Message:
+def msg_too_large(host: str, lost: int, size: int | None, *, messages: int = 1) -> Message:
     """``_RV.ERROR.SYSTEM.DATALOSS.MSG_TOO_LARGE``: a client sent a message over 64 MiB.
 
     ``lost`` is how many packets the message would have taken; ``size`` its wire
-    size when known.
+    size when known; ``messages`` (more than 1: the ``messages`` field) how many
+    such sends, one advisory a second standing for them all (rvasync.advlimit).
     """
     items = [
         ("host", host_field(host), FieldType.IPADDR32),
@@ -112,6 +136,8 @@ def msg_too_large(host: str, lost: int, size: int | None) -> Message:
     ]
     if size is not None:
         items.append(("size", size, FieldType.U64))
+    if messages != 1:
+        items.append(("messages", count_field(messages), FieldType.U32))
     return make_advisory(AdvisoryClass.ERROR, SYSTEM, "DATALOSS.MSG_TOO_LARGE", fields=items)
 
 

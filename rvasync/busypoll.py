@@ -32,9 +32,9 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-import weakref
 
 from rvasync.errors import InvalidArgument
+from rvasync.perloop import PerLoop
 
 __all__ = ["MAX_WINDOW", "BusyPoller", "check_window", "poller_for"]
 
@@ -131,16 +131,9 @@ class BusyPoller:
             self._spinning = False
 
 
-_pollers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, BusyPoller] = (
-    weakref.WeakKeyDictionary()
-)
+_pollers: PerLoop[BusyPoller] = PerLoop(BusyPoller)
 
 
 def poller_for(loop: asyncio.AbstractEventLoop | None = None) -> BusyPoller:
     """The busy poller of ``loop`` (default: the running loop), created on first use."""
-    if loop is None:
-        loop = asyncio.get_running_loop()
-    poller = _pollers.get(loop)
-    if poller is None:
-        poller = _pollers[loop] = BusyPoller(loop)
-    return poller
+    return _pollers.get(loop)

@@ -22,6 +22,8 @@ from rvasync.errors import InvalidArgument
 __all__ = [
     "CorrelationId",
     "check_correlation_id",
+    "check_publisher_correlation",
+    "check_subscription",
     "new_correlation_id",
 ]
 
@@ -57,4 +59,33 @@ def check_correlation_id(value: object) -> CorrelationId:
             raise InvalidArgument("correlation_id must not be empty")
     elif not value.strip(b"\0"):
         raise InvalidArgument("correlation_id must not be empty or all zero bytes")
+    return value
+
+
+#: The range of an int correlation id that travels on the wire (a msgpack integer).
+_WIRE_INT = (-(2**63), 2**64 - 1)
+
+
+def check_publisher_correlation(value: object) -> CorrelationId:
+    """``value`` if a publication may carry it as its publisher's correlation id.
+
+    The rules of :func:`check_correlation_id`, and an int must fit the wire
+    (-2**63 .. 2**64 - 1): the id travels with every message published with it.
+    """
+    checked = check_correlation_id(value)
+    if isinstance(checked, int) and not _WIRE_INT[0] <= checked <= _WIRE_INT[1]:
+        raise InvalidArgument(
+            f"correlation_id {checked} does not fit the wire (an int within -2**63 .. 2**64 - 1)"
+        )
+    return checked
+
+
+def check_subscription(value: object) -> str:
+    """``value`` if it can name a subscription: a non-empty str of printable characters."""
+    if not isinstance(value, str):
+        raise InvalidArgument(f"subscription must be a str, got {type(value).__name__}")
+    if not value or not value.isprintable():
+        raise InvalidArgument(
+            f"subscription must be a non-empty name of printable characters, got {value!r}"
+        )
     return value

@@ -14,6 +14,7 @@ __all__ = [
     "InvalidArgument",
     "InvalidSubject",
     "LedgerCorrupt",
+    "ListenerClosed",
     "MalformedMessage",
     "MessageTooLarge",
     "NotPermitted",
@@ -75,6 +76,15 @@ class TransportClosed(RvError):
 
 class QueueDestroyed(RvError):
     """The queue was destroyed while a consumer waited on it."""
+
+
+class ListenerClosed(TransportClosed, QueueDestroyed):
+    """``listener.get()`` on a listener that is closed (or closes while it waits).
+
+    A :class:`TransportClosed` (the API's error for what was closed under the
+    caller), and a :class:`QueueDestroyed` for code written when that was what
+    a closed listener's own queue raised.
+    """
 
 
 class RequestTimeout(RvError, TimeoutError):

@@ -58,6 +58,7 @@ __all__ = [
     "convert",
     "field_label",
     "infer",
+    "read_as",
     "values_equal",
 ]
 
@@ -541,3 +542,92 @@ def values_equal(ftype: int, a: Any, b: Any) -> bool:
             and all(x == y or (math.isnan(x) and math.isnan(y)) for x, y in zip(a, b, strict=True))
         )
     return False
+
+
+# -- reading a value as another type (Message.get_as) ----------------------------------
+
+#: Types whose value is a Python int (the integer types and IPPORT16).
+_INT_VALUED = frozenset(FieldType(code) for code in INT_RANGE)
+_BYTES_TYPES = frozenset((FieldType.OPAQUE, FieldType.XML))
+#: Element type of each numeric array type.
+_ELEMENT = {FieldType(code): FieldType(element[2]) for code, element in ARRAY_ELEMENT.items()}
+
+
+class _NotExact(Exception):
+    """A value that the requested type cannot hold exactly (the reason is the message)."""
+
+
+def _scalar_as(ftype: FieldType, value: Any, target: FieldType) -> Any:
+    """``value`` (stored for ``ftype``) as ``target``'s stored form, or _NotExact."""
+    if ftype in _INT_VALUED:
+        return _int_as(value, target)
+    if ftype in _FLOAT_TYPES:
+        return _float_as(value, target)
+    if ftype in _BYTES_TYPES and target in _BYTES_TYPES:
+        return value
+    raise _NotExact("the types do not convert")
+
+
+def _int_as(value: int, target: FieldType) -> Any:
+    if target in _INT_VALUED:
+        lo, hi = INT_RANGE[target]
+        if lo <= value <= hi:
+            return value
+        raise _NotExact(f"outside {target.name}'s range {lo}..{hi}")
+    if target in _FLOAT_TYPES:
+        as_float = float(value) if target is FieldType.F64 else _f32_or_none(float(value))
+        if as_float is not None and int(as_float) == value:
+            return as_float
+        raise _NotExact(f"no {target.name} holds it exactly")
+    raise _NotExact("the types do not convert")
+
+
+def _float_as(value: float, target: FieldType) -> Any:
+    if target is FieldType.F64:
+        return value
+    if target is FieldType.F32:
+        narrow = _f32_or_none(value)
+        if narrow is not None and (narrow == value or math.isnan(value)):
+            return narrow
+        raise _NotExact("no F32 holds it exactly")
+    if target in _INT_VALUED:
+        if not math.isfinite(value) or not value.is_integer():
+            raise _NotExact("it is not a whole number")
+        return _int_as(int(value), target)
+    raise _NotExact("the types do not convert")
+
+
+def _f32_or_none(value: float) -> float | None:
+    try:
+        return cast(float, _F32.unpack(_F32.pack(value))[0])
+    except (OverflowError, struct.error):
+        return None
+
+
+def read_as(ftype: FieldType, value: Any, target: FieldType | int, name: str | None = None) -> Any:
+    """A stored ``ftype`` value as the stored form of ``target``, when ``target`` holds it exactly.
+
+    Integers read as any integer type whose range holds them and as floats
+    that hold them exactly; floats read as F64, as F32 when no precision is
+    lost, and as integers when they are whole numbers in range; OPAQUE and
+    XML read as each other; a numeric array reads as another numeric array
+    type when every element does. Anything else, or a value the target
+    cannot hold (300 as I8, -1 as U32, 2.5 as I32, a string as a number),
+    raises ConversionError naming the field and both types.
+    """
+    target = as_field_type(target)
+    if target is ftype:
+        return value
+    try:
+        if ftype in _ELEMENT and target in _ELEMENT:
+            source, wanted = _ELEMENT[ftype], _ELEMENT[target]
+            return [_scalar_as(source, item, wanted) for item in value]
+        return _scalar_as(ftype, value, target)
+    except _NotExact as why:
+        shown = repr(value)
+        if len(shown) > 40:
+            shown = shown[:37] + "..."
+        raise ConversionError(
+            f"{field_label(name)}: its {ftype.name} value {shown} cannot be read as "
+            f"{target.name} ({why})"
+        ) from None

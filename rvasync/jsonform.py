@@ -69,8 +69,28 @@ def to_jsonable(msg: Message) -> dict[str, Any]:
 
 
 def to_json(msg: Message, *, indent: int | None = None) -> str:
-    """The message as JSON text (see :func:`to_jsonable`)."""
-    return json.dumps(to_jsonable(msg), indent=indent, ensure_ascii=False)
+    """The message as JSON text (see :func:`to_jsonable`).
+
+    Non-ASCII text stays readable, but every character a terminal would act
+    on (controls, zero-width and bidirectional marks, line separators) is
+    written as a ``\\u`` escape, so printing the JSON of a message from the
+    wire is as safe as printing its text form.
+    """
+    return _terminal_safe(json.dumps(to_jsonable(msg), indent=indent, ensure_ascii=False))
+
+
+def _terminal_safe(text: str) -> str:
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() or c == "\n" else _json_escape(c) for c in text)
+
+
+def _json_escape(char: str) -> str:
+    code = ord(char)
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    code -= 0x10000
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
 
 
 def _value_from_jsonable(ftype: FieldType, value: Any) -> Any:

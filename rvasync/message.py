@@ -30,8 +30,10 @@ from rvasync.errors import ConversionError, InvalidArgument
 from rvasync.fieldtypes import ARRAY_TYPES, FieldType, field_label
 from rvasync.fieldtypes import convert as _convert
 from rvasync.fieldtypes import infer as _infer
+from rvasync.fieldtypes import read_as as _read_as
+from rvasync.textform import format_entries, parse_entries
 
-__all__ = ["CmLabel", "Field", "Message", "Origins"]
+__all__ = ["CmLabel", "Field", "Message", "Origins", "Publisher"]
 
 _new = object.__new__
 
@@ -225,6 +227,24 @@ class CmLabel:
         object.__setattr__(self, "time_limit", limit)
 
 
+# -- Publisher ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Publisher:
+    """Who published a message: ``msg.publisher`` (the MQ identity seed's publisher identity).
+
+    ``publisher_id`` is the sending transport's id (``t.publisher_id``: 16
+    hex digits, random per transport), ``correlation_id`` the correlation id
+    it gave the publication (``rv.Transport(..., correlation_id=...)`` or
+    ``send(msg, correlation_id=...)``), or None. Publishers sharing one
+    transport tell their publications apart by the correlation id.
+    """
+
+    publisher_id: str | None
+    correlation_id: Any = None
+
+
 # -- Message --------------------------------------------------------------------
 
 
@@ -276,6 +296,7 @@ class Message(MessageBase):
         "cm",
         "listener",
         "origin",
+        "publisher_correlation",
         "reply_subject",
         "subject",
     )
@@ -286,6 +307,7 @@ class Message(MessageBase):
     closure: Any
     cm: CmLabel | None
     origin: int | None
+    publisher_correlation: Any
     _fields: list[_Entry]
     _ids: dict[int, _Entry] | None
     _shared: bool
@@ -483,12 +505,58 @@ class Message(MessageBase):
 
     def field_by_id(self, field_id: int) -> Field:
         """The field with identifier ``field_id``, in constant time (KeyError if none)."""
+        return _from_tuple(self._entry_by_id(field_id))
+
+    def _entry_by_id(self, field_id: int) -> _Entry:
         entry = self._ids.get(field_id) if self._ids else None
         if entry is None:
             if isinstance(field_id, bool) or not isinstance(field_id, int):
                 raise ConversionError(f"field id must be an int, got {type(field_id).__name__}")
             raise KeyError(field_id)
-        return _from_tuple(entry)
+        return entry
+
+    def field_at(self, index: int) -> Field:
+        """The field at position ``index`` (``IndexError`` outside ``0 .. len(msg) - 1``).
+
+        Positions count fields in order, as iteration yields them; negative
+        positions are refused (Rendezvous programs walk ``0 .. count - 1``).
+        """
+        if isinstance(index, bool) or not isinstance(index, int):
+            raise ConversionError(f"field index must be an int, got {type(index).__name__}")
+        if not 0 <= index < len(self._fields):
+            raise IndexError(
+                f"field index {index} out of range: this message has {len(self._fields)} "
+                f"field{'' if len(self._fields) == 1 else 's'}"
+            )
+        return _from_tuple(self._fields[index])
+
+    def get_as(self, name: str | None, type: FieldType | int, *, field_id: int = 0) -> Any:
+        """The first field called ``name``, its value read as ``type`` (a :class:`FieldType`).
+
+        The value is converted only where ``type`` holds it exactly: an I8
+        read as I64, a U16 as I32, an F32 as F64, an integer as a float, a
+        whole float as an integer, an I8ARRAY as an I64ARRAY. ``KeyError``
+        when there is no such field; :class:`~rvasync.errors.ConversionError`
+        naming the field and both types when the value cannot be represented
+        (a negative value as U32, 300 as I8, a string as an integer).
+
+        With a non-zero ``field_id`` the field is found by its identifier (in
+        constant time) instead; ``name``, if not None, must then be that
+        field's name (``InvalidArgument`` otherwise), as in Rendezvous.
+        """
+        if field_id:
+            entry = self._entry_by_id(field_id)
+            if name is not None and entry[0] != name:
+                raise InvalidArgument(
+                    f"field id {field_id} belongs to field {entry[0]!r}, not {name!r}"
+                )
+        else:
+            for entry in self._fields:
+                if entry[0] == name:
+                    break
+            else:
+                raise KeyError(name)
+        return _read_as(entry[2], entry[3], type, entry[0])
 
     def __contains__(self, name: object) -> bool:
         return any(entry[0] == name for entry in self._fields)
@@ -544,6 +612,7 @@ class Message(MessageBase):
         clone.closure = self.closure
         clone.cm = self.cm
         clone.origin = self.origin
+        clone.publisher_correlation = self.publisher_correlation
         clone._fields = [
             entry
             if entry[3].__class__ in _IMMUTABLE_VALUES
@@ -618,6 +687,30 @@ class Message(MessageBase):
         listener = self.listener
         return None if listener is None else getattr(listener, "correlation_id", None)
 
+    @property
+    def publisher(self) -> Publisher | None:
+        """Who published this message (a :class:`Publisher`), or None if nobody did.
+
+        Read from the publication's origin (whose high half is the sending
+        transport's id) and the correlation id it travelled with
+        (``publisher_correlation``); None for a message no network transport
+        sent. docs/retained.md, "Publisher identity".
+        """
+        origin = self.origin
+        correlation = self.publisher_correlation
+        if origin is None and correlation is None:
+            return None
+        return Publisher(None if origin is None else f"{origin >> 64:016x}", correlation)
+
+    @property
+    def subscription(self) -> str | None:
+        """The name of the named subscription that delivered this message, or None.
+
+        ``t.listen(subject, subscription="NAME")``; read from ``msg.listener``.
+        """
+        listener = self.listener
+        return None if listener is None else getattr(listener, "subscription", None)
+
     def field_values(self) -> dict[str | None, Any]:
         """Every field's value by name (the last field of a repeated name wins) (driver API).
 
@@ -636,6 +729,31 @@ class Message(MessageBase):
         deliveries of one message from different messages.
         """
         return self._fields is other._fields
+
+    def __str__(self) -> str:
+        """The Rendezvous text form of the fields: ``{DATA="hello" N=1 SUB={X=2.5}}``.
+
+        Strings are quoted (with backslash escapes, so the text never holds a
+        control character), numbers plain, nested messages in braces, arrays
+        in brackets, opaque and XML data as their size. ``repr(msg)`` is the
+        Python debugging form; :meth:`from_text` reads this form back.
+        """
+        return format_entries(self._fields)
+
+    @classmethod
+    def from_text(cls, text: str) -> Message:
+        """The message whose text form (``str(msg)``) is ``text``; no subject.
+
+        The text form names no types, so each value gets the type its text
+        implies: integers I64 (U64 beyond I64's range), other numbers F64,
+        quoted text STRING, ``TRUE``/``FALSE`` BOOL, dotted quads IPADDR32,
+        ``YYYY-MM-DD hh:mm:ss.fffffffffZ`` DATETIME, braces MSG, brackets the
+        array of their elements' type (an empty one I64ARRAY). Opaque and XML
+        placeholders cannot be read back. Bad text raises InvalidArgument
+        naming the column.
+        """
+        msg: Message = parse_entries(text, _message_of_entries)
+        return msg
 
     def __repr__(self) -> str:
         parts = [f"subject={self.subject!r}"]
@@ -686,6 +804,14 @@ else:
 
 def _message_from_bytes(data: bytes) -> Message:
     return Message.from_bytes(data)
+
+
+def _message_of_entries(entries: list[tuple[str | None, FieldType, Any]]) -> Message:
+    """A message with these (name, type, value) fields, names checked as ``add`` checks them."""
+    msg = Message()
+    for name, ftype, value in entries:
+        msg.add_reserved(name, value, ftype)
+    return msg
 
 
 _IMMUTABLE_VALUES = frozenset((str, bytes, int, float, bool, type(None)))

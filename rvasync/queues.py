@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from rvasync import _accel
 from rvasync._logging import stderr_logger
+from rvasync.advlimit import Coalescer
 from rvasync.errors import InvalidArgument, QueueDestroyed
 
 __all__ = [
@@ -71,14 +72,24 @@ class LimitPolicy(enum.IntEnum):
 
 
 def log_limit_exceeded(queue: Queue) -> None:
-    """The default reporter: one structured warning on stderr naming the queue."""
+    """The default reporter: a structured warning on stderr naming the queue, at most one
+    per queue per second (rvasync.advlimit): ``count`` says how many items it discarded
+    since the previous line, ``discarded_total`` how many in all."""
+    _log_coalescer.report(queue, queue.take_discarded(), lambda n: _log_discards(queue, n))
+
+
+def _log_discards(queue: Queue, count: int) -> None:
     stderr_logger().warning(
         "QUEUE.LIMIT_EXCEEDED: queue discarded items",
         queue=queue.name,
         limit=queue.limit,
         policy=queue.policy.name,
+        count=count,
         discarded_total=queue.discarded,
     )
+
+
+_log_coalescer = Coalescer()
 
 
 LimitExceededReporter = Callable[["Queue"], object]
@@ -90,6 +101,10 @@ def set_limit_exceeded_reporter(
     reporter: LimitExceededReporter | None,
 ) -> LimitExceededReporter:
     """Install ``reporter(queue)``, called once per put that made ``queue`` discard.
+
+    A reporter that presents or logs an advisory should do so at most once per
+    queue per interval, as the two rvasync installs do (rvasync.advlimit.Coalescer,
+    with ``queue.take_discarded()`` for the count).
 
     ``None`` restores the default (a structlog warning on stderr). Returns the
     reporter that was installed before, so a caller can restore it. The
@@ -215,6 +230,7 @@ class Queue(_core.QueueCore):
         self._groups: tuple[QueueGroup, ...] = ()
         self._destroyed = False
         self._reporting = False
+        self._reported = 0  # self.discarded as of the last take_discarded()
 
     # -- driver API -------------------------------------------------------------
     #
@@ -233,6 +249,17 @@ class Queue(_core.QueueCore):
     # deliveries from a queue it shared; a predicate that returns False scans
     # the queue without changing it). O(n); ``predicate`` must not touch the
     # queue. Discarded items are not counted in :attr:`discarded`.
+
+    def take_discarded(self) -> int:
+        """Items the limit policy discarded since this was last called (driver API).
+
+        What a limit-exceeded reporter puts in the advisory it presents for
+        several discards at once (rvasync.advlimit): each discard is counted in
+        exactly one call.
+        """
+        count = self.discarded - self._reported
+        self._reported += count
+        return count
 
     # -- properties -------------------------------------------------------------
 

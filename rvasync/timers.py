@@ -11,6 +11,11 @@ consumer comes back. Deadlines are computed from the start time
 Destroying a timer halts it at once: intervals owed but not yet delivered are
 dropped and iteration ends. Resetting it is destroying it and starting a new
 one in its place, counting from that moment.
+
+With a ``queue``, each elapsed interval puts one :class:`~rvasync.events.TimerEvent`
+into that queue instead, where it waits in order with the queue's messages and
+under its queue groups' priorities, and its dispatch runs the callback
+(rvasync.events).
 """
 
 from __future__ import annotations
@@ -20,11 +25,12 @@ import inspect
 import math
 import weakref
 from collections.abc import Awaitable, Callable
-from types import TracebackType
 from typing import Any
 
 from rvasync._logging import stderr_logger
 from rvasync.errors import InvalidArgument, NotPermitted
+from rvasync.events import EventSource, TimerEvent, check_queue, run_callback
+from rvasync.queues import Queue
 
 __all__ = ["Timer", "TimerCallback"]
 
@@ -57,7 +63,7 @@ def _tick(ref: _OnDeadline, index: int) -> None:
         on_deadline(index)
 
 
-class Timer:
+class Timer(EventSource):
     """A repeating timer on the running event loop.
 
     ``async for tick in Timer(interval)`` yields the tick number (1, 2, 3 ...
@@ -67,6 +73,15 @@ class Timer:
     call at a time, awaiting it when it returns an awaitable; an exception in
     the callback is logged to stderr and the timer goes on. ``closure`` is
     kept as ``timer.closure`` for the callback's use.
+
+    With ``queue``, each elapsed interval puts one
+    :class:`~rvasync.events.TimerEvent` (``.timer``, ``.ticks``, ``.closure``)
+    in that queue, in order with its messages and under its queue groups'
+    priorities; dispatching the event (``await event.dispatch()``, or the
+    queue's dispatcher when callback listeners share it) runs the callback,
+    and ``timer.ticks`` is then the number of the last tick dispatched. Such a
+    timer is not iterated itself: its queue is. Destroying or resetting it
+    drops its events still queued.
 
     The timer must be created inside a running event loop. It is an async
     context manager that destroys it on exit.
@@ -81,12 +96,16 @@ class Timer:
         self,
         interval: float,
         *,
+        queue: Queue | None = None,
         callback: TimerCallback | None = None,
         closure: Any = None,
     ) -> None:
         self._interval = _check_interval(interval)
         if callback is not None and not callable(callback):
             raise InvalidArgument(f"callback must be callable, got {type(callback).__name__}")
+        self._queue = check_queue(queue)
+        self._dispatched = 0
+        self._sequence = 0  # bumped by reset: events of an earlier sequence are stale
         try:
             self._loop = asyncio.get_running_loop()
         except RuntimeError:
@@ -98,7 +117,9 @@ class Timer:
         self._handle: asyncio.TimerHandle | None = None
         self._start()
         self._task: asyncio.Task[None] | None = None
-        if callback is not None:
+        if self._queue is not None:
+            _dispatching.add(self)  # the program keeps the queue, not necessarily the timer
+        elif callback is not None:
             _dispatching.add(self)
             self._task = self._loop.create_task(self._dispatch(), name=f"rvasync-timer:{interval}")
 
@@ -115,18 +136,14 @@ class Timer:
 
     @property
     def ticks(self) -> int:
-        """Ticks delivered since the start or the last reset."""
-        return self._delivered
+        """Ticks delivered since the start or the last reset (with a queue: the last dispatched)."""
+        return self._dispatched if self._queue is not None else self._delivered
 
     @property
     def pending(self) -> int:
         """Elapsed intervals not yet delivered (the backlog of a slow consumer)."""
         self._catch_up()
         return self._elapsed - self._delivered
-
-    @property
-    def destroyed(self) -> bool:
-        return self._destroyed
 
     def __repr__(self) -> str:
         state = "destroyed" if self._destroyed else f"ticks={self._delivered}"
@@ -146,6 +163,9 @@ class Timer:
         if interval is not None:
             self._interval = _check_interval(interval)
         self._cancel_deadline()
+        self._drop_queued()
+        self._sequence += 1
+        self._dispatched = 0
         self._start()
 
     def destroy(self) -> None:
@@ -160,24 +180,10 @@ class Timer:
         self._elapsed = self._delivered  # nothing is owed any more
         self._cancel_deadline()
         _dispatching.discard(self)
+        self._drop_queued()
         self._wake_all()
 
     close = destroy
-
-    async def __aenter__(self) -> Timer:
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.destroy()
-        task = self._task
-        if task is not None and task is not asyncio.current_task():
-            # Let a callback that is running finish before the block is left.
-            await asyncio.wait({task})
 
     # -- iteration --------------------------------------------------------------------------
 
@@ -185,6 +191,8 @@ class Timer:
         return self
 
     async def __anext__(self) -> int:
+        if self._queue is not None:
+            raise NotPermitted("this timer puts its ticks in its queue; iterate the queue")
         while True:
             if self._destroyed:
                 raise StopAsyncIteration
@@ -243,7 +251,37 @@ class Timer:
         elapsed = max(index, self._intervals_since_origin(), self._elapsed)
         self._elapsed = elapsed
         self._schedule(elapsed + 1)
-        self._wake_all()
+        if self._queue is not None:
+            self._enqueue()
+        else:
+            self._wake_all()
+
+    # -- queued events (rvasync.events) ------------------------------------------------------
+
+    def _enqueue(self) -> None:
+        """One TimerEvent per interval elapsed since the last ones were queued."""
+        queue = self._queue
+        assert queue is not None
+        if queue.destroyed:  # nobody can ever take them: the timer has no more use
+            self.destroy()
+            return
+        while self._delivered < self._elapsed:
+            self._delivered += 1
+            queue.deliver(TimerEvent(self, self._delivered, self._sequence))
+
+    def _drop_queued(self) -> None:
+        if self._queue is not None:
+            self._queue.discard_where(lambda item: getattr(item, "timer", None) is self)
+
+    async def dispatch_callback(self, event: TimerEvent) -> None:
+        """Dispatch one queued tick: run the callback (nothing once destroyed or reset)."""
+        if event.timer is not self:
+            raise InvalidArgument("this event belongs to another timer")
+        if self._destroyed or event.sequence != self._sequence:
+            return
+        self._dispatched = event.ticks
+        if self._callback is not None:
+            await run_callback(self._callback, self, "timer")
 
     def _wake_all(self) -> None:
         waiters, self._waiters = self._waiters, []

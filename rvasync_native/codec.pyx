@@ -42,6 +42,7 @@ from rvasync._wire import (
     MAX_NESTING_DEPTH,
     ORIGIN_SIZE,
 )
+from rvasync.correlation import check_publisher_correlation
 from rvasync.errors import InvalidArgument, MalformedMessage, MessageTooLarge
 from rvasync.fieldtypes import FieldType, field_label
 from rvasync.message import CmLabel, Message
@@ -160,10 +161,11 @@ cdef inline void _copy(char* dst, const char* src, size_t n):
 # either class and not here, rather than leaving it unset on decoded objects.
 cdef tuple _MESSAGE_SLOTS = (
     "subject", "reply_subject", "listener", "closure", "cm", "origin", "_fields", "_ids",
-    "_shared",
+    "_shared", "publisher_correlation",
 )
 cdef enum:
-    M_SUBJECT, M_REPLY, M_LISTENER, M_CLOSURE, M_CM, M_ORIGIN, M_FIELDS, M_IDS, M_SHARED, M_COUNT
+    M_SUBJECT, M_REPLY, M_LISTENER, M_CLOSURE, M_CM, M_ORIGIN, M_FIELDS, M_IDS, M_SHARED, \
+        M_PUBCORR, M_COUNT
 cdef tuple _DATETIME_SLOTS = ("_seconds", "_microseconds")
 cdef Py_ssize_t _msg_offset[M_COUNT]
 cdef Py_ssize_t _dt_offset[2]
@@ -593,6 +595,46 @@ cdef int _origin_wire(object origin, unsigned char* out) except -1:
     )
 
 
+cdef int _w_cm_label(Writer* w, object cm) except -1:
+    """A CM label's three elements: sender, sequence (nil when uncertified), time limit."""
+    _w_str(w, cm.sender)
+    if cm.sequence is None:
+        _put1(w, 0xC0)
+    else:
+        _w_int(w, cm.sequence)
+    _w_double(w, PyFloat_AsDouble(cm.time_limit))
+    return 0
+
+
+cdef int _w_label_with_correlation(
+    Writer* w, object cm, object origin, unsigned char* origin_bytes, object correlation
+) except -1:
+    """The label slot of a message with a publisher correlation id (not the usual path):
+    ``[origin or nil, id]``, or ``[sender, sequence, limit, origin or nil, id]``."""
+    try:
+        correlation = check_publisher_correlation(correlation)
+    except InvalidArgument as exc:
+        raise InvalidArgument(f"message publisher_correlation: {exc}") from None
+    if cm is not None:
+        if not isinstance(cm, CmLabel):
+            raise InvalidArgument(f"message cm must be a CmLabel or None, got {type(cm).__name__}")
+        _w_array(w, 5)
+        _w_cm_label(w, cm)
+    else:
+        _w_array(w, 2)
+    if origin is None:
+        _put1(w, 0xC0)
+    else:
+        _put_raw(w, <char*>origin_bytes, 18)
+    if type(correlation) is str:
+        _w_str(w, correlation)
+    elif type(correlation) is bytes:
+        _w_bytes(w, correlation)
+    else:
+        _w_int(w, correlation)
+    return 0
+
+
 cdef int _w_message(Writer* w, object msg, int depth) except -1:
     cdef list fields
     cdef Py_ssize_t n, k, m
@@ -602,6 +644,7 @@ cdef int _w_message(Writer* w, object msg, int depth) except -1:
     cdef int code
     cdef int64_t seconds, micros
     cdef unsigned char origin_bytes[18]
+    cdef object correlation
 
     _w_array(w, 4)
     if type(msg) is Message:
@@ -612,19 +655,23 @@ cdef int _w_message(Writer* w, object msg, int depth) except -1:
         _w_opt_str(w, _slot(msg, M_REPLY), "reply_subject")
         cm = _slot(msg, M_CM)
         origin = _slot(msg, M_ORIGIN)
+        correlation = _slot(msg, M_PUBCORR)
     else:
         fields = msg._fields
         _w_opt_str(w, msg.subject, "subject")
         _w_opt_str(w, msg.reply_subject, "reply_subject")
         cm = msg.cm
         origin = msg.origin
+        correlation = msg.publisher_correlation
     n = len(fields)
     if origin is not None:
         # bin8 of 16 bytes: the header, then the int big-endian
         origin_bytes[0] = 0xC4
         origin_bytes[1] = 16
         _origin_wire(origin, &origin_bytes[2])
-    if cm is None:
+    if correlation is not None:
+        _w_label_with_correlation(w, cm, origin, origin_bytes, correlation)
+    elif cm is None:
         if origin is None:
             _put1(w, 0xC0)
         else:
@@ -633,12 +680,7 @@ cdef int _w_message(Writer* w, object msg, int depth) except -1:
         if not isinstance(cm, CmLabel):
             raise InvalidArgument(f"message cm must be a CmLabel or None, got {type(cm).__name__}")
         _w_array(w, 3 if origin is None else 4)
-        _w_str(w, cm.sender)
-        if cm.sequence is None:
-            _put1(w, 0xC0)
-        else:
-            _w_int(w, cm.sequence)
-        _w_double(w, PyFloat_AsDouble(cm.time_limit))
+        _w_cm_label(w, cm)
         if origin is not None:
             _put_raw(w, <char*>origin_bytes, 18)
     _w_array(w, 4 * n)
@@ -754,6 +796,7 @@ cdef enum Kind:
     K_STR       # .ptr, .n
     K_BIN       # .ptr, .n
     K_ARRAY     # .n elements follow
+    K_NONE      # no item (an optional one that is absent)
 
 
 cdef struct Reader:
@@ -1032,9 +1075,11 @@ cdef const unsigned char* _read_origin(Item* it) except NULL:
     return it.ptr
 
 
-cdef object _read_cm(Reader* r, bint build, const unsigned char** origin):
+cdef object _read_cm(Reader* r, bint build, const unsigned char** origin, Item* correlation):
     """The label slot: nil, a CM label (array of 3), an origin (bin: stored in
-    ``origin[0]``, which is left alone otherwise), or both (array of 4)."""
+    ``origin[0]``, which is left alone otherwise), or both (array of 4); with a
+    publisher correlation id (left in ``correlation``, whose kind is K_NONE
+    otherwise), ``[origin or nil, id]`` or ``[label..., origin or nil, id]``."""
     cdef Item it
     cdef object sender
     cdef object sequence = None
@@ -1045,9 +1090,15 @@ cdef object _read_cm(Reader* r, bint build, const unsigned char** origin):
     if it.kind == K_BIN:
         origin[0] = _read_origin(&it)
         return None
-    if it.kind != K_ARRAY or (it.n != 3 and it.n != 4):
-        _bad(f"CM label must be an array of 3 (or 4 with an origin), got {_kind_name(&it)}")
+    if it.kind != K_ARRAY or it.n < 2 or it.n > 5:
+        _bad(
+            "CM label must be an array of 3 (or 4 with an origin), or a publisher's "
+            f"[origin, correlation id] (2, or 5 with a label), got {_kind_name(&it)}"
+        )
     n = it.n
+    if n == 2:
+        _read_origin_and_correlation(r, origin, correlation)
+        return None
     _next(r, &it)
     if it.kind != K_STR or it.n == 0:
         _bad("CM label sender must be a non-empty str")
@@ -1071,7 +1122,58 @@ cdef object _read_cm(Reader* r, bint build, const unsigned char** origin):
     if n == 4:
         _next(r, &it)
         origin[0] = _read_origin(&it)
+    elif n == 5:
+        _read_origin_and_correlation(r, origin, correlation)
     return label
+
+
+cdef int _read_origin_and_correlation(
+    Reader* r, const unsigned char** origin, Item* correlation
+) except -1:
+    """An origin (or nil), then a publisher correlation id: a non-empty str, a
+    non-zero bin or a non-zero int (checked here, built by the caller)."""
+    cdef Item it
+    cdef Py_ssize_t k
+    cdef bint zero = True
+    _next(r, &it)
+    if it.kind != K_NIL:
+        origin[0] = _read_origin(&it)
+    _next(r, correlation)
+    if correlation.kind == K_STR:
+        zero = correlation.n == 0
+        if not zero:
+            _check_text(correlation)
+    elif correlation.kind == K_BIN:
+        for k in range(correlation.n):
+            if correlation.ptr[k] != 0:
+                zero = False
+                break
+    elif correlation.kind == K_UINT:
+        zero = correlation.u == 0
+    elif correlation.kind == K_NEGINT:
+        zero = False
+    else:
+        _bad(
+            "publisher correlation id must be a non-empty str, a non-zero bin or a non-zero "
+            f"int, got {_kind_name(correlation)}"
+        )
+    if zero:
+        _bad(
+            "publisher correlation id must be a non-empty str, a non-zero bin or a non-zero "
+            f"int, got an empty or zero {_kind_name(correlation)}"
+        )
+    return 0
+
+
+cdef object _correlation_object(Item* it):
+    """The Python value of a publisher correlation id item (K_NONE: None)."""
+    if it.kind == K_NONE:
+        return None
+    if it.kind == K_STR:
+        return _text(it)
+    if it.kind == K_BIN:
+        return _bytes(it)
+    return _int_object(it)
 
 
 cdef list _read_numbers(Item* it, int code, bint build):
@@ -1249,6 +1351,8 @@ cdef object _read_message(Reader* r, int depth, bint build):
     cdef uint64_t fid
     cdef int code
     cdef const unsigned char* origin = NULL
+    cdef Item correlation
+    correlation.kind = K_NONE
     _next(r, &it)
     if it.kind != K_ARRAY or it.n != 4:
         _bad(
@@ -1256,7 +1360,7 @@ cdef object _read_message(Reader* r, int depth, bint build):
         )
     subject = _read_opt_str(r, "subject", build)
     reply = _read_opt_str(r, "reply subject", build)
-    cm = _read_cm(r, build, &origin)
+    cm = _read_cm(r, build, &origin, &correlation)
     _next(r, &it)
     if it.kind != K_ARRAY:
         _bad(f"fields must be an array, got {_kind_name(&it)}")
@@ -1333,6 +1437,7 @@ cdef object _read_message(Reader* r, int depth, bint build):
     _put(msg, _msg_offset[M_FIELDS], fields)
     _put(msg, _msg_offset[M_IDS], ids)
     _put(msg, _msg_offset[M_SHARED], False)
+    _put(msg, _msg_offset[M_PUBCORR], _correlation_object(&correlation))
     return msg
 
 

@@ -45,10 +45,11 @@ cdef extern from "Python.h":
 # The Message slots this module writes, in this order.
 cdef tuple _SLOTS = (
     "subject", "reply_subject", "listener", "closure", "cm", "origin", "_fields", "_ids",
-    "_shared",
+    "_shared", "publisher_correlation",
 )
 cdef enum:
-    S_SUBJECT, S_REPLY, S_LISTENER, S_CLOSURE, S_CM, S_ORIGIN, S_FIELDS, S_IDS, S_SHARED, S_COUNT
+    S_SUBJECT, S_REPLY, S_LISTENER, S_CLOSURE, S_CM, S_ORIGIN, S_FIELDS, S_IDS, S_SHARED, \
+        S_PUBCORR, S_COUNT
 
 # Writing a slot through setattr looks the attribute up on the type each time;
 # init() writes the message's slots at their offsets instead. The offsets come
@@ -193,6 +194,7 @@ def init(self, subject=None, fields=None, *, reply_subject=None):
         _put(self, S_FIELDS, stored)
         _put(self, S_IDS, None)
         _put(self, S_SHARED, False)
+        _put(self, S_PUBCORR, None)
     else:
         self.subject = subject
         self.reply_subject = reply_subject
@@ -200,6 +202,7 @@ def init(self, subject=None, fields=None, *, reply_subject=None):
         self.closure = None
         self.cm = None
         self.origin = None
+        self.publisher_correlation = None
         self._fields = stored
         self._ids = None
         self._shared = False
@@ -272,6 +275,7 @@ def delivery_copy(self, listener, closure):
         clone.closure = closure
         clone.cm = self.cm
         clone.origin = self.origin
+        clone.publisher_correlation = self.publisher_correlation
         clone._fields = self._fields
         clone._ids = self._ids
         clone._shared = True
@@ -287,6 +291,7 @@ def delivery_copy(self, listener, closure):
     _put(clone, S_FIELDS, _get(self, S_FIELDS))
     _put(clone, S_IDS, _get(self, S_IDS))
     _put(clone, S_SHARED, True)
+    _put(clone, S_PUBCORR, _get(self, S_PUBCORR))
     _put(self, S_SHARED, True)
     return clone
 
@@ -337,29 +342,41 @@ cdef extern from *:
 cdef class Origins:
     """A transport's publication origins (twin of ``rvasync.fallback.msgbuild.Origins``).
 
-    ``Origins(publisher_id, sequence=1)``: ``publisher_id`` (an int in
-    [0, 2**64)) is the high half of every origin; the low half counts from
-    ``sequence``. ``stamp(msg)`` is
-    what a network send does to the message it is given: mark its fields
-    shared (the transport keeps a reference, see ``Message.share``) and write
-    the next origin in place; one call, no attribute look-ups, one int built.
+    ``Origins(publisher_id, sequence=1, tick=0, *, correlation=None)``:
+    ``publisher_id`` (an int in [0, 2**64)) is the high half of every origin;
+    the low half counts from ``sequence``. ``stamp(msg)`` is what a network
+    send does to the message it is given: mark its fields shared (the
+    transport keeps a reference, see ``Message.share``), write the next origin
+    in place and the publisher's ``correlation`` id as
+    ``msg.publisher_correlation``; one call, no attribute look-ups, one int
+    built. It returns True when the low half of the origin it wrote is a
+    multiple of ``tick`` (a power of two; 0: never), else False: the send
+    pacer's tick (rvasync.sendpace), counted where the send already counts.
     ``next()`` returns the next origin without touching a message. After 2**64
     origins the count carries into the id (after 2**128 - 1 there is none).
     """
 
     cdef uint64_t _hi
     cdef uint64_t _lo
+    cdef uint64_t _tick_mask
+    cdef bint _ticking
     cdef bint _spent
+    cdef readonly object correlation
 
-    def __init__(self, publisher_id, sequence=1):
+    def __init__(self, publisher_id, sequence=1, tick=0, *, correlation=None):
         if type(publisher_id) is not int or not 0 <= publisher_id < 2**64:
             raise InvalidArgument(
                 f"publisher id must be an int in [0, 2**64), got {publisher_id!r}"
             )
         if type(sequence) is not int or not 0 <= sequence < 2**64:
             raise InvalidArgument(f"sequence must be an int in [0, 2**64), got {sequence!r}")
+        if type(tick) is not int or not 0 <= tick < 2**63 or tick & (tick - 1):
+            raise InvalidArgument(f"tick must be 0 or a power of two, got {tick!r}")
         self._hi = publisher_id
         self._lo = sequence
+        self._ticking = tick != 0
+        self._tick_mask = tick - 1 if tick else 0
+        self.correlation = correlation
 
     cdef inline object _take(self):
         if self._spent:
@@ -376,16 +393,20 @@ cdef class Origins:
         return self._take()
 
     def stamp(self, msg):
-        """Mark ``msg`` shared and give it the next origin, in place."""
+        """Mark ``msg`` shared and give it the next origin, in place; True on a tick."""
+        cdef uint64_t lo = self._lo
         # _learn() is left to init() (every built Message has been through it): an
         # object of another class must not become the layout.
         if _learnt and type(msg) is _layout:
             _put(msg, S_ORIGIN, self._take())
             _put(msg, S_SHARED, True)
+            _put(msg, S_PUBCORR, self.correlation)
         else:
             origin = self._take()
             msg.share()
             msg.origin = origin
+            msg.publisher_correlation = self.correlation
+        return self._ticking and (lo & self._tick_mask) == 0
 
     def __repr__(self):
         if self._spent:

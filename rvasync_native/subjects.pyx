@@ -67,6 +67,8 @@ cdef bint _scan(str s, bint wildcards):
                 return False
             if i + 1 < n and (c == _GT or PyUnicode_READ(kind, data, i + 1) != _DOT):
                 return False
+        elif c < 0x20 or 0x7F <= c <= 0x9F:
+            return False  # a control character (tools print subjects to terminals)
         elif 0xD800 <= c <= 0xDFFF:
             return False  # a lone surrogate: no UTF-8 form, so it could never be sent
     return start < n and n - start <= _MAX_ELEMENT

@@ -16,7 +16,10 @@ compare times taken in different processes)::
     {"event": "exited", "name": ..., "t": ...}
 
 and reads commands on stdin: ``weight N`` sets the member's weight;
-``close-transport`` closes the transport under the joined member; ``exit``
+``close-transport`` closes the transport under the joined member; ``bulk S``
+publishes on ``BULK.X`` in a plain loop of sends for S seconds (no explicit
+yield: the library must keep the member heard) and reports
+``{"event": "bulk-done", "sent": N, ...}``; ``exit``
 (or end of input, so a dead test never leaves peers behind) withdraws
 gracefully and ends the process with status 0.
 """
@@ -32,6 +35,7 @@ import time
 from typing import Any
 
 from rvasync.ftdriver import FtMember, FtMonitor
+from rvasync.message import Message
 from rvasync.protocol.ft import FtAction
 from rvasync.transport.network import Transport
 
@@ -47,6 +51,18 @@ async def commands() -> asyncio.StreamReader:
     reader = asyncio.StreamReader()
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
     return reader
+
+
+async def bulk(transport: Any, seconds: float) -> int:
+    """Send new messages in a plain loop for ``seconds``: the program never yields itself
+    (reading the clock every 1,000 sends does not give the loop a turn)."""
+    sent = 0
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        for _ in range(1000):
+            await transport.send(Message("BULK.X", {"i": sent}))
+            sent += 1
+    return sent
 
 
 async def run_member(args: argparse.Namespace, transport: Any) -> None:
@@ -75,6 +91,8 @@ async def run_member(args: argparse.Namespace, transport: Any) -> None:
                 # is possible, only the daemon can tell the others.
                 await transport.close()
                 report("transport-closed", args.name)
+            elif verb == "bulk":
+                report("bulk-done", args.name, sent=await bulk(transport, float(value)))
     report("exited", args.name)
 
 

@@ -11,6 +11,16 @@ arrival or endpoint deadline, whichever is first, so hours of protocol time
 run in milliseconds. After every instant, each endpoint that received input
 is "at the end of its event-loop turn": it is flushed and its outputs are
 collected, exactly as the asyncio driver does.
+
+Scale: deadlines are kept in a heap (each endpoint's is read again after every
+turn it took part in), so an instant costs what happens in it, not a pass over
+every endpoint; a thousand endpoints run as easily as three
+(benchmarks/scale/sim.py). Endpoints are visited in the order they were touched
+(never in set order), so a run is the same whatever the hash seed. Two hooks
+shape the network beyond uniform loss and delay: ``link`` decides each copy's
+fate (a lossy subnet, a burst on one link, a slow host's queue) and
+``audience`` who hears a multicast; ``tap`` sees every transmission and
+``sink`` takes the events instead of ``events`` keeping them.
 """
 
 from __future__ import annotations
@@ -46,13 +56,30 @@ class SimNet:
         self.events: dict[Address, list] = {}
         #: Optional hook: return True to drop this copy (data, src, dest).
         self.drop: Callable[[bytes, Address, Address], bool] | None = None
+        #: Optional hook replacing ``loss`` and ``delay``: (data, src, dest, now) -> the
+        #: copy's arrival time, or None to lose it. ``sent`` numbers the transmission
+        #: the copy belongs to (one multicast, many copies), for losses shared by copies.
+        self.link: Callable[[bytes, Address, Address, float], float | None] | None = None
+        #: Optional hook: (src, data, dest) is told of every transmission, once, before
+        #: its copies (dest None: multicast), to count what crosses the network.
+        self.tap: Callable[[Address, Any, Address | None], None] | None = None
+        #: Optional hook: (src) -> the addresses that hear src's multicast (default all).
+        self.audience: Callable[[Address], list[Address]] | None = None
+        #: Optional hook: (address, events) takes each turn's events instead of
+        #: ``events`` keeping them (a long run of many endpoints need not hold them all).
+        self.sink: Callable[[Address, list[Any]], None] | None = None
         #: Addresses cut off from the network (nothing in or out).
         self.isolated: set[Address] = set()
         self.sent = 0
         self.dropped = 0
         self._queue: list[tuple[float, int, Address, bytes, Address]] = []
         self._counter = 0
-        self._touched: set[Address] = set()
+        #: Endpoints to flush at the end of this instant, in the order they were touched.
+        self._touched: dict[Address, None] = {}
+        #: (deadline, counter, address): each endpoint's deadline as last read (stale
+        #: entries, whose deadline is not _deadline[address], are skipped).
+        self._timers: list[tuple[float, int, Address]] = []
+        self._deadline: dict[Address, float | None] = {}
         #: Send each endpoint's first message of a turn with ``flush_lone`` (as the daemon
         #: does), transmitted at once; the rest of the turn is packed and flushed.
         self.lone = lone
@@ -64,24 +91,42 @@ class SimNet:
         """Attach ``endpoint`` at ``address`` (replacing whatever was there: a restart)."""
         self.endpoints[address] = endpoint
         self.events.setdefault(address, [])
-        self._touched.add(address)
+        self._touched[address] = None
+        self._watch(address)
         return endpoint
 
     def remove(self, address: Address) -> None:
         """Detach the endpoint at ``address`` (it crashed: no goodbye)."""
         self.endpoints.pop(address, None)
+        self._deadline.pop(address, None)
+
+    def touch(self, address: Address) -> None:
+        """Say that ``address``'s endpoint was called directly: it is flushed at the end of
+        this instant and its deadline read again."""
+        self._touched[address] = None
+
+    def _watch(self, address: Address) -> None:
+        """Read ``address``'s deadline again (after anything that may have moved it)."""
+        endpoint = self.endpoints.get(address)
+        deadline = None if endpoint is None else endpoint.next_deadline()
+        if self._deadline.get(address, -1.0) == deadline:
+            return
+        self._deadline[address] = deadline
+        if deadline is not None:
+            self._counter += 1
+            heapq.heappush(self._timers, (deadline, self._counter, address))
 
     # ------------------------------------------------------------ driving
 
     def send_multicast(self, address: Address, payload: bytes) -> None:
         if not self._send_lone(address, None, payload):
             self.endpoints[address].send_multicast(payload)
-        self._touched.add(address)
+        self._touched[address] = None
 
     def send_ptp(self, address: Address, dest: Address, payload: bytes) -> None:
         if not self._send_lone(address, dest, payload):
             self.endpoints[address].send_ptp(dest, payload)
-        self._touched.add(address)
+        self._touched[address] = None
 
     def _send_lone(self, address: Address, dest: Address | None, payload: bytes) -> bool:
         if not self.lone or address in self._lone_sent:
@@ -95,12 +140,12 @@ class SimNet:
 
     def close(self, address: Address) -> None:
         self.endpoints[address].close(self.now)
-        self._touched.add(address)
+        self._touched[address] = None
         self._end_turn()
 
     def _end_turn(self) -> None:
         self._lone_sent.clear()
-        touched, self._touched = self._touched, set()
+        touched, self._touched = self._touched, {}
         for address in touched:
             endpoint = self.endpoints.get(address)
             if endpoint is None:
@@ -108,17 +153,39 @@ class SimNet:
             endpoint.flush(self.now)
             for data, dest in endpoint.datagrams_to_send():
                 self._transmit(address, data, dest)
-            self.events[address].extend(endpoint.events())
+            events = endpoint.events()
+            if events:
+                if self.sink is None:
+                    self.events[address].extend(events)
+                else:
+                    self.sink(address, events)
+            self._watch(address)
 
     def _transmit(self, src: Address, data: bytes, dest: Address | None) -> None:
         self.sent += 1
-        targets = list(self.endpoints) if dest is None else [dest]
+        if self.tap is not None:
+            self.tap(src, data, dest)
+        if dest is not None:
+            targets = [dest]
+        elif self.audience is not None:
+            targets = self.audience(src)
+        else:
+            targets = list(self.endpoints)
+        link = self.link
         for target in targets:
             if src in self.isolated or target in self.isolated:
                 self.dropped += 1
                 continue
             if self.drop is not None and self.drop(data, src, target):
                 self.dropped += 1
+                continue
+            if link is not None:
+                arrival = link(data, src, target, self.now)
+                if arrival is None:
+                    self.dropped += 1
+                    continue
+                self._counter += 1
+                heapq.heappush(self._queue, (arrival, self._counter, target, data, src))
                 continue
             if self.rng.random() < self.loss:
                 self.dropped += 1
@@ -132,10 +199,11 @@ class SimNet:
     def next_time(self) -> float | None:
         """The next instant anything happens (a datagram arrives or a deadline falls due)."""
         best = self._queue[0][0] if self._queue else None
-        for endpoint in self.endpoints.values():
-            deadline = endpoint.next_deadline()
-            if deadline is not None and (best is None or deadline < best):
-                best = deadline
+        timers = self._timers
+        while timers and self._deadline.get(timers[0][2], None) != timers[0][0]:
+            heapq.heappop(timers)  # stale: that endpoint's deadline moved or it left
+        if timers and (best is None or timers[0][0] < best):
+            best = timers[0][0]
         return best
 
     def step(self, limit: float) -> bool:
@@ -147,17 +215,27 @@ class SimNet:
             return False
         self.now = max(self.now, when)
         queue = self._queue
+        touched = self._touched
         while queue and queue[0][0] <= self.now:
             _, _, target, data, src = heapq.heappop(queue)
             endpoint = self.endpoints.get(target)
             if endpoint is not None:
                 endpoint.receive_datagram(data, src, self.now)
-                self._touched.add(target)
-        for address, endpoint in self.endpoints.items():
-            deadline = endpoint.next_deadline()
-            if deadline is not None and deadline <= self.now:
+                touched[target] = None
+        for address in touched:
+            self._watch(address)  # a datagram may have brought a deadline forward to now
+        timers = self._timers
+        due: dict[Address, None] = {}
+        while timers and timers[0][0] <= self.now:
+            deadline, _, address = heapq.heappop(timers)
+            if self._deadline.get(address) == deadline:
+                due[address] = None
+        for address in due:
+            endpoint = self.endpoints.get(address)
+            self._deadline[address] = None  # read again at the end of the turn
+            if endpoint is not None:
                 endpoint.handle_timer(self.now)
-                self._touched.add(address)
+                touched[address] = None
         self._end_turn()
         return True
 

@@ -61,7 +61,7 @@ def _system_cases() -> dict[str, Message]:
         "sys.slow_consumer": dadv.slow_consumer(3, 2, 100, "size limit"),
         "sys.fast_producer": dadv.fast_producer(7),
         "sys.queue_limit": limit_exceeded_advisory(
-            Queue(limit=2, policy=LimitPolicy.DISCARD_NEW, name="q1")
+            Queue(limit=2, policy=LimitPolicy.DISCARD_NEW, name="q1"), 1
         ),
         "sys.rvd_disconnected": build_advisory(
             "WARN", "RVD.DISCONNECTED", {"daemon": "tcp:1", "reason": "eof"}
@@ -229,7 +229,12 @@ EXPECTED = {
     ),
     "sys.queue_limit": (
         "_RV.WARN.SYSTEM.QUEUE.LIMIT_EXCEEDED",
-        [("ADV_DESC", "STRING", "q1"), ("discarded", "U32", 0), ("limit", "U32", 2)],
+        [
+            ("ADV_DESC", "STRING", "q1"),
+            ("count", "U32", 1),
+            ("discarded", "U32", 0),
+            ("limit", "U32", 2),
+        ],
     ),
     "sys.retransmission": (
         "_RV.INFO.SYSTEM.RETRANSMISSION.INBOUND.EXPECTED",
@@ -404,9 +409,10 @@ WIRE = {
         "c152560194d9275f52562e4552524f522e53595354454d2e444154414c4f53532e4d53475f544f4f"
         "5f4c41524745c0c098a4686f7374001bc4040a000001a46c6f7374001303"
     ),
-    "sys.queue_limit": (  # rvasync adds discarded and limit after the spec's ADV_DESC
+    "sys.queue_limit": (  # rvasync adds count, discarded and limit after the spec's ADV_DESC
         "c152560194d9245f52562e5741524e2e53595354454d2e51554555452e4c494d49545f4558434545"
-        "444544c0c09ca84144565f444553430008a27131a9646973636172646564001300a56c696d6974001302"
+        "444544c0c0dc0010a84144565f444553430008a27131a5636f756e74001301a96469736361726465"
+        "64001300a56c696d6974001302"
     ),
     "sys.retransmission": (
         "c152560194d92f5f52562e494e464f2e53595354454d2e52455452414e534d495353494f4e2e494e"

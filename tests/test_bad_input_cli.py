@@ -126,8 +126,6 @@ CASES: list[Case] = [
     ("send-unknown-option", ["send", "A", "x=1", "--bogus"], ["unrecognized arguments: --bogus"]),
     ("send-subject-not-utf8", ["send", "A.\udcff"], ["SUBJECT", "not UTF-8"]),
     ("send-field-not-utf8", ["send", "A", "x=\udcff"], ["field 'x'", "Unicode"]),
-    ("send-field-no-equals", ["send", "A", "novalue"], ["field 'novalue'", "name=value"]),
-    ("send-field-no-name", ["send", "A", "=3"], ["field '=3'", "name=value"]),
     ("send-field-typed-no-name", ["send", "A", ":I8=1"], ["field ':I8=1'", "name", "empty"]),
     (
         "send-field-bad-type",
@@ -315,6 +313,46 @@ CASES: list[Case] = [
         ["network 'lo;x'"],
     ),
     ("listen-unknown-option", ["listen", "A", "--bogus"], ["unrecognized arguments: --bogus"]),
+    ("send-text-control-subject", ["send", "A\nB", "hi"], ["SUBJECT", "control character U+000A"]),
+    # -- the Rendezvous tools' counterparts (cm, dq, ft) --------------------------------------
+    ("cm-no-tool", ["cm"], ["rvasync cm:", "TOOL", "required"]),
+    ("cm-send-no-message", ["cm", "send", "A"], ["rvasync cm send:", "MESSAGE", "required"]),
+    ("cm-send-rounds-zero", ["cm", "send", "-rounds", "0", "A", "x"], ["-rounds", "at least 1"]),
+    ("cm-send-reserved", ["cm", "send", "_RV.X", "x"], ["SUBJECT", "reserved"]),
+    ("cm-send-wildcard", ["cm", "send", "A.*", "x"], ["SUBJECT", "'A.*'", "wildcards"]),
+    ("cm-listen-no-subject", ["cm", "listen"], ["rvasync cm listen:", "SUBJECT", "required"]),
+    ("cm-listen-bad-subject", ["cm", "listen", "A..B", "--timeout", "1"], ["empty element"]),
+    (
+        "cm-listen-reserved-name",
+        ["cm", "listen", "-cmname", "_X", "A", "--timeout", "1"],
+        ["'_X'", "reserved"],
+    ),
+    (
+        "cm-listen-ledger-dir",
+        ["cm", "listen", "-ledger", "{dir}", "A", "--timeout", "1"],
+        ["ledger", "directory"],
+    ),
+    ("dq-no-tool", ["dq"], ["rvasync dq:", "TOOL", "required"]),
+    ("dq-listen-no-subject", ["dq", "listen"], ["rvasync dq listen:", "SUBJECT", "required"]),
+    (
+        "dq-listen-weight-zero",
+        ["dq", "listen", "-workerWeight", "0", "A", "--timeout", "1"],
+        ["-workerWeight", "at least 1"],
+    ),
+    (
+        "dq-listen-activation-below-heartbeat",
+        ["dq", "listen", "-heartbeat", "2", "-activation", "1", "A", "--timeout", "1"],
+        ["activation"],
+    ),
+    ("ft-no-tool", ["ft"], ["rvasync ft:", "TOOL", "required"]),
+    ("ft-monitor-bad-group", ["ft", "monitor", "-group", "A..B"], ["'A..B'", "empty element"]),
+    ("ft-time-weight-text", ["ft", "time", "heavy"], ["WEIGHT", "whole number"]),
+    ("ft-time-weight-huge", ["ft", "time", "70000"], ["WEIGHT", "1..65535"]),
+    (
+        "ft-time-heartbeat-not-below-activation",
+        ["ft", "time", "-heartbeat", "2", "-activation", "1"],
+        ["heartbeat", "activation"],
+    ),
     # -- record -----------------------------------------------------------------------------
     ("record-no-to", ["record", "A"], ["rvasync record:", "--to", "required"]),
     ("record-no-subject", ["record", "--to", "{tmp}/cap"], ["SUBJECT", "required"]),
@@ -598,13 +636,17 @@ def test_bad_input_is_one_clear_line(case: Case, places: dict[str, str]) -> None
     assert len(lines) == 1, f"not one line on stderr: {err!r}; stdout: {done.stdout!r}"
     last = lines[-1]
     command = args[0] if args and not args[0].startswith("-") and args[0] in _COMMANDS else ""
+    if command in _TOOL_GROUPS and len(args) > 1 and args[1] in _TOOL_GROUPS[command]:
+        command = f"{command} {args[1]}"
     prefix = f"rvasync {command}:" if command else "rvasync:"
     assert last.startswith(prefix), err
     for fragment in fragments:
         assert _fill(fragment, places) in last, f"{fragment!r} not in {last!r}"
 
 
-_COMMANDS = {"info", "subject", "decode", "daemon", "send", "listen", "record"}
+_COMMANDS = {"info", "subject", "decode", "daemon", "send", "listen", "record", "cm", "dq", "ft"}
+#: Commands made of a group and a tool (``rvasync cm send``): their errors name both.
+_TOOL_GROUPS = {"cm": {"send", "listen"}, "dq": {"listen"}, "ft": {"monitor", "time"}}
 
 
 def test_the_table_covers_every_subcommand() -> None:

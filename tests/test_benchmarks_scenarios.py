@@ -38,6 +38,8 @@ NEW_SCENARIOS = {
     "failover-exit": "failover",
     "certified-1listener": "certified",
     "certified-5listeners": "certified",
+    "certified-1listener-cold": "certified",
+    "certified-5listeners-cold": "certified",
     "relay-drain": "relay",
 }
 
@@ -72,14 +74,26 @@ def test_rows_of_the_new_scenarios() -> None:
     raw = dict(labels["intraprocess-raw"])
     assert "rvasync (pure Python, RVASYNC_PURE=1)" in raw
     assert raw["NATS"] == "n/a"
-    cm = [label for label, _ in labels["certified-5listeners"]]
+    cm = [label for label, status in labels["certified-5listeners"] if status != "n/a"]
     assert [label for label in cm if label.startswith("rvasync")] == [
-        "rvasync (process ledger)",
         "rvasync (file ledger)",
+        "rvasync (process ledger)",
         "rvasync (file ledger, sync_ledger=True, 256 sends in flight)",
         "rvasync (file ledger, listener through a relay agent (in its process))",
     ]
-    assert sum(1 for label in cm if label.startswith("NATS (JetStream")) == 3
+    assert sum(1 for label in cm if label.startswith("NATS (JetStream")) == 4
+    one = [label for label, status in labels["certified-1listener"] if status != "n/a"]
+    # The loop's variations sit beside the plain loop's rows, with one listener.
+    assert "rvasync (file ledger, one prebuilt message re-sent)" in one
+    assert "rvasync (file ledger, explicit asyncio.sleep(0) every 1,000 sends)" in one
+    assert sum(1 for label in one if label.startswith("NATS (JetStream")) == 5
+    cold = [label for label, status in labels["certified-1listener-cold"] if status != "n/a"]
+    assert cold == [
+        "rvasync (file ledger)",
+        "rvasync (process ledger)",
+        "NATS (JetStream, file store, publish_async x256)",
+        "NATS (JetStream, memory store, publish_async x256)",
+    ]
     assert dict(labels["failover-kill"])["ZeroMQ"] == "n/a"
 
 
@@ -192,21 +206,28 @@ class _FakeCertified(certified.Certified):
     system = "fake"
     capability = "certified"
 
-    def __init__(self, bus: _Bus, index: int = 0) -> None:
+    def __init__(self, bus: _Bus, index: int = 0, every: int = 0) -> None:
         super().__init__({}, {}, Variant(), index)
         self.bus = bus
         self.last = 0
+        self.every = every
+        self.anticipated = 0
+        self.sent: list[bytes] = []
 
     async def open_sender(self, subject: str) -> None:
         self.subject = subject
 
-    def prepare(self, subject: str, data: bytes) -> Any:
-        return data
+    async def anticipate(self, listeners: int) -> None:
+        self.anticipated = listeners
 
-    async def send(self, handle: Any) -> None:
+    def yield_every(self) -> int:
+        return self.every
+
+    async def send_new(self, subject: str, data: bytes) -> None:
         self.last += 1
+        self.sent.append(data)
         for queue in self.bus.queues:
-            queue.put_nowait((self.last, handle))
+            queue.put_nowait((self.last, data))
 
     async def confirmed_by(self) -> int:
         return sum(1 for c in self.bus.confirmed if c >= self.last)
@@ -242,24 +263,64 @@ class _Context:
         await self.stop.wait()
 
 
-async def test_certified_roles_warm_up_send_and_combine() -> None:
-    params = {"size": 64, "listeners": 3, "messages": 500, "timeout": 30, "ready_timeout": 30}
-    bus = _Bus()
-    contexts = [_Context(params, _FakeCertified(bus, i)) for i in range(3)]
+async def _run_certified(params: dict[str, Any], sender: _FakeCertified) -> list[dict[str, Any]]:
+    bus = sender.bus
+    contexts = [_Context(params, _FakeCertified(bus, i)) for i in range(params["listeners"])]
     listeners = [asyncio.ensure_future(certified.listener(c)) for c in contexts]  # type: ignore[arg-type]
     async with asyncio.timeout(30):
-        while len(bus.queues) < 3:
+        while len(bus.queues) < params["listeners"]:
             await asyncio.sleep(0.001)
-        sent = await certified.sender(_Context(params, _FakeCertified(bus)))  # type: ignore[arg-type]
+        sent = await certified.sender(_Context(params, sender))  # type: ignore[arg-type]
         for c in contexts:
             c.stop.set()
-        reports = await asyncio.gather(*listeners)
+        return [sent, *await asyncio.gather(*listeners)]
+
+
+async def test_certified_roles_warm_up_send_and_combine() -> None:
+    params = {"size": 64, "listeners": 3, "messages": 500, "timeout": 30, "ready_timeout": 30}
+    fake = _FakeCertified(_Bus())
+    sent, *reports = await _run_certified(params, fake)
     assert [r["count"] for r in reports] == [500, 500, 500]  # warm-ups are not counted
+    assert fake.sent[0] == certified.WARM_UP and fake.anticipated == 0
     out = certified.combine({"sender": [sent], "listener": reports}, params)
     assert out["confirmed_per_s"] > 0 and out["sent_per_s"] >= out["confirmed_per_s"]
     assert out["delivered_per_s"] > 0
     with pytest.raises(RuntimeError, match="received"):
         certified.combine({"sender": [sent], "listener": [{**reports[0], "count": 499}]}, params)
+
+
+async def test_certified_cold_start_anticipates_and_streams_at_once() -> None:
+    params = {"size": 64, "listeners": 2, "messages": 300, "timeout": 30, "ready_timeout": 30}
+    fake = _FakeCertified(_Bus())
+    _sent, *reports = await _run_certified({**params, "cold": True}, fake)
+    assert fake.anticipated == 2
+    assert fake.sent == [b"x" * 64] * 300  # no warm-up: the data is the first send
+    assert [r["count"] for r in reports] == [300, 300]
+
+
+async def test_certified_explicit_yield_rows_yield_every_n_sends() -> None:
+    fake = _FakeCertified(_Bus(), every=10)
+    turns = 0
+
+    def tick() -> None:
+        nonlocal turns
+        turns += 1
+
+    # The fake's sends never suspend: only the loop's own sleep(0) lets a callback run.
+    loop = asyncio.get_running_loop()
+    original = fake.send_new
+
+    async def send_new(subject: str, data: bytes) -> None:
+        loop.call_soon(tick)
+        await original(subject, data)
+
+    fake.send_new = send_new  # type: ignore[method-assign]
+    await certified._stream(fake, b"x" * 64, 100)
+    assert turns == 100  # each of the ten yields let the callbacks of its ten sends run
+    fake.every = 0
+    turns = 0
+    await certified._stream(fake, b"x" * 64, 100)
+    assert turns == 0  # a plain loop of sends that never suspend: nothing else ran
 
 
 async def test_certified_wait_gives_up_after_its_timeout() -> None:
@@ -290,3 +351,35 @@ def test_jetstream_server_adds_jetstream_options_only_there(tmp_path: Path) -> N
     assert js.extra_config() == []
     synced = JetStreamServer({}, tmp_path, SYNC_ASYNC)
     assert "  sync_interval: always" in synced.extra_config()
+
+
+# -- request/reply: a new request per round trip ---------------------------------------------
+
+
+async def test_the_requester_builds_a_new_request_for_every_round_trip() -> None:
+    from benchmarks.interfaces import ReqRep
+    from benchmarks.scenarios import reqrep
+
+    class Echo(ReqRep):
+        system = "fake"
+        capability = "reqrep"
+        prepared = 0
+
+        async def connect(self) -> None:
+            pass
+
+        async def serve(self, subject: str) -> None:
+            pass
+
+        def prepare(self, subject: str, payload: bytes) -> Any:
+            self.prepared += 1
+            return payload
+
+        async def request(self, handle: Any, timeout: float) -> bytes:
+            return bytes(handle)
+
+    params = {"size": 32, "requests": 50, "warmup": 5, "request_timeout": 1.0}
+    client = Echo(params, {}, Variant())
+    result = await reqrep.requester(_Context(params, client))  # type: ignore[arg-type]
+    assert client.prepared == 55  # the default request_new: one request built per call
+    assert result["round_trips_per_s"] > 0

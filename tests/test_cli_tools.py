@@ -129,16 +129,35 @@ def test_send_to_a_daemon_that_is_not_there_is_status_2(capsys):
     assert len(err) == 1 and f"127.0.0.1:{port}" in err[0]
 
 
-def test_listen_line_format():
+def test_listen_line_is_the_tibrvlisten_line():
     msg = Message("A.B", reply_subject="_INBOX.X.1")
     msg.add("s", "hi")
     msg.add("n", 7)
     msg.add("u", 7, FieldType.U8)
     msg.add("o", b"\x01\x02")
     msg.add("sub", Message(fields={"z": 1.5}))
-    line = format_message(msg, dt.datetime(2024, 5, 1, 12, 0, 0, 5, tzinfo=dt.UTC))
-    assert "(2024-05-01T12:00:00.000005Z): subject=A.B, reply=_INBOX.X.1, " in line
-    assert line.endswith('message={s="hi" n=7 u:U8=7 o:OPAQUE=0102 sub={z=1.5}}')
+    moment = dt.datetime(2024, 5, 1, 12, 0, 0, tzinfo=dt.UTC)
+    ns = int(moment.timestamp()) * 1_000_000_000 + 5_123
+    line = format_message(msg, ns)
+    local = moment.astimezone().strftime("%Y-%m-%d %H:%M:%S")
+    assert line == (
+        f"{local} (2024-05-01 12:00:00.000005123Z): subject=A.B, reply=_INBOX.X.1, "
+        'message={s="hi" n=7 u=7 o=[2 opaque bytes] sub={z=1.5}}'
+    )
+    # reply= only where the message has a reply subject, as tibrvlisten prints it
+    assert format_message(Message("A", {"n": 1}), ns).endswith(": subject=A, message={n=1}")
+
+
+def test_listen_line_escapes_what_came_from_the_wire():
+    """One message whose subject held a line break forged a whole extra output line
+    (issue 43): subjects and strings are escaped, so a message is always one line."""
+    msg = Message(fields={"DATA": "x\n2024-01-01 00:00:00 (forged): subject=Y"})
+    msg.subject = "A\n2024-01-01 00:00:00 (forged): subject=EVIL\x1b[2J\u202e"
+    msg.reply_subject = "R\r\x00"
+    line = format_message(msg, 0)
+    assert "\n" not in line and "\r" not in line and line.isprintable()
+    assert "subject=A\\n2024-01-01" in line and "\\x1b[2J\\u202e" in line
+    assert "reply=R\\r\\x00" in line
 
 
 # -- the tools as processes ----------------------------------------------------------------------

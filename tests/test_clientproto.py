@@ -25,6 +25,7 @@ from rvasync.protocol.clientproto import (
     Pong,
     ProtocolError,
     Publish,
+    Reliability,
     Unlisten,
     Welcome,
     encode,
@@ -59,6 +60,7 @@ frames = st.one_of(
     st.builds(Ping, token=tokens),
     st.builds(Pong, token=tokens),
     st.builds(Bye, reason=texts),
+    st.builds(Reliability, seconds=st.floats(0, 1e6, allow_nan=False)),
 )
 
 MODERATE = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

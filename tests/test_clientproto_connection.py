@@ -22,6 +22,7 @@ from rvasync.protocol.clientproto import (
     Pong,
     ProtocolError,
     Publish,
+    Reliability,
     Role,
     State,
     Unlisten,
@@ -57,6 +58,7 @@ any_frame = st.one_of(
     client_steady,
     daemon_steady,
     st.builds(Bye, reason=texts),
+    st.builds(Reliability, seconds=st.floats(0, 1e6, allow_nan=False)),
 )
 
 

@@ -456,6 +456,67 @@ def test_anticipated_listener_db_per_gets_everything_stored_for_it():
     assert jan.core.review_ledger("STORE.THIS")[0].total_messages == 0
 
 
+def _stream_to_anticipated(first_heard: int, last: int):
+    """JAN anticipates DB_PER and sends 1..last; DB_PER, listening with require_old,
+    hears first_heard..last (it started late) and registers: the records it sends."""
+    jan = CmCorrespondent("JAN", "_INBOX.JAN.1", now=T0)
+    jan.add_listener("DB_PER", "FOO")
+    for i in range(1, last + 1):
+        jan.send("FOO", b"m%d" % i, T0)
+    jan.drain()
+    db = CmCorrespondent("DB_PER", "_INBOX.DB.1", now=T0, require_old=True)
+    db.listen("FOO", now=T0)
+    for seq in range(first_heard, last + 1):
+        db.receive(data(seq, origin="JAN", address="_INBOX.JAN.1"), T0)
+    requests = transmitted(db.drain(), RegisterRequest)
+    return jan, db, requests
+
+
+def test_an_anticipated_listener_registering_mid_stream_is_not_sent_what_it_holds():
+    """The listener holds what it heard while registering; the sender pushes only the
+    messages before it (before the held_from field, every stored message went out a
+    second time: a sender streaming at once to an anticipated listener sent twice)."""
+    jan, db, [request] = _stream_to_anticipated(first_heard=4, last=50)
+    assert request.held_from == 4
+    jan.receive(request, T0)
+    out = jan.drain()
+    pushed = [r.sequence for r in transmitted(out, DataRecord) if r.retransmit]
+    assert pushed == [1, 2, 3]
+    [answer] = transmitted(out, RegisterReply)
+    db.receive(answer, T0)
+    got = delivered(db.drain())
+    assert [seq for seq, _ in got] == []  # 4.. wait behind the pushed 1..3
+    for seq in pushed:
+        db.receive(data(seq, origin="JAN", address="_INBOX.JAN.1", retransmit=True), T0)
+    assert [seq for seq, _ in delivered(db.drain())] == list(range(1, 51))
+
+
+def test_a_retransmission_heard_while_registering_does_not_count_as_held():
+    """Only the live stream says where the sender is: a retransmitted record (meant for
+    an earlier instance of the name) that starts a registration leaves held_from at 0."""
+    db = CmCorrespondent("DB_PER", "_INBOX.DB.1", now=T0, require_old=True)
+    db.listen("FOO", now=T0)
+    db.receive(data(5, origin="JAN", address="_INBOX.JAN.1", retransmit=True), T0)
+    [request] = transmitted(db.drain(), RegisterRequest)
+    assert request.held_from == 0
+
+
+def test_a_register_request_without_held_from_gets_everything_pushed():
+    """An older listener, which does not say what it holds: every stored message is pushed."""
+    jan, _db, [request] = _stream_to_anticipated(first_heard=4, last=10)
+    old = RegisterRequest(
+        origin=request.origin,
+        address=request.address,
+        subject=request.subject,
+        require_old=True,
+        last_confirmed=0,
+    )
+    assert old.held_from == 0 and "held_from" not in {k for k, v in old.to_fields().items() if v}
+    jan.receive(old, T0)
+    pushed = [r.sequence for r in transmitted(jan.drain(), DataRecord) if r.retransmit]
+    assert pushed == list(range(1, 11))
+
+
 # --- cancelling, removing, disallowing ------------------------------------------------
 
 

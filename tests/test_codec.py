@@ -66,6 +66,14 @@ cm_labels = st.none() | st.builds(
 )
 #: Publication origins (Message.origin): None, or any int of 128 bits, the edges often.
 origins = st.none() | st.integers(0, 2**128 - 1) | st.sampled_from([0, 2**64, 2**128 - 1])
+#: Publisher correlation ids (Message.publisher_correlation): None mostly, else each kind.
+correlations = (
+    st.none()
+    | st.none()
+    | st.text(min_size=1, max_size=8)
+    | st.binary(min_size=1, max_size=8).filter(lambda b: b.strip(b"\0"))
+    | st.integers(-(2**63), 2**64 - 1).filter(bool)
+)
 
 
 def scalar_values(ftype: FieldType) -> st.SearchStrategy[Any]:
@@ -111,6 +119,7 @@ def messages(draw: st.DrawFn, depth: int = 0) -> Message:
     msg = Message(draw(subjects), reply_subject=draw(subjects))
     msg.cm = draw(cm_labels)
     msg.origin = draw(origins)
+    msg.publisher_correlation = draw(correlations)
     count = draw(st.integers(0, 6 if depth == 0 else 3))
     types = list(FieldType) if depth < 3 else LEAF_TYPES
     ids = iter(draw(st.lists(st.integers(1, 65535), unique=True, min_size=count, max_size=count)))
@@ -142,6 +151,7 @@ def test_round_trip_random_messages(msg: Message) -> None:
         assert back == msg
         assert back.cm == msg.cm
         assert back.origin == msg.origin
+        assert back.publisher_correlation == msg.publisher_correlation
         assert [(f.name, f.id, f.type) for f in back] == [(f.name, f.id, f.type) for f in msg]
         assert impl.encode(back) == data
         assert back.listener is None and back.closure is None
@@ -527,7 +537,7 @@ def test_decode_low_level_garbage(impl: ModuleType, data: bytes, words: tuple[st
         ([None, None, None], ("array of 4",)),
         (node([], subject=5), ("subject",)),
         (node([], reply=b"r"), ("reply",)),
-        (node([], cm=["s", 1]), ("CM label",)),
+        (node([], cm=["s", 1]), ("origin",)),  # two: [origin, publisher correlation id]
         (node([], cm=["", 1, 0.0]), ("sender",)),
         (node([], cm=["s", -1, 0.0]), ("sequence",)),
         (node([], cm=["s", 1, 0]), ("time_limit",)),
@@ -539,7 +549,9 @@ def test_decode_low_level_garbage(impl: ModuleType, data: bytes, words: tuple[st
         (node([], cm=["s", 1, 0.0, b"x" * 15]), ("origin",)),
         (node([], cm=["s", 1, 0.0, "x" * 16]), ("origin",)),
         (node([], cm=["s", 1, 0.0, 5]), ("origin",)),
-        (node([], cm=["s", 1, 0.0, b"x" * 16, 5]), ("CM label",)),
+        (node([], cm=["s", 1, 0.0, b"x" * 16, 0]), ("correlation id",)),
+        (node([], cm=["s", 1, 0.0, b"x" * 16, 5, 6]), ("CM label",)),
+        (node([], cm=[None, ""]), ("correlation id",)),
         (node([], cm=[b"x" * 16]), ("CM label",)),
         ([None, None, None, {}], ()),
         (node(["a", 0, 8]), ("multiple of 4",)),

@@ -205,3 +205,24 @@ async def test_kill_of_a_client_of_a_standalone_daemon_is_confirmed_at_once(spaw
     await until(lambda: active_names([other]) == [other.name], "the other member to take over")
     took = other.time_of("action", action="ACTIVATE") - killed_at
     assert took < timing["activation"] / 2, f"takeover took {took:.2f} s"
+
+
+@pytest.mark.parametrize("where", ["in-process", "standalone"])
+async def test_active_member_busy_sending_is_still_heard_by_its_group(spawn, where, request):
+    """An active member publishing in a plain loop of sends for several activation
+    intervals keeps its heartbeats going: the standby never activates. (Before the
+    library let a loop of sends yield, the standby took over 0.4 s into the loop.)"""
+    timing = {"heartbeat": 0.2, "activation": 0.6}
+    daemon = {} if where == "in-process" else {"daemon": request.getfixturevalue("rv_daemon")}
+    active = await spawn("active", weight=50, **timing, **daemon)
+    await active.wait_for(lambda: active.actions() == ["ACTIVATE"], "ACTIVATE")
+    standby = await spawn("standby", weight=10, **timing, **daemon)
+    await asyncio.sleep(2 * timing["activation"])  # the standby has heard the active one
+    assert standby.actions() == []
+    active.command("bulk 2.0")
+    await active.wait_for(lambda: any(e["event"] == "bulk-done" for e in active.events), "bulk")
+    await asyncio.sleep(timing["activation"])  # a late activation would show by now
+    sent = next(e["sent"] for e in active.events if e["event"] == "bulk-done")
+    assert sent > 1000, sent
+    assert standby.actions() == [], f"the standby activated while {sent} messages were sent"
+    assert active.actions() == ["ACTIVATE"]

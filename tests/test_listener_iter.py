@@ -45,6 +45,40 @@ async def test_anext_ends_after_close_own_queue() -> None:
         await asyncio.wait_for(anext(listener), 5)
 
 
+async def test_get_on_a_closed_listener_raises_an_error_the_api_names() -> None:
+    """Issue 43: ``get()`` after close raised QueueDestroyed, which the API's error list
+    does not name; now ListenerClosed, a TransportClosed (and still a QueueDestroyed)."""
+    t = rv.process_transport()
+    own = t.listen("GET.CLOSED.A")
+    shared = t.listen("GET.CLOSED.B", queue=rv.Queue())
+    waiting = asyncio.ensure_future(own.get(5))
+    await asyncio.sleep(0)
+    await own.close()
+    with pytest.raises(rv.TransportClosed, match="closed") as caught:
+        await asyncio.wait_for(waiting, 5)
+    assert isinstance(caught.value, rv.ListenerClosed | rv.QueueDestroyed)
+    await shared.close()
+    for listener in (own, shared):
+        with pytest.raises(rv.ListenerClosed, match=r"GET\.CLOSED"):
+            await asyncio.wait_for(listener.get(5), 5)
+
+
+async def test_a_listener_has_poll_and_len_like_a_queue() -> None:
+    t = rv.process_transport()
+    listener = t.listen("POLL.LEN")
+    try:
+        assert listener.poll() is None and len(listener) == 0 and listener
+        for n in range(3):
+            await t.send(rv.Message("POLL.LEN", {"n": n}))
+        assert len(listener) == 3
+        assert [listener.poll()["n"] for _ in range(3)] == [0, 1, 2]
+        assert listener.poll() is None and len(listener) == 0
+        await t.send(rv.Message("POLL.LEN", {"n": 9}))
+    finally:
+        await listener.close()
+    assert len(listener) == 0 and listener.poll() is None
+
+
 async def test_anext_ends_after_close_shared_queue() -> None:
     t = rv.process_transport()
     queue = rv.Queue()

@@ -278,6 +278,31 @@ def test_origins_same_in_both_twins(publisher, sequence, steps):
     assert results[0][1:-1] == expected
 
 
+@given(
+    sequence=st.sampled_from([0, 1, 63, 64, 2**64 - 70, 2**64 - 1]),
+    tick=st.sampled_from([0, 1, 2, 64, 1024]),
+)
+def test_stamp_says_every_tick_th_origin_in_both_twins(sequence, tick):
+    """``stamp`` returns True when the origin it wrote has a low half that is a multiple
+    of ``tick`` (the send pacer's look, rvasync.sendpace), never with tick 0."""
+
+    def run(impl: Any) -> list[bool]:
+        origins = impl.Origins(7, sequence, tick=tick)
+        return [origins.stamp(rv.Message("S.X", {})) for _ in range(130)]
+
+    results = [run(impl) for impl in IMPLS]
+    assert all(result == results[0] for result in results[1:])
+    lows = [(sequence + i) % 2**64 for i in range(130)]
+    assert results[0] == [bool(tick) and low % tick == 0 for low in lows]
+
+
+@pytest.mark.parametrize("impl", IMPLS, ids=lambda m: m.__name__)
+def test_origins_refuse_a_bad_tick(impl):
+    for tick in (-1, 3, 96, 2**63, 1.0, None):
+        with pytest.raises(rv.InvalidArgument, match="tick"):
+            impl.Origins(1, 1, tick=tick)
+
+
 @pytest.mark.parametrize("impl", IMPLS, ids=lambda m: m.__name__)
 def test_origins_refuse_a_bad_start(impl):
     for publisher in (-1, 2**64, 1.0, "1", None, True):

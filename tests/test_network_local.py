@@ -202,6 +202,35 @@ async def test_one_network_per_service_per_daemon(service):
             pass
 
 
+async def test_a_lingering_service_says_when_it_can_move_to_another_network(service):
+    """Issue 43: for a few seconds after its last transport closes a service stays open
+    (retransmissions) and "already bound" gave no hint that it would clear."""
+    async with Transport(service, reliability=3.0) as t:
+        await t.send(rv.Message("LINGER.DATA", {}))
+    other = Transport(service, network="127.0.0.1;239.255.1.2")
+    with pytest.raises(rv.NotPermitted, match=r"already bound.*stays open \d+\.\d s more"):
+        await other.open()
+    await other.close()
+
+
+async def test_the_in_process_daemon_retains_at_most_32_mib_per_service(service):
+    """Issue 43: every publishing process kept up to 256 MiB per service for
+    retransmission, even with no listener; the in-process daemon's default is now
+    32 MiB (docs/daemon.md), a standalone daemon's stays 256 MiB."""
+    async with Transport(service) as t:
+        daemon = running_in_process_daemon()
+        assert daemon.max_retention == 32 * 1024 * 1024
+        endpoint = daemon.services[int(service)]
+        assert endpoint.core.max_retention == 32 * 1024 * 1024
+        payload = bytes(60_000)
+        for n in range(700):  # 42 MB sent, nobody listening
+            await t.send(Message("RETAIN.BULK", {"data": payload}))
+            if n % 20 == 19:
+                await asyncio.sleep(0)
+        assert endpoint.core.retained_bytes() <= 32 * 1024 * 1024
+    assert Daemon().max_retention == 256 * 1024 * 1024
+
+
 async def test_reliability_the_larger_wins(service):
     async with Transport(service, reliability=2.0) as a:
         endpoint = a.link.session._service

@@ -26,7 +26,6 @@ def test_service_default_number_and_name():
     assert parse_service(None).port == _rendezvous_port()
     assert parse_service("").port == _rendezvous_port()
     assert parse_service("7890").port == 7890
-    assert parse_service(" 7890 ").text == "7890"
     name = "domain"  # in every services database
     assert parse_service(name).port == socket.getservbyname(name, "udp")
     assert parse_service(name).text == name
@@ -42,13 +41,28 @@ def test_service_default_number_and_name():
         ("7500:7501:7502", "at most two parts"),
         ("7500:abc", "direct part"),
         ("abc:7501", "no UDP service"),
-        ("75 00", "neither"),
+        ("75 00", "white space"),
+        (" 7500", "white space"),
+        ("7500 ", "white space"),
+        ("7500\t", "white space"),
+        ("7500: 7501", "white space"),
+        (" :7501", "white space"),
         (7500, "must be a str"),
     ],
 )
 def test_service_errors(service, match):
     with pytest.raises(rv.InvalidArgument, match=match):
         parse_service(service)
+
+
+@pytest.mark.parametrize("service", [" 7500", "7500 ", "\u20037500", "7500 :7501"])
+def test_a_transport_refuses_a_service_with_white_space_when_it_is_made(service):
+    """The issue's case: ``service=" 7500"`` was taken for 7500 (a typing mistake opened
+    a service its user never named); now the transport refuses it at once."""
+    with pytest.raises(rv.InvalidArgument, match="white space"):
+        rv.Transport(service=service)
+    with pytest.raises(rv.InvalidArgument, match="white space"):
+        rv.Transport(service=service, daemon="7500")
 
 
 def test_network_default_is_loopback_with_ttl_zero():

@@ -14,6 +14,8 @@ async def _events(listener: rv.Listener, count: int) -> list[tuple[str, str]]:
     out = []
     async with asyncio.timeout(10):
         async for msg in listener:
+            if msg.subject.endswith(".QUERY"):  # a daemon asking for everyone's interest
+                continue
             out.append((msg.subject.rsplit(".", 1)[1], msg["sub"]))
             if len(out) == count:
                 return out
@@ -54,11 +56,13 @@ async def test_other_daemons_announce_to_a_new_one() -> None:
             return t
 
         app = await other.run(program())
+        await asyncio.sleep(0.3)  # its START has gone out before the router's daemon exists
         router = rv.Transport(service, LOOPBACK, description=ROUTER_MARK + "t", router=True)
         await router.open()
         adv = router.listen("_RV.INFO.SYSTEM.LISTEN.>")
         try:
-            assert ("START", "PRICES.*") in await _events(adv, 1)
+            # Restated for the newcomer as CURRENT (START says only what is new).
+            assert ("CURRENT", "PRICES.*") in await _events(adv, 1)
         finally:
             await router.close()
             await other.run(app.close())
@@ -77,5 +81,10 @@ def test_announcer_counts_and_filters() -> None:
     assert [m.subject for m in a.removed(False, "A")] == ["_RV.INFO.SYSTEM.LISTEN.STOP"]
     assert a.removed(False, "A") == []
     a.added(False, "C")
-    # Listening to the announcements brings every current one again.
-    assert [m["sub"] for m in a.added(True, "_RV.INFO.SYSTEM.>")] == ["C"]
+    # Listening to the announcements asks every daemon for its interest, and restates
+    # this one's as LISTEN.CURRENT (never START again).
+    out = a.added(True, "_RV.INFO.SYSTEM.>")
+    assert [m.subject.rsplit(".", 1)[1] for m in out] == ["QUERY", "CURRENT"]
+    assert out[1]["sub"] == "C" and "to" not in out[0]
+    assert a.watchers == 1
+    assert a.removed(True, "_RV.INFO.SYSTEM.>") == [] and a.watchers == 0

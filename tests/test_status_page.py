@@ -126,7 +126,11 @@ async def test_api_status_and_metrics_show_clients_subjects_counters_and_hosts()
             status, headers, text = await get(page, "/metrics")
             assert status == 200 and headers["Content-Type"].startswith("text/plain")
             assert re.search(r"^rvasync_clients 1$", text, re.M)
-            assert re.search(r'^rvasync_client_messages_in_total\{client="\d+".*\} 5$', text, re.M)
+            assert re.search(
+                r'^rvasync_client_messages_in_total\{description="status test client",user=""\} 5$',
+                text,
+                re.M,
+            )
             for line in text.splitlines():  # every line: a comment or "name{labels} number"
                 assert line.startswith("# ") or re.fullmatch(
                     r"[a-zA-Z_:][a-zA-Z0-9_:]*(\{.*\})? -?[0-9.e+]+", line
@@ -147,11 +151,13 @@ async def test_api_status_and_metrics_show_clients_subjects_counters_and_hosts()
 def test_metrics_text_escapes_labels():
     status = {
         "uptime_seconds": 1,
-        "clients": [
+        "clients": [],
+        "identities": [
             {
-                "id": 1,
+                "description": "line\nbreak",
                 "user": 'a"b\\c',
-                "peer": "x",
+                "clients": 1,
+                "connections": 1,
                 "messages_in": 0,
                 "bytes_in": 0,
                 "messages_out": 0,
@@ -163,7 +169,8 @@ def test_metrics_text_escapes_labels():
         "hosts": [],
         "security": {},
     }
-    assert 'user="a\\"b\\\\c"' in metrics_text(status)
+    text = metrics_text(status)
+    assert 'user="a\\"b\\\\c"' in text and 'description="line\\nbreak"' in text
 
 
 async def test_a_secure_daemons_page_asks_for_a_password_over_https(pki, users_file):

@@ -6,6 +6,8 @@ Every test runs against each implementation of the ``subjects`` hot path
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 import rvasync as rv
@@ -86,8 +88,28 @@ def test_invalid_subject_is_a_value_error():
 
 
 def test_spaces_and_non_ascii_are_allowed_though_discouraged(impl):
-    for subject in ("A B.C", "tab\there", "prix.€", "emoji.\U0001f600", "_x.y", "a._RV"):
+    for subject in ("A B.C", "prix.€", "emoji.\U0001f600", "_x.y", "a._RV", "zero\u200bwidth"):
         impl.validate_subject(subject)
+
+
+@pytest.mark.parametrize("char", ["\x00", "\t", "\n", "\r", "\x1b", "\x7f", "\x85", "\x9f"])
+def test_control_characters_are_refused_naming_the_character(impl, char):
+    """Tools print subjects to terminals: one with a line break could forge a whole
+    output line (issue 43), so the API refuses control characters everywhere a
+    subject is checked (send, listen, reply subjects, names). Zero-width and other
+    format characters stay legal (they belong to some scripts) and are escaped
+    when printed."""
+    subject = f"A.b{char}c.D"
+    code = f"U+{ord(char):04X}"
+    for check in (
+        lambda: impl.validate_subject(subject),
+        lambda: impl.validate_subject(subject, wildcards=True),
+        lambda: impl.check_send_subject(subject),
+        lambda: impl.check_listen_subject(subject),
+        lambda: impl.check_send_subject(f"_INBOX.{char}"),
+    ):
+        with pytest.raises(rv.InvalidSubject, match=re.escape(f"control character {code}")):
+            check()
 
 
 def test_other_rules_checked_from_the_left(impl):

@@ -12,54 +12,12 @@ import asyncio
 import gc
 
 import pytest
+from virtualclock import virtual_clock  # noqa: F401  (the ``clock`` fixture)
 
 import rvasync as rv
 from rvasync.timers import Timer
 
 WAIT = 1000.0  # virtual seconds
-
-
-class VirtualClock:
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
-        self._select = loop._selector.select
-        self.now = loop.time()
-
-    def time(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        """Move time on without running the loop (as a busy consumer would experience)."""
-        self.now += seconds
-
-    def select(self, timeout):
-        if timeout is not None and timeout > 0:
-            self.now += timeout
-            timeout = 0
-        elif timeout is None:
-            timeout = 0.01  # nothing scheduled: poll for I/O without spinning hot
-        return self._select(timeout)
-
-    def install(self) -> None:
-        self._loop.time = self.time
-        self._loop._selector.select = self.select
-
-    def uninstall(self) -> None:
-        del self._loop.time
-        self._loop._selector.select = self._select
-
-
-@pytest.fixture
-async def clock():
-    loop = asyncio.get_running_loop()
-    if not hasattr(loop, "_selector"):
-        pytest.skip("the virtual clock needs a selector event loop")
-    virtual = VirtualClock(loop)
-    virtual.install()
-    try:
-        yield virtual
-    finally:
-        virtual.uninstall()
 
 
 # -- arguments -------------------------------------------------------------------------

@@ -4,8 +4,9 @@ Three processes on one loopback service: a relay agent (with a ledger file),
 a listener behind it (a persistent correspondent with a ledger file) and a
 sender (direct, ledger file). After a warm-up that sets up the certified
 agreement, the listener disconnects from its agent; the sender sends
-``messages`` certified payloads, which the agent stores for the absent
-listener; once the agent holds them all, the listener reconnects.
+``messages`` certified payloads (a plain loop, a new message per send, no
+explicit yield), which the agent stores for the absent listener; once the
+agent holds them all, the listener reconnects.
 
 Figures, from the listener's reconnect call (``CLOCK_MONOTONIC``, comparable
 across processes):
@@ -64,10 +65,8 @@ class RelayDrain(Adapter):
     async def open_sender(self, subject: str) -> None: ...
 
     @abc.abstractmethod
-    def prepare(self, subject: str, data: bytes) -> Any: ...
-
-    @abc.abstractmethod
-    async def send(self, handle: Any) -> None: ...
+    async def send_new(self, subject: str, data: bytes) -> None:
+        """Sender: build a new message carrying ``data`` and send it certified."""
 
     @abc.abstractmethod
     async def confirmed(self) -> bool:
@@ -147,21 +146,20 @@ async def sender(ctx: WorkerContext) -> dict[str, Any]:
     timeout = float(ctx.params["timeout"]) - 10
     try:
         await client.open_sender(SUBJECT)
-        warm = client.prepare(SUBJECT, WARM_UP)
         async with asyncio.timeout(float(ctx.params["ready_timeout"])):
             while True:
-                await client.send(warm)
+                await client.send_new(SUBJECT, WARM_UP)
                 await asyncio.sleep(0.05)
                 if await client.confirmed():
                     break
-        handle = client.prepare(SUBJECT, payload(int(ctx.params["size"])))
+        data = payload(int(ctx.params["size"]))
         await ctx.ready()
         await ctx.go()
         await client.heard("away", timeout)
-        for i in range(count):
-            await client.send(handle)
-            if i % 1000 == 999:
-                await asyncio.sleep(0)
+        # A plain program's loop: a new message per send, no explicit yield.
+        send_new = client.send_new
+        for _ in range(count):
+            await send_new(SUBJECT, data)
         async with asyncio.timeout(timeout):
             while not await client.confirmed():
                 await asyncio.sleep(0.01)

@@ -218,6 +218,11 @@ class RvRoutedReqRep(_RvRouted, ReqRep):
         reply = await self.transport.send_request(handle, timeout)
         return bytes(reply["data"])
 
+    async def request_new(self, subject: str, payload: bytes, timeout: float) -> bytes:
+        msg = self.rv.Message(subject, {"data": payload})
+        reply = await self.transport.send_request(msg, timeout)
+        return bytes(reply["data"])
+
 
 class _NatsRouted:
     environment: ClassVar[type[Environment]] = NatsCluster

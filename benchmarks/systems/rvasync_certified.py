@@ -2,14 +2,20 @@
 
 Every process opens ``rv.Transport(service=<the row's UDP port>, network=None)``
 (its in-process daemon) and a ``CmTransport`` with a reusable name unique to
-the process. Rows: a process ledger; a ledger file (written behind the sends,
-group-committed); the same with each listener behind a relay agent running in
-the listener's process (``relay``); a ledger file with ``sync_ledger=True`` (a send returns once
-its record is fsynced). Awaited one at a time, synchronous sends would each
-wait for an fsync of their own; concurrent sends share them (group commit), so
-that row keeps :data:`SYNC_WINDOW` sends in flight, the way a program needing
-throughput with that guarantee sends. Listeners use the same kind of ledger as the sender,
-so each row is one durability level end to end. Ledger files live in a
+the process (a listener's is ``BENCH_L<index>_<port>``, which the sender of a
+cold start names in ``add_listener``). Each send is
+``await cm.send(rv.Message(subject, {"data": data}))``, a new message as a
+program builds it. Rows: a ledger file (written behind the sends,
+group-committed; the headline); the same re-sending one prebuilt message, and
+the same with an explicit ``asyncio.sleep(0)`` every 1,000 sends (both beside
+the plain loop, never the headline); a process ledger; each listener behind a
+relay agent running in the listener's process (``relay``); a ledger file with
+``sync_ledger=True`` (a send returns once its record is fsynced). Awaited one
+at a time, synchronous sends would each wait for an fsync of their own;
+concurrent sends share them (group commit), so that row keeps
+:data:`SYNC_WINDOW` sends in flight, the way a program needing throughput with
+that guarantee sends. Listeners use the same kind of ledger as the sender, so
+each row is one durability level end to end. Ledger files live in a
 temporary directory of the worker, removed when it closes.
 
 The sender learns confirmations from ``review_ledger`` (each listener's last
@@ -27,12 +33,20 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.environments import UdpPort
-from benchmarks.registry import Variant, adapter
-from benchmarks.scenarios.certified import Certified
+from benchmarks.registry import Params, Scenario, Variant, adapter
+from benchmarks.scenarios.certified import YIELD_EVERY, Certified
 from benchmarks.systems.rvasync_api import missing, missing_module
 
 PROCESS = Variant(name="process", label="process ledger", headline=False)
 FILE = Variant(name="file", label="file ledger", headline=True)
+FILE_PREBUILT = Variant(
+    name="file-prebuilt", label="file ledger, one prebuilt message re-sent", headline=False
+)
+FILE_YIELD = Variant(
+    name="file-yield",
+    label=f"file ledger, explicit asyncio.sleep(0) every {YIELD_EVERY:,} sends",
+    headline=False,
+)
 #: Concurrent sends of the synchronous-ledger row.
 SYNC_WINDOW = 256
 
@@ -51,6 +65,15 @@ FILE_SYNC = Variant(
 )
 
 
+#: The rows that change the sender's loop (beside the plain one, one listener, warm).
+LOOP_VARIANTS = frozenset({FILE_PREBUILT.name, FILE_YIELD.name})
+
+
+def listener_name(role: str, port: int) -> str:
+    """A listener's correspondent name: known to the sender, unique to the row's service."""
+    return f"BENCH_{role}_{port}"
+
+
 @adapter
 class RvCertified(Certified):
     """``CmTransport.send`` to CM listeners consumed with ``async for`` (auto-confirm)."""
@@ -61,13 +84,19 @@ class RvCertified(Certified):
 
     @classmethod
     def unavailable(cls) -> str | None:
-        return missing("Transport", "Message", "FieldType") or missing_module(
-            "rvasync.cmdriver", "CmTransport"
-        )
+        return missing("Transport", "Message") or missing_module("rvasync.cmdriver", "CmTransport")
 
     @classmethod
     def variants(cls) -> Sequence[Variant]:
-        return (PROCESS, FILE, FILE_SYNC, RELAY)
+        return (FILE, FILE_PREBUILT, FILE_YIELD, PROCESS, FILE_SYNC, RELAY)
+
+    @classmethod
+    def not_applicable(cls, scenario: Scenario, params: Params, variant: Variant) -> str | None:
+        if params.get("cold") and variant.name not in (FILE.name, PROCESS.name):
+            return "the cold start is measured with the plain file and process ledgers"
+        if variant.name in LOOP_VARIANTS and int(params["listeners"]) != 1:
+            return "the loop's variations are measured with one listener"
+        return None
 
     async def _open(self, role: str) -> None:
         import rvasync as rv
@@ -77,7 +106,11 @@ class RvCertified(Certified):
         self.directory = Path(tempfile.mkdtemp(prefix="bench-cm-"))
         self.transport = rv.Transport(service=str(self.env["ports"][0]), network=None)
         await asyncio.wait_for(self.transport.open(), 30)
-        name = f"BENCH_{role}_{secrets.token_hex(4).upper()}"
+        name = (
+            f"BENCH_{role}_{secrets.token_hex(4).upper()}"
+            if role == "S"
+            else listener_name(role, self.env["ports"][0])
+        )
         ledger = None if self.variant.name == PROCESS.name else self.directory / f"{name}.ledger"
         relay = None
         if self.variant.name == RELAY.name and role != "S":
@@ -90,6 +123,7 @@ class RvCertified(Certified):
             ledger=ledger,
             sync_ledger=self.variant.name == FILE_SYNC.name,
             relay_agent=relay,
+            require_old=role != "S" and bool(self.params.get("cold")),
         )
         await asyncio.wait_for(self.cm.open(), 30)
 
@@ -101,18 +135,33 @@ class RvCertified(Certified):
         self.last = 0
         self.slots = asyncio.Semaphore(SYNC_WINDOW)
         self.in_flight: set[asyncio.Future[None]] = set()
+        self.prebuilt: dict[bytes, Any] = {}
+        self.plain = self.variant.name not in (FILE_PREBUILT.name, FILE_SYNC.name)
 
-    def prepare(self, subject: str, data: bytes) -> Any:
-        msg = self.rv.Message(subject)
-        msg.add("data", data, type=self.rv.FieldType.OPAQUE)
-        return msg
+    async def anticipate(self, listeners: int) -> None:
+        port = self.env["ports"][0]
+        for index in range(listeners):
+            await self.cm.add_listener(listener_name(f"L{index}", port), self.subject)
 
-    async def send(self, handle: Any) -> None:
+    def yield_every(self) -> int:
+        return YIELD_EVERY if self.variant.name == FILE_YIELD.name else 0
+
+    async def send_new(self, subject: str, data: bytes) -> None:
+        if self.plain:  # the usual row: what a program's loop does, nothing more
+            self.last = await self.cm.send(self.rv.Message(subject, {"data": data}))
+            return
+        if self.variant.name == FILE_PREBUILT.name:
+            msg = self.prebuilt.get(data)
+            if msg is None:
+                msg = self.prebuilt[data] = self.rv.Message(subject, {"data": data})
+            self.last = await self.cm.send(msg)
+            return
+        msg = self.rv.Message(subject, {"data": data})
         if self.variant.name != FILE_SYNC.name:
-            self.last = await self.cm.send(handle)
+            self.last = await self.cm.send(msg)
             return
         await self.slots.acquire()
-        task = asyncio.ensure_future(self._send_one(handle))
+        task = asyncio.ensure_future(self._send_one(msg))
         self.in_flight.add(task)
         task.add_done_callback(self.in_flight.discard)
 

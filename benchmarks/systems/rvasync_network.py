@@ -19,6 +19,9 @@ Rows (variants):
   ``rv.Transport(reply_poll=0)``: the requester sleeps while its request is out
   instead of polling for the reply (the default polls up to 0.5 ms), so the
   row shows what being woken costs.
+- *prebuilt* (request/reply only): the in-process daemon re-sending one
+  prebuilt request message (every other row builds a new one per request, as
+  programs do): what building the message costs a round trip.
 - *direct communication* (request/reply only): both transports with a
   two-part service (``"<port>:"``); the requester learns the replier's inbox
   once and sends every request there, so requests and replies both travel over
@@ -95,6 +98,13 @@ CIRCUIT = Variant(
     label="in-process daemon, virtual circuit",
     headline=False,
     unavailable=lambda: missing("VcTransport"),
+)
+#: Request/reply only: the in-process daemon re-sending one prebuilt request (beside the
+#: headline row, which builds a new message per request as programs do).
+PREBUILT = Variant(
+    name="ipm-prebuilt",
+    label="in-process daemon, one prebuilt request re-sent",
+    headline=False,
 )
 #: Where the circuit's publisher asks for an invitation.
 CIRCUIT_ASK = "bench.circuit.ask"
@@ -272,10 +282,18 @@ class RvNetworkReqRep(_RvNetwork, ReqRep):
     system = "rvasync"
     capability = "reqrep"
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        #: subject -> where its requests go (the replier's inbox on the direct rows)
+        self.inboxes: dict[str, str] = {}
+        #: payload -> the one request message of the prebuilt row
+        self.prebuilt: dict[bytes, Any] = {}
+
     @classmethod
     def variants(cls) -> Sequence[Variant]:
         return (
             IN_PROCESS_DAEMON,
+            PREBUILT,
             NO_REPLY_POLL,
             BUSY_POLL,
             SERVICE_KEY,
@@ -308,16 +326,32 @@ class RvNetworkReqRep(_RvNetwork, ReqRep):
         self.server = asyncio.create_task(echo())
 
     def prepare(self, subject: str, payload: bytes) -> Any:
-        self.where = subject
         return self.rv.Message(subject, {"data": payload})
 
     async def request(self, handle: Any, timeout: float) -> bytes:
-        if self.variant.name in DIRECT_VARIANTS and handle.subject == self.where:
-            # Once (the first warm-up request): learn the replier's inbox.
-            answer = await self.transport.send_request(self.rv.Message(self.where, {}), timeout)
-            handle.subject = answer["inbox"]
         reply = await self.transport.send_request(handle, timeout)
         return bytes(reply["data"])
+
+    async def request_new(self, subject: str, payload: bytes, timeout: float) -> bytes:
+        to = self.inboxes.get(subject)
+        if to is None:
+            to = self.inboxes[subject] = await self._destination(subject, timeout)
+        if self.variant.name == PREBUILT.name:
+            msg = self.prebuilt.get(payload)
+            if msg is None:
+                msg = self.prebuilt[payload] = self.rv.Message(to, {"data": payload})
+        else:
+            msg = self.rv.Message(to, {"data": payload})
+        reply = await self.transport.send_request(msg, timeout)
+        return bytes(reply["data"])
+
+    async def _destination(self, subject: str, timeout: float) -> str:
+        """Where requests on ``subject`` go: the subject, or (direct rows) the replier's
+        inbox, asked for once (the first warm-up request)."""
+        if self.variant.name not in DIRECT_VARIANTS:
+            return subject
+        answer = await self.transport.send_request(self.rv.Message(subject, {}), timeout)
+        return str(answer["inbox"])
 
     async def close(self) -> None:
         for task in (getattr(self, "server", None), getattr(self, "teller", None)):

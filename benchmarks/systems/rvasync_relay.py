@@ -129,13 +129,8 @@ class RvRelayDrain(RelayDrain):
         await self.cm.add_listener(LISTENER, subject)
         self.last = 0
 
-    def prepare(self, subject: str, data: bytes) -> Any:
-        msg = self.rv.Message(subject)
-        msg.add("data", data, type=self.rv.FieldType.OPAQUE)
-        return msg
-
-    async def send(self, handle: Any) -> None:
-        self.last = await self.cm.send(handle)
+    async def send_new(self, subject: str, data: bytes) -> None:
+        self.last = await self.cm.send(self.rv.Message(subject, {"data": data}))
 
     async def confirmed(self) -> bool:
         reviews = self.cm.review_ledger(self.subject)

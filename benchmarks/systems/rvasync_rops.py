@@ -62,6 +62,11 @@ class RvRemoteOps(RvNetworkReqRep):
     def prepare(self, subject: str, payload: bytes) -> Any:
         return self.rv.Message(subject, {"data": payload})
 
+    async def request_new(self, subject: str, payload: bytes, timeout: float) -> bytes:
+        if self.variant.name == PLAIN.name:
+            return await super().request_new(subject, payload, timeout)
+        return await self.request(self.rv.Message(subject, {"data": payload}), timeout)
+
     async def request(self, handle: Any, timeout: float) -> bytes:
         if self.variant.name == PLAIN.name:
             return await super().request(handle, timeout)

@@ -42,6 +42,9 @@ _COMMAND_MODULES = (
     "passwd",
     "cache",
     "relay",
+    "cm",
+    "dq",
+    "ft",
 )
 
 
@@ -57,7 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
     for name in _COMMAND_MODULES:
         importlib.import_module(f"rvasync.cli.{name}").register(sub)
     for command_parser in sub.choices.values():
-        command_parser.set_defaults(command_parser=command_parser)
+        if command_parser.get_default("command_parser") is None:  # a tool group sets its own
+            command_parser.set_defaults(command_parser=command_parser)
     return parser
 
 
@@ -101,7 +105,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _one_line(text: str) -> str:
-    return " ".join(text.split()) or "(no details)"
+    """``text`` as one line with nothing a terminal would act on (it may quote wire data)."""
+    from rvasync.textform import printable
+
+    return printable(" ".join(text.split()), backslash=False) or "(no details)"
 
 
 def _os_error(exc: OSError) -> str:

@@ -24,6 +24,7 @@ __all__ = [
     "ArgumentParser",
     "busy_poll",
     "byte_count",
+    "certified_subject",
     "count",
     "daemon_param",
     "indent",
@@ -31,10 +32,13 @@ __all__ = [
     "loop_factory",
     "nonempty",
     "port",
+    "rv_option",
     "seconds",
     "send_subject",
     "service_key_file",
     "subject",
+    "tool_group",
+    "weight",
 ]
 
 
@@ -46,6 +50,14 @@ def count(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"{value} must be at least 1")
+    return value
+
+
+def weight(text: str) -> int:
+    """A fault-tolerance weight: a whole number within 1..65535 (a Rendezvous u16)."""
+    value = count(text)
+    if value > 0xFFFF:
+        raise argparse.ArgumentTypeError(f"{value}: a weight is within 1..65535")
     return value
 
 
@@ -190,6 +202,18 @@ def send_subject(text: str) -> str:
     return text
 
 
+def certified_subject(text: str) -> str:
+    """A subject a certified message may go to: sendable, and without wildcards."""
+    send_subject(text)
+    from rvasync.subjects import has_wildcards
+
+    if has_wildcards(text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: certified delivery needs a concrete subject, without wildcards"
+        )
+    return text
+
+
 def listen_subject(text: str) -> str:
     """A subject pattern one may listen to (wildcards allowed, not in an inbox)."""
     _utf8(text)
@@ -198,6 +222,50 @@ def listen_subject(text: str) -> str:
     except (InvalidSubject, NotPermitted) as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
     return text
+
+
+Subparsers = argparse._SubParsersAction  # the type of ``add_subparsers()``'s result
+
+
+def tool_group(
+    sub: Subparsers[argparse.ArgumentParser], name: str, what: str, doc: str | None
+) -> Subparsers[argparse.ArgumentParser]:
+    """A command made of tools (``rvasync cm send``): its parser, and the tools' subparsers.
+
+    ``doc`` is the module docstring; its text after the first paragraph
+    describes the group in ``--help``.
+    """
+    p = sub.add_parser(name, help=what, description=doc.split("\n\n", 1)[1] if doc else None)
+    return p.add_subparsers(dest="tool", metavar="TOOL", required=True)
+
+
+def rv_option(
+    p: argparse.ArgumentParser | argparse._ArgumentGroup,
+    name: str,
+    parse: Callable[[str], object] | None,
+    default: object,
+    what: str,
+) -> None:
+    """Add the option ``--NAME`` that also answers to the Rendezvous tools' ``-NAME``.
+
+    ``parse`` checks the value (an argparse ``type=``; None keeps the text),
+    ``what`` is the help text; a seconds option shows ``S`` as its value.
+    """
+    seconds_like = getattr(parse, "__name__", "") == "seconds"
+    if default is None:
+        shown = what
+    elif isinstance(default, float):
+        shown = f"{what} (default {default:g})"
+    else:
+        shown = f"{what} (default {default})"
+    p.add_argument(
+        f"--{name}",
+        f"-{name}",
+        type=str if parse is None else parse,
+        default=default,
+        metavar="S" if seconds_like else None,
+        help=shown,
+    )
 
 
 #: Choices of the ``--loop`` option of the long-running commands (daemon, router).

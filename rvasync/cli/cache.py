@@ -5,19 +5,19 @@ requests for them (``t.request_retained``, ``t.listen(..., retained=True)``).
 With ``--store PATH`` the values survive a restart, even a ``kill -9``: a
 restarted cache answers at once. A damaged store file stops it with an error
 naming the damage. Once listening, a line goes to stderr
-(``rvasync cache: retaining ...``). SIGINT / SIGTERM stop it cleanly.
+(``rvasync cache: retaining ...``). SIGINT / SIGTERM stop it cleanly; SIGHUP
+logs that there is nothing to reload (rvasync.cli.signals).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-import signal
 import sys
 
 from rvasync.cli import _args
 from rvasync.cli.send import add_transport_options, open_transport
+from rvasync.cli.signals import handle_signals
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -49,11 +49,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 async def run(args: argparse.Namespace) -> int:
     from rvasync.cache import CurrentValueCache
 
-    loop = asyncio.get_running_loop()
     stop = asyncio.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(signum, stop.set)
+    handle_signals(
+        stop,
+        command="rvasync cache",
+        nothing_to_reload="the patterns and limits are read at start; restart to change them",
+    )
     async with open_transport(args, "rvasync cache") as transport:
         cache = CurrentValueCache(
             transport,

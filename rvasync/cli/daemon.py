@@ -3,19 +3,19 @@
 It runs until SIGINT or SIGTERM (or, with ``--idle-exit``, until it has had no
 client for that long, which is how an auto-started daemon goes away) and
 prints one line once it accepts connections, so scripts and tests can wait
-for it.
+for it. SIGHUP re-reads the users file, or logs that there is nothing to
+reload (rvasync.cli.signals).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import os
-import signal
 import sys
 
 from rvasync.cli import _args
+from rvasync.cli.signals import handle_signals
 from rvasync.errors import DaemonUnavailable, InvalidArgument
 from rvasync.protocol.clientproto.address import DEFAULT_DAEMON_PORT
 
@@ -181,6 +181,14 @@ async def serve(args: argparse.Namespace) -> int:
             client_ca=args.client_ca,
             allow_plain_passwords=args.allow_plain_passwords,
         )
+    stop = asyncio.Event()
+    users = security is not None and security.users_file is not None
+    handle_signals(
+        stop,
+        command="rvasync daemon",
+        reload=security.reload if users and security is not None else None,
+        nothing_to_reload="no users file (--users); the other settings are read at start",
+    )
     daemon = Daemon(
         security=security,
         listen=args.listen,
@@ -218,16 +226,6 @@ async def serve(args: argparse.Namespace) -> int:
         except OSError as exc:
             await daemon.stop()
             raise DaemonUnavailable(str(exc.strerror or exc)) from None
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    if security is not None:
-        with contextlib.suppress(NotImplementedError, RuntimeError, AttributeError):
-            loop.add_signal_handler(signal.SIGHUP, security.reload)
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        # Loops without signal support (Windows' proactor) raise NotImplementedError
-        # here; Ctrl-C still stops the daemon there through KeyboardInterrupt.
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(signum, stop.set)
     mode = ", TLS" if security is not None and security.ssl_context is not None else ""
     print(
         f"rvasync daemon listening on {args.host}:{daemon.listen_port} (pid {os.getpid()}{mode})",

@@ -1,9 +1,13 @@
 """``rvasync listen``: print messages on subjects as they arrive (the tibrvlisten role).
 
-Each message is one line: local time, UTC time, subject, reply subject if any,
-and the fields (``name=value``, typed values marked where the text alone would
-not say). ``--json`` prints the JSON form of :mod:`rvasync.jsonform` instead.
-Once the daemon has the interests, a line goes to stderr
+Each message is one line, as tibrvlisten prints it: local time, then UTC time
+with nine fractional digits, the subject, the reply subject where the message
+has one, and the message in its Rendezvous text form
+(``2024-05-01 14:00:00 (2024-05-01 12:00:00.000005000Z): subject=A.B,
+message={DATA="hi"}``). ``--json`` prints the JSON form of
+:mod:`rvasync.jsonform` instead (every field's type and id). Anything taken
+from the wire is escaped, so no message can put a control character on the
+terminal. Once the daemon has the interests, a line goes to stderr
 (``rvasync listen: listening to ...``), so a script can start senders then.
 """
 
@@ -11,21 +15,38 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime as dt
-import json
 import sys
+import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from rvasync.cli import _args
 from rvasync.cli.send import add_transport_options, open_transport
-from rvasync.fieldtypes import FieldType
 from rvasync.jsonform import to_json
 from rvasync.message import Message
 from rvasync.queues import Queue
+from rvasync.textform import printable
 
-__all__ = ["format_message", "register"]
+__all__ = [
+    "add_count_options",
+    "confirm",
+    "confirm_interests",
+    "consume",
+    "format_message",
+    "register",
+]
 
-_PLAIN_TYPES = {FieldType.STRING, FieldType.I64, FieldType.F64, FieldType.MSG}
+
+def add_count_options(p: argparse.ArgumentParser) -> None:
+    """``--count`` and ``--timeout``, shared by the listening tools."""
+    p.add_argument("--count", type=_args.count, default=None, help="exit after this many messages")
+    p.add_argument(
+        "--timeout",
+        type=_args.seconds(),
+        default=None,
+        metavar="S",
+        help="stop after S seconds (exit 1 if --count was not reached)",
+    )
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -35,14 +56,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
     )
     p.add_argument("subjects", nargs="+", type=_args.listen_subject, metavar="SUBJECT")
-    p.add_argument("--count", type=_args.count, default=None, help="exit after this many messages")
-    p.add_argument(
-        "--timeout",
-        type=_args.seconds(),
-        default=None,
-        metavar="S",
-        help="stop after S seconds (exit 1 if --count was not reached)",
-    )
+    add_count_options(p)
     p.add_argument("--json", action="store_true", help="print each message as one JSON line")
     p.add_argument(
         "--retained",
@@ -54,82 +68,98 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 async def run(args: argparse.Namespace) -> int:
-    loop = asyncio.get_running_loop()
-    deadline = None if args.timeout is None else loop.time() + args.timeout
-    received = 0
     async with open_transport(args, "rvasync listen") as transport:
         queue = Queue(name="rvasync listen")
         for subject in args.subjects:
             transport.listen(subject, queue=queue, retained=args.retained)
-        await _confirm_interests(transport)
+        await confirm_interests(transport)
         print(
             f"rvasync listen: listening to {', '.join(args.subjects)}",
             file=sys.stderr,
             flush=True,
         )
-        while args.count is None or received < args.count:
-            remaining = None if deadline is None else deadline - loop.time()
-            if remaining is not None and remaining <= 0:
-                break
-            try:
-                msg = await queue.get(remaining)
-            except TimeoutError:
-                break
-            print(to_json(msg) if args.json else format_message(msg), flush=True)
-            received += 1
+        show: Callable[[Message], str] = to_json if args.json else format_message
+        return await consume(queue, args, show, "rvasync listen")
+
+
+async def consume(
+    queue: Queue,
+    args: argparse.Namespace,
+    show: Callable[[Message], str],
+    command: str,
+    after: Callable[[Message], Awaitable[None]] | None = None,
+) -> int:
+    """Print ``show(msg)`` for each message of ``queue`` until ``--count`` or ``--timeout``.
+
+    ``after(msg)``, if given, is awaited once the line is printed (the
+    certified tools confirm the message then, as tibrvcmlisten's callback
+    returning does). Returns the exit status: 1 when ``--timeout`` ended it
+    before ``--count`` messages came (with a line on stderr saying so), else 0.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = None if args.timeout is None else loop.time() + args.timeout
+    received = 0
+    while args.count is None or received < args.count:
+        remaining = None if deadline is None else deadline - loop.time()
+        if remaining is not None and remaining <= 0:
+            break
+        try:
+            msg = await queue.get(remaining)
+        except TimeoutError:
+            break
+        print(show(msg), flush=True)
+        if after is not None:
+            await after(msg)
+        received += 1
     if args.count is not None and received < args.count:
         print(
-            f"rvasync listen: stopped after {args.timeout:g} s with {received} of "
-            f"{args.count} messages",
+            f"{command}: stopped after {args.timeout:g} s with {received} of {args.count} messages",
             file=sys.stderr,
         )
         return 1
     return 0
 
 
-async def _confirm_interests(transport: Any) -> None:
+async def confirm_interests(transport: Any) -> None:
     """Wait until a standalone daemon has processed the LISTENs (one round trip)."""
     from rvasync.transport.tcplink import TcpLink
 
-    link = getattr(transport, "_link", None)
+    link = getattr(transport, "link", None)
     if isinstance(link, TcpLink):
         await link.ping()
 
 
-def format_message(msg: Message, now: dt.datetime | None = None) -> str:
-    """One tibrvlisten-style line for ``msg``."""
-    moment = now or dt.datetime.now(dt.UTC)
-    local = moment.astimezone().strftime("%Y-%m-%d %H:%M:%S")
-    utc = moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    parts = [f"subject={msg.subject}"]
+async def confirm(msg: Message) -> None:
+    """Confirm a certified message to its sender (the listeners of the cm and dq tools)."""
+    await msg.listener.confirm(msg)
+
+
+def timestamps(now_ns: int | None = None) -> str:
+    """``2024-05-01 14:00:00 (2024-05-01 12:00:00.000005000Z)``: local, then UTC to the ns."""
+    if now_ns is None:
+        now_ns = time.time_ns()
+    seconds, fraction = divmod(now_ns, 1_000_000_000)
+    local = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(seconds))
+    utc = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(seconds))
+    return f"{local} ({utc}.{fraction:09d}Z)"
+
+
+def addressed(msg: Message, *, reply_none: bool = False) -> str:
+    """``subject=S, reply=R, message={...}``, the subjects escaped for the terminal.
+
+    ``reply=`` appears only when the message has a reply subject, as in
+    tibrvlisten; with ``reply_none`` it is always there (``none`` when
+    absent), as tibrvcmlisten and tibrvdqlisten print it.
+    """
+    parts = [f"subject={printable(msg.subject or '')}"]
     if msg.reply_subject:
-        parts.append(f"reply={msg.reply_subject}")
-    parts.append(f"message={_fields(msg)}")
-    return f"{local} ({utc}): " + ", ".join(parts)
+        parts.append(f"reply={printable(msg.reply_subject)}")
+    elif reply_none:
+        parts.append("reply=none")
+    parts.append(f"message={msg}")
+    return ", ".join(parts)
 
 
-def _fields(msg: Message) -> str:
-    items = []
-    for field in msg:
-        label = field.name if field.name is not None else f"#{field.id}"
-        typed = "" if field.type in _PLAIN_TYPES else f":{field.type.name}"
-        items.append(f"{label}{typed}={_value(field.type, field.value)}")
-    return "{" + " ".join(items) + "}"
-
-
-def _value(ftype: FieldType, value: Any) -> str:
-    if ftype is FieldType.MSG:
-        return _fields(value)
-    if ftype is FieldType.MSGARRAY:
-        return "[" + " ".join(_fields(m) for m in value) + "]"
-    if ftype is FieldType.STRING:
-        return json.dumps(value, ensure_ascii=False)
-    if ftype is FieldType.STRINGARRAY:
-        return json.dumps(list(value), ensure_ascii=False)
-    if ftype in (FieldType.OPAQUE, FieldType.XML):
-        return value.hex() if len(value) <= 64 else f"<{len(value)} bytes>"
-    if isinstance(value, (list, tuple)):
-        return "[" + ",".join(str(v) for v in value) + "]"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
+def format_message(msg: Message, now_ns: int | None = None) -> str:
+    """The tibrvlisten line for ``msg``: time stamps, subject, reply, text form."""
+    return f"{timestamps(now_ns)}: {addressed(msg)}"

@@ -243,6 +243,6 @@ async def _until_done(recorder: Any, stop: asyncio.Event, args: argparse.Namespa
 
 
 async def _confirm_interests(transport: Any) -> None:
-    from rvasync.cli.listen import _confirm_interests as confirm
+    from rvasync.cli.listen import confirm_interests
 
-    await confirm(transport)
+    await confirm_interests(transport)

@@ -5,7 +5,8 @@ The agent answers to NAME on the network: CM transports created with
 through it; it stores inbound messages for clients that are disconnected
 (in the ledger file, so they survive a restart of the agent) and delivers
 them when they reconnect. It prints one line once it serves
-(``rvasync relay: NAME serving ...``) and runs until SIGINT/SIGTERM.
+(``rvasync relay: NAME serving ...``) and runs until SIGINT/SIGTERM (SIGHUP logs
+that there is nothing to reload; rvasync.cli.signals).
 A damaged ledger, or another running agent of the same name, is refused.
 """
 
@@ -13,13 +14,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import math
 import os
-import signal
 import sys
 
 from rvasync.cli.send import add_transport_options, open_transport
+from rvasync.cli.signals import handle_signals
 
 __all__ = ["register"]
 
@@ -78,6 +78,12 @@ async def run(args: argparse.Namespace) -> int:
     timing = None
     if args.reply_lifetime is not None:
         timing = RelayTiming(reply_lifetime=args.reply_lifetime)
+    stop = asyncio.Event()
+    handle_signals(
+        stop,
+        command=f"rvasync relay {args.name}",
+        nothing_to_reload="the agent's settings are read at start; restart it to change them",
+    )
     async with open_transport(args, f"rvasync relay {args.name}") as transport:
         agent = RelayAgent(
             transport,
@@ -88,11 +94,6 @@ async def run(args: argparse.Namespace) -> int:
         )
         await agent.start()
         try:
-            loop = asyncio.get_running_loop()
-            stop = asyncio.Event()
-            for signum in (signal.SIGINT, signal.SIGTERM):
-                with contextlib.suppress(NotImplementedError, RuntimeError):
-                    loop.add_signal_handler(signum, stop.set)
             ledger = f" ledger {args.ledger}" if args.ledger else " (no ledger)"
             print(f"rvasync relay: {args.name} serving{ledger} (pid {os.getpid()})", flush=True)
             await stop.wait()

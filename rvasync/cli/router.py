@@ -3,7 +3,8 @@
 It validates the file first (a bad one ends with one line naming the line and
 key, status 2), then prints one line once its networks are attached and its
 neighbor port is open (``rvasync router NAME ready; neighbors on HOST:PORT``),
-so scripts and tests can wait for it, and runs until SIGINT or SIGTERM. Like
+so scripts and tests can wait for it, and runs until SIGINT or SIGTERM (SIGHUP
+logs that there is nothing to reload; rvasync.cli.signals). Like
 ``rvasync daemon`` it runs on uvloop when that is installed (``--loop``): a
 router's work per message is largely the event loop's socket handling.
 """
@@ -12,13 +13,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import os
-import signal
 import sys
 from typing import TYPE_CHECKING
 
 from rvasync.cli import _args
+from rvasync.cli.signals import handle_signals
 
 if TYPE_CHECKING:
     from rvasync.rvrd import RouterConfig
@@ -59,13 +59,14 @@ def run(args: argparse.Namespace) -> int:
 async def serve(config: RouterConfig) -> int:
     from rvasync.rvrd import Router
 
+    stop = asyncio.Event()
+    handle_signals(
+        stop,
+        command=f"rvasync router {config.name}",
+        nothing_to_reload="the configuration is read at start; restart the router to change it",
+    )
     router = Router(config)
     await router.start()
-    loop = asyncio.get_running_loop()
-    stop = asyncio.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(signum, stop.set)
     listen = config.listen
     where = "none" if listen is None else f"{listen[0]}:{router.port}"
     print(

@@ -1,9 +1,14 @@
 """``rvasync send``: publish a message from the shell (the tibrvsend role).
 
-Fields are ``name=value`` (an int, else a float, else a string) or
-``name:TYPE=value`` with a FieldType name (``n:U8=7``, ``when:DATETIME=now``,
-``xs:F32ARRAY=1,2.5``, ``sub:MSG={json form}``); ``--json`` starts from a whole
-message in the JSON form of :mod:`rvasync.jsonform`.
+``rvasync send SUBJECT TEXT...`` sends one message per TEXT, with the text in a
+STRING field named DATA, as tibrvsend does (and prints its ``Publishing:``
+line for each). Arguments of the form ``name=value`` (an int, else a float,
+else a string) or ``name:TYPE=value`` with a FieldType name (``n:U8=7``,
+``when:DATETIME=now``, ``xs:F32ARRAY=1,2.5``, ``sub:MSG={json form}``) are
+fields instead, added to every message sent; an argument is a field when the
+part before its first ``=`` is a name without spaces (send a text that looks
+like one as ``DATA:STRING=...``). ``--json`` starts from a whole message in
+the JSON form of :mod:`rvasync.jsonform`.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import datetime as dt
 import ipaddress
 import json
 import os
+import re
 import sys
 from typing import Any
 
@@ -24,6 +30,7 @@ from rvasync.jsonform import from_json, from_jsonable
 from rvasync.message import Message
 from rvasync.rvdatetime import DateTime
 from rvasync.subjects import validate_subject
+from rvasync.textform import printable, quoted
 
 __all__ = ["add_transport_options", "open_transport", "parse_field", "register"]
 
@@ -50,12 +57,23 @@ _INT_ARRAYS = {
 }
 
 
+#: A field argument: a name without spaces (and an optional :TYPE) before the first '='.
+_FIELD_ARGUMENT = re.compile(r"[^\s=]+=")
+
+
 def add_transport_options(p: argparse.ArgumentParser) -> None:
-    """The --service/--network/--daemon options shared by the network tools."""
-    p.add_argument("--service", default=None, help="service (UDP port or name)")
-    p.add_argument("--network", default=None, help="network 'interface;groups;send-address'")
+    """The --service/--network/--daemon options shared by the network tools.
+
+    Each also answers to its Rendezvous spelling with one dash (``-service
+    7566``), so command lines written for the tibrv tools work unchanged.
+    """
+    p.add_argument("--service", "-service", default=None, help="service (UDP port or name)")
+    p.add_argument(
+        "--network", "-network", default=None, help="network 'interface;groups;send-address'"
+    )
     p.add_argument(
         "--daemon",
+        "-daemon",
         type=_args.daemon_param,
         default=None,
         help="standalone daemon: PORT (started if not running) or HOST:PORT; "
@@ -122,7 +140,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
     )
     p.add_argument("subject", type=_args.send_subject, metavar="SUBJECT")
-    p.add_argument("fields", nargs="*", metavar="FIELD", help="name=value or name:TYPE=value")
+    p.add_argument(
+        "fields",
+        nargs="*",
+        metavar="TEXT|FIELD",
+        help="a text (one message each, in a DATA field), or name=value / name:TYPE=value",
+    )
     p.add_argument("--json", metavar="MESSAGE_JSON", help="the message as JSON (- for stdin)")
     p.add_argument(
         "--reply-subject",
@@ -145,7 +168,7 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
 
 
 def build_message(args: argparse.Namespace) -> Message:
-    """The message the command line describes."""
+    """The message the command line describes (its fields; texts are added per send)."""
     if args.json is not None:
         try:
             text = sys.stdin.buffer.read().decode() if args.json == "-" else args.json
@@ -168,20 +191,48 @@ def build_message(args: argparse.Namespace) -> Message:
         except InvalidSubject as exc:
             raise InvalidArgument(f"--json: reply_subject: {exc}") from None
     for spec in args.fields:
-        name, value, ftype = parse_field(spec)
-        msg.add(name, value, ftype)
+        if is_field_argument(spec):
+            name, value, ftype = parse_field(spec)
+            msg.add(name, value, ftype)
     return msg
 
 
+def is_field_argument(spec: str) -> bool:
+    """True for ``name=value`` / ``name:TYPE=value``; anything else is a text for DATA."""
+    return _FIELD_ARGUMENT.match(spec) is not None
+
+
+def messages_to_send(args: argparse.Namespace) -> list[Message]:
+    """One message per text argument (the text in DATA), or the one message of the fields."""
+    base = build_message(args)
+    texts = [spec for spec in args.fields if not is_field_argument(spec)]
+    if not texts:
+        return [base]
+    sends = []
+    for text in texts:
+        msg = base.copy()
+        msg.add("DATA", text)
+        sends.append(msg)
+    return sends
+
+
 async def run(args: argparse.Namespace) -> int:
-    msg = build_message(args)
+    sends = messages_to_send(args)
+    with_texts = any(not is_field_argument(spec) for spec in args.fields)
     async with open_transport(args, "rvasync send") as transport:
         for n in range(args.count):
-            if n and args.interval:
-                await asyncio.sleep(args.interval)
-            await transport.send(msg)
-    plural = "" if args.count == 1 else "s"
-    print(f"sent {args.count} message{plural} to {args.subject}", flush=True)
+            for msg in sends:
+                if (n or msg is not sends[0]) and args.interval:
+                    await asyncio.sleep(args.interval)
+                if with_texts:
+                    print(
+                        f"Publishing: subject={printable(args.subject)} {quoted(msg['DATA'])}",
+                        flush=True,
+                    )
+                await transport.send(msg)
+    if not with_texts:
+        plural = "" if args.count == 1 else "s"
+        print(f"sent {args.count} message{plural} to {args.subject}", flush=True)
     return 0
 
 

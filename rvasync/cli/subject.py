@@ -6,6 +6,7 @@ import argparse
 
 from rvasync.errors import InvalidSubject
 from rvasync.subjects import subject_matches, validate_subject
+from rvasync.textform import printable
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -34,10 +35,10 @@ def run(args: argparse.Namespace) -> int:
             status = 1
             continue
         if args.match is None:
-            print(f"valid    {subject}")
+            print(f"valid    {printable(subject)}")
         elif subject_matches(args.match, subject):
-            print(f"matches  {subject}")
+            print(f"matches  {printable(subject)}")
         else:
-            print(f"no match {subject}")
+            print(f"no match {printable(subject)}")
             status = 1
     return status

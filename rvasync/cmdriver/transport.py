@@ -66,6 +66,7 @@ from rvasync.protocol.cm.records import DataRecord, Hello, RegisterRequest, pars
 from rvasync.protocol.relay import RelayTiming
 from rvasync.queues import Queue
 from rvasync.relaydriver.link import RelayLink
+from rvasync.sendpace import pacer_for
 from rvasync.subjects import validate_subject
 from rvasync.transport.base import BaseTransport
 from rvasync.transport.retained import RetainedHandOver
@@ -146,6 +147,8 @@ class CmTransport:
                 "CmTransport needs a running event loop: create it from async code"
             ) from None
         self._transport = transport
+        self._pacer = pacer_for(self._loop)
+        self._ticks = self._pacer.ticks
         self._default_time_limit = check_time_limit(default_time_limit)
         self._require_old = require_old
         self._sync = sync_ledger
@@ -503,6 +506,10 @@ class CmTransport:
             lsn = result.lsn if self._sync else result.hold_lsn
             if lsn is not None:
                 await ledger.wait_durable(lsn)
+        # A long run of sends gives the loop a turn (confirmations, timers, the ledger's
+        # writer, the transport's flush): rvasync.sendpace.
+        if next(self._ticks) and (turn := self._pacer.look()) is not None:
+            await turn
         return result.sequence
 
     async def send_reply(

@@ -81,8 +81,8 @@ def retransmission(
     session: int | None = None,
 ) -> Message:
     """``_RV.INFO.SYSTEM.RETRANSMISSION.<name>`` (INBOUND.EXPECTED, OUTBOUND.SENT,
-    OUTBOUND.SUPPRESSED) with the spec's ``host`` and ``lost`` fields, and the
-    ``port`` and ``session`` fields of :func:`data_loss`."""
+    OUTBOUND.SUPPRESSED, INBOUND.REQUEST_NOT_SENT) with the spec's ``host`` and
+    ``lost`` fields, and the ``port`` and ``session`` fields of :func:`data_loss`."""
     return make_advisory(
         AdvisoryClass.INFO,
         SYSTEM,

@@ -32,14 +32,22 @@ from rvasync._logging import stderr_logger
 from rvasync._wire import LOOPBACK_DATAGRAM, NETWORK_DATAGRAM
 from rvasync.busypoll import BusyPoller, check_window, poller_for
 from rvasync.daemon.auth import DaemonSecurity, router_networks
-from rvasync.daemon.params import parse_network, parse_service
-from rvasync.daemon.service import ServiceEndpoint
+from rvasync.daemon.ipmconfig import STANDALONE_ONLY, implicit_file, read_config
+from rvasync.daemon.params import (
+    MAX_RELIABILITY,
+    check_reliability,
+    parse_network,
+    parse_service,
+)
+from rvasync.daemon.service import ServiceEndpoint, StatusPage
 from rvasync.daemon.session import ClientSession, SessionOwner
+from rvasync.daemon.stats import ServiceTotals
 from rvasync.errors import DaemonUnavailable, InvalidArgument, NotPermitted
 from rvasync.protocol.reliable import DEFAULT_MAX_RETENTION
 from rvasync.protocol.servicekey import check_service_key
 
 __all__ = [
+    "IN_PROCESS_MAX_RETENTION",
     "IN_PROCESS_RELIABILITY",
     "MAX_RELIABILITY",
     "STANDALONE_RELIABILITY",
@@ -51,20 +59,17 @@ __all__ = [
 STANDALONE_RELIABILITY = 60.0
 #: Default reliability interval of the in-process daemon, as IPM.
 IN_PROCESS_RELIABILITY = 5.0
-#: Longest reliability interval a daemon or a client may ask for (one hour). Retention
-#: is also bounded in bytes (``max_retention``); this keeps a client from pinning it
-#: for the daemon's lifetime (see docs/reliability.md, "Bounds").
-MAX_RELIABILITY = 3600.0
-
-
-def check_reliability(value: Any, name: str = "reliability") -> float | None:
-    """A requested reliability interval: None, or finite seconds within 0..MAX_RELIABILITY."""
-    seconds = _optional_seconds(name, value, zero_ok=True)
-    if seconds is not None and seconds > MAX_RELIABILITY:
-        raise InvalidArgument(
-            f"{name} must be at most {MAX_RELIABILITY:g} seconds, got {seconds!r}"
-        )
-    return seconds
+#: Most bytes of sent data a service of the in-process daemon keeps for retransmission
+#: (a standalone daemon keeps up to DEFAULT_MAX_RETENTION, 256 MiB). Every process has
+#: an in-process daemon, most of them publishing to receivers a NAK's round trip away
+#: on loopback or a LAN: 32 MiB is a second of 30 MB/s, where 256 MiB per process made
+#: a publishing process hold hundreds of megabytes it would hardly ever resend.
+IN_PROCESS_MAX_RETENTION = 32 * 1024 * 1024
+#: What the in-process daemon a transport starts gets, under its implicit file's keys.
+_IN_PROCESS_DEFAULTS: dict[str, Any] = {
+    "reliability": IN_PROCESS_RELIABILITY,
+    "max_retention": IN_PROCESS_MAX_RETENTION,
+}
 
 
 def _seconds(name: str, value: Any, *, zero_ok: bool) -> float:
@@ -211,7 +216,27 @@ class Daemon:
         self._stopped_event: asyncio.Event | None = None
         self._idle_handle: asyncio.TimerHandle | None = None
         self._keeper: asyncio.Task[None] | None = None
+        self._status_page: StatusPage | None = None
+        self._retired: dict[int, ServiceTotals] = {}
+        self._auto = False  # started on first use by a transport (in_process_daemon)
         self._log = stderr_logger()
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str], **parameters: Any) -> Daemon:
+        """A daemon configured by the TOML file at ``path`` (its keys are this class's
+        parameters), each keyword argument given here overriding the file's key.
+
+        The explicit configuration file of the spec's IPM: start the daemon
+        (``await daemon.start()``) before the loop's first transport opens and
+        it is the in-process daemon. Without ``reliability`` in the file or the
+        arguments, a daemon that does not ``listen`` keeps the in-process
+        default of 5 seconds. A bad file raises InvalidArgument naming the file,
+        the line and the key (rvasync.daemon.ipmconfig).
+        """
+        merged = {**read_config(path, cls), **parameters}
+        if "reliability" not in merged and merged.get("listen") is None:
+            merged["reliability"] = IN_PROCESS_RELIABILITY
+        return cls(**merged)
 
     # -- properties ------------------------------------------------------------
 
@@ -238,6 +263,11 @@ class Daemon:
     def reliability(self) -> float:
         """Default reliability interval (seconds) of this daemon's services."""
         return self._reliability
+
+    @property
+    def max_retention(self) -> int:
+        """Most bytes of sent data each service of this daemon retains for retransmission."""
+        return self._max_retention
 
     @property
     def listen_port(self) -> int | None:
@@ -273,7 +303,24 @@ class Daemon:
     # -- lifecycle -------------------------------------------------------------
 
     async def start(self) -> None:
-        """Start serving in the running loop (and the TCP server when ``listen`` is set)."""
+        """Start serving in the running loop (and the TCP server when ``listen`` is set).
+
+        A daemon without ``listen`` serves the loop's in-process transports, so
+        it must start before the first of them opens: once the loop's
+        in-process daemon runs, its parameters are frozen and starting another
+        one without ``listen`` (which would never be used) raises InvalidArgument.
+        """
+        if self._listen is None and self._state == "new":
+            current = running_in_process_daemon()
+            if current is not None:
+                raise InvalidArgument(
+                    "this loop's in-process daemon is already running (started by "
+                    f"{'a transport' if current.started_on_first_use else 'the program'}), and its "
+                    "parameters "
+                    "are frozen: a Daemon without listen= started now would never be used; "
+                    "start it before the first transport opens, or give it listen=PORT to "
+                    "serve standalone clients"
+                )
         self._start_in_loop()
         loop = self.loop
         if running_in_process_daemon(loop) is None:
@@ -297,7 +344,12 @@ class Daemon:
                 raise
         self._check_idle()
 
-    def start_in_process(self) -> None:
+    @property
+    def started_on_first_use(self) -> bool:
+        """True for the in-process daemon a transport started because none was running."""
+        return self._auto
+
+    def start_in_process(self, *, first_use: bool = False) -> None:
         """Start now, synchronously, as the running loop's in-process daemon until the loop ends.
 
         What :func:`in_process_daemon` does with the daemon it makes on first
@@ -308,6 +360,7 @@ class Daemon:
         ``await daemon.start()`` instead.
         """
         self._start_in_loop()
+        self._auto = first_use
         _in_process[self.loop] = self
         self._keep_until_loop_ends()
 
@@ -418,12 +471,7 @@ class Daemon:
                 f"{'with another service key' if endpoint.service_key else 'without a service key'}"
             )
         if endpoint is not None and endpoint.network.key != net.key:
-            raise NotPermitted(
-                f"service {spec.text} is already bound to network "
-                f"{endpoint.network.text or '(default loopback)'} in this daemon; "
-                f"cannot also use it on {net.text or '(default loopback)'} "
-                "(use another service for another network)"
-            )
+            raise NotPermitted(_bound_elsewhere(spec.text, endpoint, net.text))
         if endpoint is None:
             endpoint = ServiceEndpoint(
                 spec,
@@ -434,6 +482,7 @@ class Daemon:
                 on_closed=self._service_closed,
                 listen_port=lambda: self.listen_port,
                 version=self.version,
+                status_page=lambda: self._status_page,
                 reliability=self._reliability if wanted is None else wanted,
                 max_datagram=self._max_datagram
                 or (LOOPBACK_DATAGRAM if net.loopback else NETWORK_DATAGRAM),
@@ -463,6 +512,25 @@ class Daemon:
     def _service_closed(self, endpoint: ServiceEndpoint) -> None:
         if self._services.get(endpoint.port) is endpoint:
             del self._services[endpoint.port]
+        # Its counters live on in the daemon's totals (the status page's numbers only grow).
+        self._retired[endpoint.port] = self.service_totals(endpoint.port, endpoint)
+
+    def service_totals(self, port: int, endpoint: ServiceEndpoint | None = None) -> ServiceTotals:
+        """What service ``port`` has counted in this daemon's life: the endpoints that
+        served it and closed (a service with no transport left closes after its linger),
+        plus ``endpoint`` (default: the open one, if any)."""
+        if endpoint is None:
+            endpoint = self._services.get(port)
+        retired = self._retired.get(port)
+        if endpoint is None:
+            return retired if retired is not None else ServiceTotals.zero(port)
+        now = ServiceTotals(port, endpoint.network.text, endpoint.counters, endpoint.core.stats)
+        return now if retired is None else retired.plus(now)
+
+    @property
+    def services_seen(self) -> list[int]:
+        """Every service port this daemon has served, open or not, in order."""
+        return sorted(set(self._services) | set(self._retired))
 
     def _check_idle(self) -> None:
         if self._idle_exit is None or self._session_count > 0 or self._state != "running":
@@ -499,6 +567,14 @@ class Daemon:
                 raise InvalidArgument(f"service {service!r} is not open in this daemon")
         return {name: value for name, value, _ in endpoint.host_status()}
 
+    def advertise_status_page(
+        self, host: str | None, port: int = 0, *, https: bool = False
+    ) -> None:
+        """Name the status page this daemon serves in its HOST.STATUS (``httpaddr`` and
+        ``httpport``, or ``hsaddr`` and ``hsport`` over HTTPS); ``host=None``: none
+        any more. The status server calls it when it starts and stops."""
+        self._status_page = None if host is None else (host, port, https)
+
     def publish_host_status(self) -> None:
         """Publish HOST.STATUS now on every open service (besides the periodic ones)."""
         for endpoint in list(self._services.values()):
@@ -509,19 +585,55 @@ class Daemon:
         return f"<Daemon {self._state}{listen} services={sorted(self._services)}>"
 
 
+def _bound_elsewhere(service: str, endpoint: ServiceEndpoint, wanted: str) -> str:
+    """Why a service open on one network cannot be used on another, and when that clears."""
+    text = (
+        f"service {service} is already bound to network "
+        f"{endpoint.network.text or '(default loopback)'} in this daemon; "
+        f"cannot also use it on {wanted or '(default loopback)'}"
+    )
+    lingering = endpoint.linger_remaining()
+    if lingering is None:
+        return text + " (use another service for another network)"
+    return (
+        f"{text}: its last transport closed, and it stays open {lingering:.1f} s more to "
+        "answer retransmission requests for what was sent on it; it can be opened on "
+        "another network after that (or use another service)"
+    )
+
+
 _in_process: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Daemon] = (
     weakref.WeakKeyDictionary()
 )
 
 
 async def in_process_daemon() -> Daemon:
-    """The in-process daemon of the running loop, started on first use (reliability 5 s)."""
+    """The in-process daemon of the running loop, started on first use (reliability 5 s,
+    at most 32 MiB retained per service)."""
     loop = asyncio.get_running_loop()
     daemon = _in_process.get(loop)
     if daemon is None or not daemon.running:
-        daemon = Daemon(reliability=IN_PROCESS_RELIABILITY)
-        daemon.start_in_process()  # synchronous: no other task can see it half started
+        daemon = Daemon(**_implicit_parameters())
+        # synchronous: no other task can see it half started
+        daemon.start_in_process(first_use=True)
     return daemon
+
+
+def _implicit_parameters() -> dict[str, Any]:
+    """The in-process daemon's parameters when the program started none: the implicit
+    configuration file's (rvasync.daemon.ipmconfig) over the in-process defaults."""
+    path = implicit_file()
+    if path is None:
+        return dict(_IN_PROCESS_DEFAULTS)
+    parameters = read_config(
+        path,
+        Daemon,
+        refuse=STANDALONE_ONLY,
+        why="it configures a daemon serving standalone clients, and the in-process daemon "
+        "a transport starts serves none (start rv.Daemon.from_file(path) in the program "
+        "to also listen)",
+    )
+    return {**_IN_PROCESS_DEFAULTS, **parameters}
 
 
 def running_in_process_daemon(loop: asyncio.AbstractEventLoop | None = None) -> Daemon | None:

@@ -17,6 +17,7 @@ which part of which parameter is wrong. It does no I/O beyond name lookups.
 from __future__ import annotations
 
 import ipaddress
+import math
 import socket
 import struct
 import sys
@@ -32,9 +33,12 @@ __all__ = [
     "DEFAULT_GROUP",
     "DEFAULT_SERVICE_PORT",
     "LOOPBACK",
+    "MAX_RELIABILITY",
     "DaemonAddress",
     "NetworkSpec",
     "ServiceSpec",
+    "check_reliability",
+    "check_service_text",
     "parse_daemon",
     "parse_network",
     "parse_service",
@@ -52,6 +56,32 @@ DEFAULT_GROUP = "239.255.82.86"
 
 _SIOCGIFADDR = 0x8915
 _SIOCGIFNETMASK = 0x891B
+
+
+#: Longest reliability interval a daemon or a client may ask for (one hour). Retention
+#: is also bounded in bytes (``max_retention``); this keeps a client from pinning it
+#: for the daemon's lifetime (see docs/reliability.md, "Bounds").
+MAX_RELIABILITY = 3600.0
+
+
+def check_reliability(value: object, name: str = "reliability") -> float | None:
+    """A requested reliability interval: None, or finite seconds within 0..MAX_RELIABILITY.
+
+    The one rule for every request (a transport's, a HELLO's, a RELIABILITY
+    frame's); here, below both the engine and its TCP server, so both use it.
+    """
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidArgument(f"{name} must be a number of seconds, got {value!r}")
+    seconds = float(value)
+    if not math.isfinite(seconds) or seconds < 0:
+        raise InvalidArgument(f"{name} must be finite and >= 0 seconds, got {seconds!r}")
+    if seconds > MAX_RELIABILITY:
+        raise InvalidArgument(
+            f"{name} must be at most {MAX_RELIABILITY:g} seconds, got {seconds!r}"
+        )
+    return seconds
 
 
 # -- service --------------------------------------------------------------------
@@ -74,26 +104,40 @@ class ServiceSpec:
 def parse_service(service: str | None) -> ServiceSpec:
     """Resolve a service parameter, one part or two (``"regular:direct"``).
 
-    InvalidArgument names what is wrong.
+    InvalidArgument names what is wrong. White space anywhere in it is refused:
+    ``" 7500"`` is a typing mistake, not port 7500 (a program that strips it
+    silently would open a service its user never named).
     """
+    check_service_text(service)
     if isinstance(service, str) and ":" in service:
         return _parse_two_part(service)
     return _parse_one_part(service)
 
 
+def check_service_text(service: object) -> None:
+    """Refuse a service parameter with white space in it (InvalidArgument), at once.
+
+    What a transport checks when it is made; the rest (a name resolved in the
+    services database) waits for the daemon, which may be on another host.
+    """
+    if isinstance(service, str) and any(c.isspace() for c in service):
+        raise InvalidArgument(
+            f"service {service!r} contains white space: give the port number or service name alone"
+        )
+
+
 def regular_service(service: str | None) -> str | None:
     """The part of a service parameter the daemon uses (the first); None stays None."""
     if isinstance(service, str) and ":" in service:
-        return service.split(":", 1)[0].strip() or None
+        return service.split(":", 1)[0] or None
     return service
 
 
 def _parse_two_part(service: str) -> ServiceSpec:
     regular_text, direct_text = service.split(":", 1)
-    direct_text = direct_text.strip()
     if ":" in direct_text:
         raise InvalidArgument(f"service {service!r}: at most two parts, 'regular:direct'")
-    regular = _parse_one_part(regular_text.strip() or None)
+    regular = _parse_one_part(regular_text or None)
     if direct_text in ("", "0"):
         direct = 0  # ephemeral: the system picks the direct port
     else:
@@ -106,7 +150,7 @@ def _parse_two_part(service: str) -> ServiceSpec:
             f"service {service!r}: the two parts must be different ports (the direct"
             " channel cannot bind the daemon's service)"
         )
-    return ServiceSpec(regular.port, service.strip(), direct)
+    return ServiceSpec(regular.port, service, direct)
 
 
 def _parse_one_part(service: str | None) -> ServiceSpec:
@@ -121,7 +165,7 @@ def _parse_one_part(service: str | None) -> ServiceSpec:
             f"service must be a str (port number or service name) or None, "
             f"got {type(service).__name__}"
         )
-    text = service.strip()
+    text = service
     if text.isascii() and text.isdigit():  # not "²" or "١٢": str.isdigit takes any script
         # More than five significant digits is no port (and int() refuses over 4300 digits).
         port = int(text) if len(text.lstrip("0")) <= 5 else 0

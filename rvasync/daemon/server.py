@@ -39,12 +39,16 @@ from rvasync import codec
 from rvasync._logging import stderr_logger
 from rvasync._version import __version__
 from rvasync.advisories import AdvisoryClass, build_advisory
+from rvasync.advlimit import Coalescer
 from rvasync.busypoll import poller_for
 from rvasync.daemon.accept import GatedServer, HostSlots, Slot, descriptor_limit, host_of
 from rvasync.daemon.advisories import slow_consumer
 from rvasync.daemon.auth import DaemonSecurity, LoginRefused, User, Users
+from rvasync.daemon.clienttally import ClientTallies, Identity
+from rvasync.daemon.params import check_reliability
 from rvasync.daemon.rights import ConnectionRights, NotAllowed, RouterGrant
 from rvasync.daemon.routing import subject_of
+from rvasync.daemon.statustypes import ClientRow
 from rvasync.daemon.users import cert_subject
 from rvasync.errors import (
     InvalidArgument,
@@ -150,6 +154,11 @@ class ClientServer:
         self.max_consumer_buffer = max_consumer_buffer
         self.consumer_time_limit = consumer_time_limit
         self.stats = ServerStats()
+        #: What departed clients exchanged, overall and per identity (the status page's
+        #: counters stay monotonic across clients leaving and reconnecting).
+        self.tallies = ClientTallies()
+        #: Advisories that can fire per message: one per cause per second (rvasync.advlimit).
+        self.advisories = Coalescer()
         #: TLS and users (None: a plain daemon that accepts any client).
         self.security = security
         #: Live connections (with or without a session yet).
@@ -407,6 +416,10 @@ class ClientConnection(asyncio.Protocol):
         self.messages_out = 0
         self.bytes_out = 0
         self.connected_at = self._loop.time()
+        #: (description, user): what the status page tallies this client under, across
+        #: its reconnects (set once it attached; rvasync.daemon.clienttally).
+        self.identity: Identity = ("", "")
+        self._tallied = False
 
     # -- asyncio.Protocol --------------------------------------------------------------------
 
@@ -573,6 +586,8 @@ class ClientConnection(asyncio.Protocol):
             # (call_soon, scheduled earlier), so a PONG confirms they left this daemon
             # (the client counts what is unconfirmed when the daemon dies).
             self._loop.call_soon(self._pong, frame.token)
+        elif frame.__class__ is cp.Reliability:
+            self._request_reliability(frame.seconds)
         elif frame.__class__ is cp.Hello:
             self._hello(frame)
         elif frame.__class__ is cp.Bye:
@@ -622,6 +637,8 @@ class ClientConnection(asyncio.Protocol):
             return
         self._logged_in()
         self.server.stats.sessions += 1
+        self.identity = self.server.tallies.identity(hello.description, self.user)
+        self._tallied = True
         info = self.server.info()
         for name in ("transport_id", "description"):
             value = getattr(self.session, name, None)
@@ -692,6 +709,15 @@ class ClientConnection(asyncio.Protocol):
                 self._drop_for_garbage(str(exc))
                 return
         self._resume_after_login()
+
+    def _request_reliability(self, seconds: float) -> None:
+        """A client's request-reliability call: checked by the rule HELLO's value follows."""
+        try:
+            wanted = check_reliability(seconds)
+        except InvalidArgument as exc:
+            raise cp.ProtocolError(f"RELIABILITY out of bounds: {exc}") from None
+        if wanted is not None:
+            self.session.request_reliability(wanted)
 
     def _listen(self, subject: str) -> None:
         try:
@@ -849,7 +875,7 @@ class ClientConnection(asyncio.Protocol):
     def tls(self) -> bool:
         return self._tls
 
-    def describe(self, now: float) -> dict[str, Any]:
+    def describe(self, now: float) -> ClientRow:
         """What the status page shows of this client (``now``: the loop's time)."""
         session = self.session
         return {
@@ -871,17 +897,21 @@ class ClientConnection(asyncio.Protocol):
     def _illegal_publish(self, subject: str | None, why: str) -> None:
         self.server.stats.illegal_publish += 1
         session = self.session
-        self.present(
-            build_advisory(
-                AdvisoryClass.ERROR,
-                "CLIENT.ILLEGAL_PUBLISH",
-                {
-                    "sub": subject or "",
-                    "tport": getattr(session, "transport_id", None) or str(self.id),
-                    "descr": getattr(session, "description", None) or "",
-                    "reason": why,
-                },
-            )
+        fields = {
+            "sub": subject or "",
+            "tport": getattr(session, "transport_id", None) or str(self.id),
+            "descr": getattr(session, "description", None) or "",
+            "reason": why,
+        }
+        # Per message: one advisory a second per client and subject, with the count.
+        self.server.advisories.report(
+            (self.id, subject, why),
+            1,
+            lambda n: self.present(
+                build_advisory(
+                    AdvisoryClass.ERROR, "CLIENT.ILLEGAL_PUBLISH", {**fields, "count": n}
+                )
+            ),
         )
 
     # -- outbound backlog -----------------------------------------------------------------------
@@ -1072,6 +1102,9 @@ class ClientConnection(asyncio.Protocol):
         self._pending = []
         self._closing = True
         self.server.sessions.discard(self)
+        if self._tallied:
+            self._tallied = False
+            self.server.tallies.retire(self)
         self._transport = None
         if not self._gone.done():
             self._gone.set_result(None)

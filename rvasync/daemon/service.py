@@ -24,17 +24,20 @@ and every callback contains and logs unexpected exceptions.
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from rvasync import codec
 from rvasync._logging import stderr_logger
+from rvasync.advlimit import Coalescer
 from rvasync.daemon import advisories as adv
-from rvasync.daemon.interestadv import InterestAnnouncer
+from rvasync.daemon.interestadv import LISTEN_ADVISORIES, InterestAnnouncer
 from rvasync.daemon.params import NetworkSpec, ServiceSpec
+from rvasync.daemon.peerinterest import Heard, PeerInterest
 from rvasync.daemon.routing import LOCAL_ONLY, TO_PEER, TO_SESSION, Router, subject_of
 from rvasync.daemon.session import ClientSession, SessionOwner
-from rvasync.daemon.stats import ServiceCounters, host_status_fields
+from rvasync.daemon.stats import DaemonIdentity, ServiceCounters, host_status_fields
 from rvasync.daemon.udp import address_hex
 from rvasync.daemon.udpdriver import UdpDriver
 from rvasync.errors import (
@@ -51,12 +54,16 @@ from rvasync.protocol.reliable_events import (
     OutboundDataLoss,
     PeerDiscovered,
     PeerSilent,
+    RetransmissionNotRequested,
     RetransmissionRequested,
     RetransmissionSent,
     RetransmissionSuppressed,
 )
 
-__all__ = ["ServiceEndpoint", "check_client_subject"]
+__all__ = ["ServiceEndpoint", "StatusPage", "check_client_subject"]
+
+#: Where a daemon serves its status page: (address, port, over HTTPS).
+StatusPage = tuple[str, int, bool]
 
 #: Publishers waiting on the backlog this long get CLIENT.FASTPRODUCER (as rvd's 5 seconds).
 FAST_PRODUCER_AFTER = 5.0
@@ -65,9 +72,10 @@ _encode = codec.encode
 _decode = codec.decode
 
 
-#: A daemon that discovers another announces its interest at once and again this many
-#: heartbeat intervals later: by then the other has heard this daemon's stream, and a
-#: lost announcement is asked for again (it cannot be while it is the first datagram).
+#: A daemon whose sessions watch the interest announcements asks a daemon it discovers
+#: for its interest at once and again this many heartbeat intervals later: by then the
+#: other has heard this daemon's stream, and a lost query is asked for again (it cannot
+#: be while it is the first datagram).
 REANNOUNCE_HEARTBEATS = (2, 5)
 
 
@@ -77,7 +85,8 @@ class ServiceEndpoint:
     ``loop``: the daemon's event loop; ``touch``: its busy poller's hook.
     ``on_session_closed(session)``: told when a session detaches;
     ``on_closed(endpoint)``: told when the endpoint closes itself (no session
-    left, retention over). ``listen_port()`` and ``version``: for HOST.STATUS.
+    left, retention over). ``listen_port()``, ``version`` and ``status_page()`` (where
+    the daemon serves its status page, or None): for HOST.STATUS.
     The rest configure the driver and its core.
     """
 
@@ -92,6 +101,7 @@ class ServiceEndpoint:
         on_closed: Callable[[ServiceEndpoint], None],
         listen_port: Callable[[], int | None],
         version: str,
+        status_page: Callable[[], StatusPage | None] = lambda: None,
         reliability: float,
         max_datagram: int,
         heartbeat_interval: float,
@@ -107,6 +117,7 @@ class ServiceEndpoint:
         self._on_closed = on_closed
         self._listen_port = listen_port
         self._version = version
+        self._status_page = status_page
         self.spec = spec
         self.port = spec.port
         self.network = net
@@ -151,19 +162,21 @@ class ServiceEndpoint:
             contain=self._contain,
             name=spec.text,
         )
-        # The publish path's calls, bound once (no lookups through the parts per message).
-        self._routes = router.routes
-        self._route = router.route
-        self._destination = router.destination
-        self._deliver_local = router.deliver_local
-        self._send_lone = driver.send_lone
-        self._multicast = driver.multicast
 
-        #: LISTEN.START / STOP announcements of this daemon's interest (for routers).
+        #: LISTEN.START / STOP announcements of this daemon's interest (for routers), and
+        #: what the other daemons announced (for the STOPs of a daemon given up on).
         self._listen_adv = InterestAnnouncer(self.address_hex)
-        #: When a newly discovered daemon is told this one's interest again (see _on_event).
+        #: When a newly discovered daemon is asked for its interest again (see _on_event).
         self._reannounce_after = tuple(n * heartbeat_interval for n in REANNOUNCE_HEARTBEATS)
         self._reannounce: set[asyncio.TimerHandle] = set()
+        self._peer_interest = PeerInterest(self.address_hex)
+        self._ear = ClientSession(
+            self, _Ear(self._heard_listen), "listen-advisories", description=None, reliability=None
+        )
+        for subject in LISTEN_ADVISORIES:
+            router.add_interest(self._ear, subject)  # not a session of the service's
+        #: Advisories that can fire per message: one per cause per second (rvasync.advlimit).
+        self._coalesce = Coalescer()
         self._fast_producer_handle: asyncio.TimerHandle | None = None
         self._waiting_sessions: set[ClientSession] = set()
         self._linger: asyncio.TimerHandle | None = None
@@ -243,11 +256,28 @@ class ServiceEndpoint:
         elif self.sessions and not self.closed:
             # The largest request wins while its session stays; when it leaves, the
             # interval falls back to what the remaining sessions ask for.
-            default = self._default_reliability
-            wanted = max(
-                default if s.reliability is None else s.reliability for s in self.sessions.values()
-            )
-            self.driver.lower_reliability(wanted)
+            self.driver.lower_reliability(self._wanted_reliability())
+
+    def _wanted_reliability(self) -> float:
+        default = self._default_reliability
+        return max(
+            default if s.reliability is None else s.reliability for s in self.sessions.values()
+        )
+
+    def request_reliability(self, session: ClientSession, seconds: float) -> None:
+        """``session`` now asks for ``seconds`` (an open transport's request-reliability call).
+
+        The service keeps the largest request of its sessions, as at attach: a
+        larger one raises the interval at once, a smaller one lowers it to what
+        the sessions still ask for.
+        """
+        if self.sessions.get(session.token) is not session or self.closed:
+            raise TransportClosed(f"service {self.spec.text} of this daemon is closed")
+        session.reliability = seconds
+        if seconds > self.driver.core.reliability:
+            self.driver.raise_reliability(seconds)
+        else:
+            self.driver.lower_reliability(self._wanted_reliability())
 
     def _start_linger(self) -> None:
         """No session left: keep serving retransmissions while sent data is retained, then close."""
@@ -256,11 +286,19 @@ class ServiceEndpoint:
         delay = 0.0 if deadline is None else max(0.0, deadline - now)
         self._linger = self._loop.call_later(delay, self._linger_done)
 
+    def linger_remaining(self) -> float | None:
+        """Seconds this endpoint stays open with no session left (serving retransmission
+        requests for what its sessions sent), or None while sessions are attached."""
+        linger = self._linger
+        if linger is None or self.sessions:
+            return None
+        return max(0.0, linger.when() - self._loop.time())
+
     def _linger_done(self) -> None:
         self._linger = None
         if not self.sessions and not self.closed:
+            self.close()  # first: its counters are final when the daemon is told
             self._on_closed(self)
-            self.close()
 
     # ------------------------------------------------------------------ interest
 
@@ -274,12 +312,14 @@ class ServiceEndpoint:
         self.router.remove_interest(session, subject)
         self._announce(self._listen_adv.removed(session.router, subject))
 
-    def _later(self, delay: float) -> None:
-        """Announce the whole interest again in ``delay`` seconds."""
+    def _later(self, delay: float, newcomer: str) -> None:
+        """Ask daemon ``newcomer`` for its interest again in ``delay`` seconds (while
+        sessions here still want it)."""
 
         def again() -> None:
             self._reannounce.discard(handle)
-            self._announce(self._listen_adv.everything())
+            if self._listen_adv.watchers:
+                self._announce([self._listen_adv.query(to=newcomer)])
 
         handle = self._loop.call_later(delay, again)
         self._reannounce.add(handle)
@@ -299,7 +339,12 @@ class ServiceEndpoint:
     def publish(
         self, session: ClientSession | None, msg: Message | None, data: bytes | None = None
     ) -> Awaitable[None] | None:
-        """Route one message from ``session`` (None: the daemon itself). See ClientSession."""
+        """Route one message from ``session`` (None: the daemon itself). See ClientSession.
+
+        The in-process send path, written out flat for one message (it is
+        ``publish_many(session, [(msg, data)])``, the reference, with the loop turn's
+        first message sent at once: tests/test_service_publish.py holds them equal).
+        """
         if self.closed:
             raise TransportClosed(f"service {self.spec.text} of this daemon is closed")
         subject = msg.subject if msg is not None else subject_of(data)  # type: ignore[arg-type]  # data if no msg
@@ -307,7 +352,6 @@ class ServiceEndpoint:
             raise InvalidArgument("cannot publish a message without a subject")
         if subject[:1] == "_":
             return self._publish_special(session, subject, msg, data)
-        # The hot path of a publishing transport: the common case is written out flat.
         if data is None:
             try:
                 data = _encode(msg)
@@ -316,24 +360,24 @@ class ServiceEndpoint:
                 raise
         elif len(data) > MAX_MESSAGE:
             data = self._wire(session, msg, data)
+        driver = self.driver
+        batch = session is not None and session.batch
         # The turn's first message leaves at once, before local delivery (send_lone); the
         # rest of a burst does not ask (one call fewer per message).
-        if self.driver.flush_scheduled or (session is not None and session.batch):
-            lone = False
-        else:
-            lone = self._send_lone(data, None)
-        sessions = self._routes.get(subject)
+        lone = not (driver.flush_scheduled or batch) and driver.send_lone(data, None)
+        router = self.router
+        sessions = router.routes.get(subject)
         if sessions is None:
-            sessions = self._route(subject)
+            sessions = router.route(subject)
         if sessions:
-            self._deliver_local(sessions, msg, data)
+            router.deliver_local(sessions, msg, data)
         size = len(data)
         counters = self.counters
         counters.messages_out += 1
         counters.bytes_out += size
         if not lone:
-            self._multicast(data, size, session is not None and session.batch)
-        if self.driver.drained is not None:
+            driver.multicast(data, size, batch)
+        if driver.drained is not None:
             return self._pressure(session)
         return None
 
@@ -342,122 +386,122 @@ class ServiceEndpoint:
         session: ClientSession | None,
         items: list[tuple[Message | None, bytes | None]],
     ) -> Awaitable[None] | None:
-        """Route several messages in order; every one is encoded and checked before any is sent."""
+        """Route several messages in order; every one is encoded and checked before any is
+        sent. The reference path of publishing (:meth:`_route_batch`)."""
         if self.closed:
             raise TransportClosed(f"service {self.spec.text} of this daemon is closed")
-        plan: list[tuple[str, Message | None, bytes]] = []
+        subjects: list[str] = []
+        msgs: list[Message | None] = []
+        wires: list[bytes] = []
         for msg, data in items:
             subject = msg.subject if msg is not None else subject_of(data)  # type: ignore[arg-type]  # data if no msg
             if subject is None:
                 raise InvalidArgument("cannot publish a message without a subject")
-            if session is not None and subject[:1] == "_" and not session.router:
-                check_client_subject(subject)
-            plan.append((subject, msg, self._wire(session, msg, data)))
-        routes = self._routes
-        multicast: list[bytes] = []
-        total = 0
-        for subject, msg, data in plan:
-            if subject[:1] == "_":
-                self._publish_special(session, subject, msg, data)
-                continue
-            sessions = routes.get(subject)
-            if sessions is None:
-                sessions = self._route(subject)
-            if sessions:
-                self._deliver_local(sessions, msg, data)
-            multicast.append(data)
-            total += len(data)
-        if multicast:
-            counters = self.counters
-            counters.messages_out += len(multicast)
-            counters.bytes_out += total
-            self.driver.multicast_many(multicast, total, session is not None and session.batch)
-        return self._pressure(session)
+            subjects.append(subject)
+            msgs.append(msg)
+            wires.append(self._wire(session, msg, data))
+        self._check_batch(session, subjects, wires)
+        return self._route_batch(session, subjects, msgs, wires)
 
     def publish_run(
         self, session: ClientSession | None, subject: str, datas: list[bytes]
     ) -> Awaitable[None] | None:
-        """Route wire messages that all carry ``subject``, in order: :meth:`publish` for each,
-        with one route lookup and one hand-over to the driver (a routing daemon passing a
-        batch through). The caller wrote ``subject`` into every one of them."""
+        """Route wire messages that all carry ``subject``, in order (a routing daemon passing
+        a batch through); the caller wrote ``subject`` into every one of them."""
         if self.closed:
             raise TransportClosed(f"service {self.spec.text} of this daemon is closed")
         if subject[:1] == "_" or len(datas) < 2 or max(map(len, datas)) > MAX_MESSAGE:
-            # Reserved subjects (their own rules and destinations), a single message (sent
-            # at once, for latency) or one too large (refused and reported): one by one.
+            # Reserved subjects (their own rules and destinations), a single message
+            # (sent at once, for latency) or one too large (refused and reported, the
+            # others sent): one by one.
             wait = None
             for data in datas:
                 wait = self.publish(session, None, data)
             return wait
-        sessions = self._routes.get(subject)
-        if sessions is None:
-            sessions = self._route(subject)
-        if sessions:
-            for data in datas:
-                self._deliver_local(sessions, None, data)
-        total = sum(map(len, datas))
-        counters = self.counters
-        counters.messages_out += len(datas)
-        counters.bytes_out += total
-        driver = self.driver
-        driver.multicast_many(datas, total, session is not None and session.batch)
-        if driver.drained is None:
-            return None
-        return self._pressure(session)
+        subjects = [subject] * len(datas)
+        self._check_batch(session, subjects, datas)
+        return self._route_batch(session, subjects, None, datas)
 
     def publish_wires(
         self, session: ClientSession, subjects: list[str], wires: list[bytes]
     ) -> Awaitable[None] | None:
         """:meth:`publish_many` for a client's encoded messages whose subjects are known
         (``subjects[i]`` of ``wires[i]``, read by the caller from the bytes): nothing is
-        decoded or peeked again. Every one is checked for size before any is sent."""
+        decoded or peeked again. Every one is checked before any is sent."""
         if self.closed:
             raise TransportClosed(f"service {self.spec.text} of this daemon is closed")
         if len(subjects) != len(wires):
             raise ValueError("publish_wires needs one subject per message")
+        self._check_batch(session, subjects, wires)
+        return self._route_batch(session, subjects, None, wires)
+
+    def _check_batch(
+        self, session: ClientSession | None, subjects: list[str], wires: list[bytes]
+    ) -> None:
+        """Refuse the whole batch if one message is over 64 MiB (reported) or, from a
+        client that is not a router, on a reserved subject (:func:`check_client_subject`)."""
         if wires and max(map(len, wires)) > MAX_MESSAGE:
             size = next(len(data) for data in wires if len(data) > MAX_MESSAGE)
             self._too_large(session, size)
             raise MessageTooLarge(
                 f"message is {size} bytes, over the {MAX_MESSAGE}-byte (64 MiB) limit"
             )
+        if session is None:
+            return
         router: bool | None = None
         checked = None  # the last subject checked: a run of one subject is checked once
         for subject in subjects:
-            # "_RV...": what check_client_subject may refuse (not an inbox).
-            if subject[:3] == "_RV" and subject != checked:
+            # "_...": what check_client_subject may refuse (advisories, router records,
+            # wildcard inboxes).
+            if subject[:1] == "_" and subject != checked:
                 if router is None:
                     router = session.router
                 if not router:
                     check_client_subject(subject)
                 checked = subject
-        routes = self._routes
+
+    def _route_batch(
+        self,
+        session: ClientSession | None,
+        subjects: list[str],
+        msgs: list[Message | None] | None,
+        wires: list[bytes],
+    ) -> Awaitable[None] | None:
+        """The reference path: route checked messages (``subjects[i]`` of ``wires[i]``, and
+        ``msgs[i]`` where the Message is known) in order, to this daemon's sessions and to
+        the network.
+
+        A message whose only receiver here takes batches of bytes (a TCP client) joins
+        that receiver's batch, handed over once: before any other delivery (which must
+        not overtake it), and at the end. Local receivers come first, the datagrams
+        after them (a local replier does not wait behind a sendto).
+        """
+        router = self.router
+        routes = router.routes
         multicast: list[bytes] = []
-        # A message whose only receiver here takes batches of bytes (a TCP client) joins
-        # that receiver's batch, handed over once: before any other delivery (which could
-        # reach the same session, and must not overtake), and at the end.
         batches: dict[Any, list[bytes]] = {}
-        local = False  # given to a local session (whose write is still to come)
+        local = False  # given to a local session (whose write may still be to come)
         # A run of one subject whose only receiver takes batches: the run's subject and
         # that batch (the rest of the run joins it with no lookup).
         run: str | None = None
         run_batch: list[bytes] | None = None
-        # Lengths checked above; zip's strict= keyword costs a keyword parse per call.
-        for subject, data in zip(subjects, wires):  # noqa: B905
+        for index, subject in enumerate(subjects):
+            data = wires[index]
             if subject == run and run_batch is not None:
                 run_batch.append(data)
                 multicast.append(data)
                 continue
             run = run_batch = None
+            msg = None if msgs is None else msgs[index]
             if subject[:1] == "_":
                 if batches:
-                    self.router.deliver_wires(batches)
+                    router.deliver_wires(batches)
                     batches = {}
-                self._publish_special(session, subject, None, data)
+                self._publish_special(session, subject, msg, data)
                 continue
             sessions = routes.get(subject)
             if sessions is None:
-                sessions = self._route(subject)
+                sessions = router.route(subject)
             if sessions:
                 local = True
                 sink = sessions[0].wires_sink if len(sessions) == 1 else None
@@ -470,22 +514,26 @@ class ServiceEndpoint:
                     run, run_batch = subject, batch
                 else:
                     if batches:
-                        self.router.deliver_wires(batches)
+                        router.deliver_wires(batches)
                         batches = {}
-                    self._deliver_local(sessions, None, data)
+                    router.deliver_local(sessions, msg, data)
             multicast.append(data)
         if batches:
-            self.router.deliver_wires(batches)
+            router.deliver_wires(batches)
+        return self._send_batch(session, multicast, local)
+
+    def _send_batch(
+        self, session: ClientSession | None, multicast: list[bytes], local: bool
+    ) -> Awaitable[None] | None:
+        """The network's copy of a batch (``local``: after local writes), counted."""
+        driver = self.driver
         if multicast:
             total = sum(map(len, multicast))
             counters = self.counters
             counters.messages_out += len(multicast)
             counters.bytes_out += total
-            # Local receivers first: their writes come at the end of the client's read,
-            # the datagrams after them (a local request's replier is not kept waiting
-            # behind a sendto; another daemon's gets the datagram in the same turn).
-            self.driver.multicast_many(multicast, total, session.batch, local)
-        if self.driver.drained is None:  # the common case, without a call
+            driver.multicast_many(multicast, total, session is not None and session.batch, local)
+        if driver.drained is None:  # the common case, without a call
             return None
         return self._pressure(session)
 
@@ -524,64 +572,82 @@ class ServiceEndpoint:
         ``_RV.`` (advisories) is the daemon's own; any other (the protocol subjects of
         fault tolerance, certified delivery ...) travels like an ordinary subject.
         """
-        counters = self.counters
-        kind, where = self._destination(subject)
+        kind, where = self.router.destination(subject)
         if kind == TO_PEER:
-            data = self._wire(session, msg, data)
-            driver = self.driver
-            if not driver.knows_address(where):
-                # The inbox names a daemon never heard on this service: the address may be
-                # anyone's (a crafted _INBOX.<address> subject). Not sent; counted, and the
-                # sender is told its message is lost.
-                self._ptp_refused(session, subject, where)
-                return None
-            batch = session is not None and session.batch
-            if batch or not self._send_lone(data, where):
-                driver.ptp(where, data, batch)
-            counters.messages_out += 1
-            counters.bytes_out += len(data)
-            # _pressure written out: a reply must not pay for a call that returns None
-            if driver.drained is None:
-                return None
-            return self._pressure(session)
+            return self._to_peer(session, subject, msg, data, where)
         if kind == TO_SESSION:
-            counters.messages_local += 1
-            if where is None:
-                counters.messages_misrouted += 1
-            elif where.inbox_sink is not None:
-                if msg is None:
-                    msg = _decode(data)
-                where.inbox_sink(msg, False)
-                counters.deliveries += 1
-            else:
-                self._deliver_local((where,), msg, data)
+            self._to_session(where, msg, data)
             return None
         local_only = kind == LOCAL_ONLY
         if not local_only and session is not None and not session.router:
             check_client_subject(subject)  # a router presents its advisories to its networks
-        sessions = self._routes.get(subject)
+        router = self.router
+        sessions = router.routes.get(subject)
         if sessions is None:
-            sessions = self._route(subject)
+            sessions = router.route(subject)
+        counters = self.counters
         if local_only:
             counters.messages_local += 1
             if sessions:
-                self._deliver_local(sessions, msg, data)
+                router.deliver_local(sessions, msg, data)
             return None
         data = self._wire(session, msg, data)
+        driver = self.driver
         batch = session is not None and session.batch
         # As in publish: the turn's first message leaves at once, before local delivery
         # (a protocol's request, such as a remote operation's invocation, is latency too).
-        lone = not batch and self._send_lone(data, None)
+        lone = not batch and driver.send_lone(data, None)
         if sessions:
-            self._deliver_local(sessions, msg, data)
+            router.deliver_local(sessions, msg, data)
         counters.messages_out += 1
         counters.bytes_out += len(data)
-        driver = self.driver
         if not lone:
             driver.multicast(data, len(data), batch)
         if driver.drained is None:  # as for replies: no call for the common case
             return None
         return self._pressure(session)
+
+    def _to_peer(
+        self,
+        session: ClientSession | None,
+        subject: str,
+        msg: Message | None,
+        data: bytes | None,
+        where: tuple[str, int],
+    ) -> Awaitable[None] | None:
+        """An inbox of another daemon: point to point to the address written in it."""
+        data = self._wire(session, msg, data)
+        driver = self.driver
+        if not driver.knows_address(where):
+            # The inbox names a daemon never heard on this service: the address may be
+            # anyone's (a crafted _INBOX.<address> subject). Not sent; counted, and the
+            # sender is told its message is lost.
+            self._ptp_refused(session, subject, where)
+            return None
+        batch = session is not None and session.batch
+        if batch or not driver.send_lone(data, where):
+            driver.ptp(where, data, batch)
+        counters = self.counters
+        counters.messages_out += 1
+        counters.bytes_out += len(data)
+        # _pressure written out: a reply must not pay for a call that returns None
+        if driver.drained is None:
+            return None
+        return self._pressure(session)
+
+    def _to_session(
+        self, where: ClientSession | None, msg: Message | None, data: bytes | None
+    ) -> None:
+        """An inbox of this daemon: to its session (None: no longer here)."""
+        counters = self.counters
+        counters.messages_local += 1
+        if where is None:
+            counters.messages_misrouted += 1
+        elif where.inbox_sink is not None:
+            where.inbox_sink(msg if msg is not None else _decode(data), False)
+            counters.deliveries += 1
+        else:
+            self.router.deliver_local((where,), msg, data)
 
     def _ptp_refused(
         self, session: ClientSession | None, subject: str, where: tuple[str, int]
@@ -596,10 +662,15 @@ class ServiceEndpoint:
                 ptp_refused=counters.ptp_refused,
             )
         if session is not None:
-            self._present(
-                session,
-                adv.data_loss(
-                    "OUTBOUND", True, where[0], 1, peer=where, messages=1, unknown_address=1
+            # Per message: one advisory a second per session and address, with the count.
+            self._coalesce.report(
+                ("ptp-refused", session.token, where),
+                1,
+                lambda n: self._present(
+                    session,
+                    adv.data_loss(
+                        "OUTBOUND", True, where[0], n, peer=where, messages=n, unknown_address=1
+                    ),
                 ),
             )
 
@@ -608,7 +679,13 @@ class ServiceEndpoint:
         if session is None:
             return
         lost = self.driver.core.datagrams_for(size if size is not None else MAX_MESSAGE + 1)
-        self._present(session, adv.msg_too_large(self.address[0], lost, size))
+        self._coalesce.report(
+            ("too-large", session.token),
+            1,
+            lambda n: self._present(
+                session, adv.msg_too_large(self.address[0], lost, size, messages=n)
+            ),
+        )
 
     # ------------------------------------------------------------------ backpressure
 
@@ -678,22 +755,58 @@ class ServiceEndpoint:
             message = adv.retransmission(
                 "OUTBOUND.SUPPRESSED", dest[0], event.datagrams, peer=dest, session=event.session
             )
+        elif cls is RetransmissionNotRequested:
+            # This daemon held back its own request (the spec's censoring receiver):
+            # ``host`` is the receiver's, this daemon's, address.
+            src = event.src
+            message = adv.retransmission(
+                "INBOUND.REQUEST_NOT_SENT",
+                self.address[0],
+                event.datagrams,
+                peer=src,
+                session=event.session,
+            )
         elif cls is PeerDiscovered:
-            # A new daemon (perhaps a router) joined: tell it what this one listens to, now
+            # A daemon joined (or came back): while sessions here want everyone's interest,
+            # ask it for its own (START says what is new; nothing is announced again), now
             # and again later. It joins this daemon's stream where it first hears it, so if
-            # the first announcement is that very datagram and is lost, it never asks for it
-            # again: a restarted router then routed nothing here (issue #34, chaos tier).
-            self._announce(self._listen_adv.everything())
-            for delay in self._reannounce_after:
-                self._later(delay)
+            # the first query is that very datagram and is lost, it never asks for it again:
+            # a restarted router then routed nothing here (issue #34, chaos tier).
+            if self._listen_adv.watchers:
+                newcomer = address_hex(event.src)
+                self._announce([self._listen_adv.query(to=newcomer)])
+                for delay in self._reannounce_after:
+                    self._later(delay, newcomer)
             return
         elif cls is PeerSilent:
+            gone = address_hex(event.src)
             message = adv.unreachable_daemon(
-                address_hex(event.src), event.src[0], event.reason, session=event.session
+                gone, event.src[0], event.reason, session=event.session
             )
+            self.present_all(message)
+            # It can no longer withdraw its interest itself: STOP on its behalf.
+            for subject in self._peer_interest.gone(gone):
+                self._present_local(self._listen_adv.stopped(gone, subject))
+            return
         else:
             return
         self.present_all(message)
+
+    def _heard_listen(self, msg: Message) -> None:
+        """A LISTEN advisory reached this daemon (from another, or its own)."""
+        self.counters.deliveries -= 1  # the daemon's own listening is no client's delivery
+        if self._peer_interest.heard(msg) is Heard.ANSWER:
+            self._announce(self._listen_adv.current())
+
+    def _present_local(self, message: Message) -> None:
+        """Deliver a daemon advisory to this daemon's sessions listening to its subject,
+        and not to the network (what this daemon says of another)."""
+        subject = message.subject or ""
+        sessions = self.router.routes.get(subject)
+        if sessions is None:
+            sessions = self.router.route(subject)
+        if sessions:
+            self.router.deliver_local(sessions, message, None)
 
     def _present(self, session: ClientSession, message: Message) -> None:
         try:
@@ -706,18 +819,40 @@ class ServiceEndpoint:
         for session in list(self.sessions.values()):
             self._present(session, message)
 
+    def identity(self) -> DaemonIdentity:
+        """What tells this daemon from the others of its host in HOST.STATUS."""
+        page = self._status_page()
+        http = https = None
+        if page is not None:
+            host, port, secure = page
+            where = (self.address[0] if host in ("", "0.0.0.0") else host, port)
+            if secure:
+                https = where
+            else:
+                http = where
+        return DaemonIdentity(
+            host=self.address[0],
+            port=self.address[1],
+            address_hex=self.address_hex,
+            pid=os.getpid(),
+            session=self.driver.core.session_id,
+            ipport=self._listen_port() or 0,
+            version=self._version,
+            http=http,
+            https=https,
+        )
+
     def host_status(self) -> list[tuple[str, Any, Any]]:
         """The HOST.STATUS fields of this service now."""
         return host_status_fields(
-            host=self.address[0],
+            who=self.identity(),
             core=self.driver.core.stats,
             counters=self.counters,
             uptime=self._loop.time() - self._started,
             clients=len(self.sessions),
             service=self.spec.text,
+            service_port=self.port,
             network=self.network.text,
-            ipport=self._listen_port() or 0,
-            version=self._version,
         )
 
     def publish_host_status(self) -> Message:
@@ -777,6 +912,21 @@ class ServiceEndpoint:
     def __repr__(self) -> str:
         state = "closed" if self.closed else f"{len(self.sessions)} sessions"
         return f"<ServiceEndpoint {self.spec.text} {self.address_hex} {state}>"
+
+
+class _Ear:
+    """The owner of the daemon's own session-like listener of LISTEN advisories: it is
+    in the service's routing (so the daemon hears them from the network and counts
+    them as wanted) but not among its sessions (no client, no HOST.STATUS ``cc``)."""
+
+    def __init__(self, heard: Callable[[Message], None]) -> None:
+        self.deliver_message = heard
+
+    def deliver(self, payload: Any) -> None:
+        self.deliver_message(payload.message())
+
+    def present(self, advisory: Message) -> None:
+        return
 
 
 def check_client_subject(subject: str) -> None:

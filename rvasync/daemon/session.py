@@ -151,6 +151,8 @@ class SessionService(Protocol):
 
     def detach(self, session: ClientSession) -> None: ...
 
+    def request_reliability(self, session: ClientSession, seconds: float) -> None: ...
+
     def on_service(self, address: tuple[str, int]) -> bool: ...
 
 
@@ -248,6 +250,16 @@ class ClientSession:
             self._service.remove_interest(self, subject)
         else:
             self._interests[subject] = count - 1
+
+    def request_reliability(self, seconds: float) -> None:
+        """Ask for ``seconds`` of reliability from now on (checked by the caller).
+
+        The service keeps the largest request of its sessions; TransportClosed
+        once the session is closed.
+        """
+        if self.closed:
+            raise TransportClosed("the daemon session is closed")
+        self._service.request_reliability(self, seconds)
 
     def on_service(self, address: tuple[str, int]) -> bool:
         """Whether the daemon at ``address`` is on this session's service with no routing

@@ -23,8 +23,17 @@ from typing import Any
 
 from rvasync._logging import stderr_logger
 from rvasync._version import __version__
+from rvasync.daemon.auth import DaemonSecurity
+from rvasync.daemon.clienttally import Tally
 from rvasync.daemon.engine import Daemon
 from rvasync.daemon.session import Payload
+from rvasync.daemon.statustypes import (
+    ClientRow,
+    IdentityRow,
+    SecurityRow,
+    ServiceRow,
+    StatusSnapshot,
+)
 from rvasync.message import Message
 
 __all__ = ["HOST_STATUS_SUBJECT", "HostWatcher", "snapshot"]
@@ -154,13 +163,20 @@ class HostWatcher:
             watch.close()
 
 
-def _service_row(port: int, endpoint: Any, watched: bool) -> dict[str, Any]:
-    core = endpoint.core.stats
-    counters = endpoint.counters
+def _service_row(daemon: Daemon, port: int, watcher: HostWatcher | None) -> ServiceRow:
+    """Service ``port`` over the daemon's life (its counters survive it closing)."""
+    totals = daemon.service_totals(port)
+    endpoint = daemon.services.get(port)
+    core, counters = totals.core, totals.counters
+    clients = 0
+    if endpoint is not None:
+        own = 1 if watcher is not None and watcher.watching(port) else 0
+        clients = len(endpoint.sessions) - own  # not the page's own session
     return {
         "service": port,
-        "network": endpoint.network.text or "(loopback)",
-        "clients": len(endpoint.sessions) - (1 if watched else 0),  # not the page's own
+        "network": totals.network or "(loopback)",
+        "open": endpoint is not None,
+        "clients": clients,
         "messages_out": counters.messages_out,
         "bytes_out": counters.bytes_out,
         "messages_in": counters.messages_in,
@@ -173,54 +189,82 @@ def _service_row(port: int, endpoint: Any, watched: bool) -> dict[str, Any]:
         "data_loss_inbound": core.datagrams_lost_inbound,
         "messages_lost_inbound": core.messages_lost_inbound,
         "data_loss_outbound": core.datagrams_lost_outbound,
-        "peers": len(endpoint.core.peers()),
+        "peers": 0 if endpoint is None else len(endpoint.core.peers()),
     }
 
 
-def snapshot(daemon: Daemon, watcher: HostWatcher | None = None) -> dict[str, Any]:
-    """The daemon's state as plain data (what ``/api/status`` returns)."""
+def _security_row(security: DaemonSecurity | None) -> SecurityRow:
+    if security is None:
+        return {"tls": False, "users": False}
+    return {
+        "tls": security.ssl_context is not None,
+        "users": security.requires_login,
+        "logins": security.logins,
+        "failed_logins": security.failed_logins,
+        "refused_by_rate_limit": security.limiter.refused,
+        "users_file_reloads": security.reloads,
+    }
+
+
+def _identity_rows(server: Any) -> list[IdentityRow]:
+    """Every client identity seen in the daemon's life, with its monotonic counters."""
+    rows: list[IdentityRow] = []
+    for (description, user), (live, tally) in server.tallies.identities(server.sessions).items():
+        rows.append(
+            {
+                "description": description,
+                "user": user,
+                "clients": live,
+                "connections": tally.connections,
+                "messages_in": tally.messages_in,
+                "bytes_in": tally.bytes_in,
+                "messages_out": tally.messages_out,
+                "bytes_out": tally.bytes_out,
+            }
+        )
+    return sorted(rows, key=lambda r: (r["description"], r["user"]))
+
+
+def snapshot(daemon: Daemon, watcher: HostWatcher | None = None) -> StatusSnapshot:
+    """The daemon's state as plain data (what ``/api/status`` returns).
+
+    Counters only grow while the daemon runs: ``totals``, ``identities`` and
+    ``services`` count clients that have left and services that have closed
+    (docs/daemon.md, "The status page's numbers").
+    """
     server = daemon.client_server
     now = asyncio.get_running_loop().time()
-    clients: list[dict[str, Any]] = []
+    clients: list[ClientRow] = []
+    identities: list[IdentityRow] = []
     server_stats: dict[str, int] = {}
     listen = None
+    departed = Tally()
     if server is not None:
         clients = sorted(
             (conn.describe(now) for conn in list(server.sessions)), key=lambda c: c["id"]
         )
+        identities = _identity_rows(server)
         server_stats = server.stats.as_dict()
         listen = f"{server.host}:{server.port}"
-    security = daemon.security
-    secure: dict[str, Any] = {"tls": False, "users": False}
-    if security is not None:
-        secure = {
-            "tls": security.ssl_context is not None,
-            "users": security.requires_login,
-            "logins": security.logins,
-            "failed_logins": security.failed_logins,
-            "refused_by_rate_limit": security.limiter.refused,
-            "users_file_reloads": security.reloads,
-        }
-    services = [
-        _service_row(port, ep, watcher is not None and watcher.watching(port))
-        for port, ep in sorted(daemon.services.items())
-    ]
+        departed = server.tallies.departed
+    services = [_service_row(daemon, port, watcher) for port in daemon.services_seen]
     return {
         "version": __version__,
         "pid": os.getpid(),
         "listen": listen,
         "uptime_seconds": round(daemon.uptime, 1),
-        "security": secure,
+        "security": _security_row(daemon.security),
         "clients": clients,
+        "identities": identities,
         "client_port": server_stats,
         "services": services,
         "hosts": watcher.seen() if watcher is not None else [],
         "totals": {
             "clients": len(clients),
-            "messages_in": sum(c["messages_in"] for c in clients),
-            "messages_out": sum(c["messages_out"] for c in clients),
-            "bytes_in": sum(c["bytes_in"] for c in clients),
-            "bytes_out": sum(c["bytes_out"] for c in clients),
+            "messages_in": departed.messages_in + sum(c["messages_in"] for c in clients),
+            "messages_out": departed.messages_out + sum(c["messages_out"] for c in clients),
+            "bytes_in": departed.bytes_in + sum(c["bytes_in"] for c in clients),
+            "bytes_out": departed.bytes_out + sum(c["bytes_out"] for c in clients),
             "retransmissions": sum(s["retransmissions"] for s in services),
             "data_loss": sum(s["data_loss_inbound"] + s["data_loss_outbound"] for s in services),
         },

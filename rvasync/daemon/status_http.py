@@ -37,6 +37,7 @@ from rvasync.daemon.engine import Daemon
 from rvasync.daemon.httpguard import GuardedConnection, HttpLimits, OneLineLog
 from rvasync.daemon.status import HostWatcher, snapshot
 from rvasync.daemon.status_page import REFRESH_SECONDS, render_html
+from rvasync.daemon.statustypes import StatusSnapshot
 from rvasync.errors import InvalidArgument
 
 __all__ = ["REFRESH_SECONDS", "HttpLimits", "StatusServer", "metrics_text", "render_html"]
@@ -66,8 +67,15 @@ def _label(value: Any) -> str:
     return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
-def metrics_text(status: dict[str, Any]) -> str:
-    """``status`` in the Prometheus text exposition format (version 0.0.4)."""
+def metrics_text(status: StatusSnapshot) -> str:
+    """``status`` in the Prometheus text exposition format (version 0.0.4).
+
+    Every ``_total`` is a counter that only grows while the daemon runs (clients
+    that left and services that closed still count). Labels are stable: a
+    client series is named by the client's description and user, which it
+    keeps across reconnects (never by its connection number or ephemeral
+    port); a service series by its UDP port. See docs/daemon.md.
+    """
     out: list[str] = []
 
     def metric(name: str, kind: str, help_text: str, samples: list[tuple[str, Any]]) -> None:
@@ -86,40 +94,8 @@ def metrics_text(status: dict[str, Any]) -> str:
     metric("clients", "gauge", "Client transports connected.", [("", len(status["clients"]))])
     for key, value in sorted(status["client_port"].items()):
         metric(f"client_port_{key}_total", "counter", f"Client port: {key}.", [("", value)])
-    per_client = [
-        ("messages_in", "Messages a client published."),
-        ("bytes_in", "Bytes a client published."),
-        ("messages_out", "Messages delivered to a client."),
-        ("bytes_out", "Bytes delivered to a client."),
-    ]
-    for key, help_text in per_client:
-        samples = [
-            (
-                f'{{client="{c["id"]}",user="{_label(c["user"] or "")}",'
-                f'peer="{_label(c["peer"])}"}}',
-                c[key],
-            )
-            for c in status["clients"]
-        ]
-        metric(f"client_{key}_total", "counter", help_text, samples)
-    per_service = [
-        ("messages_out", "counter", "Messages sent to the network."),
-        ("messages_in", "counter", "Messages received from the network."),
-        ("bytes_out", "counter", "Bytes sent to the network."),
-        ("bytes_in", "counter", "Bytes received from the network."),
-        ("retransmissions", "counter", "Datagrams retransmitted."),
-        ("datagrams_missed", "counter", "Datagrams found missing (NAKed)."),
-        ("data_loss_inbound", "counter", "Inbound datagrams lost for good."),
-        (
-            "data_loss_outbound",
-            "counter",
-            "Outbound datagrams asked for after they were discarded.",
-        ),
-    ]
-    for key, kind, help_text in per_service:
-        samples = [(f'{{service="{s["service"]}"}}', s[key]) for s in status["services"]]
-        suffix = "_total" if kind == "counter" else ""
-        metric(f"service_{key}{suffix}", kind, help_text, samples)
+    _identity_metrics(metric, status)
+    _service_metrics(metric, status)
     metric(
         "hosts_seen",
         "gauge",
@@ -128,11 +104,58 @@ def metrics_text(status: dict[str, Any]) -> str:
     )
     security = status["security"]
     if security.get("users"):
-        metric("logins_total", "counter", "Successful logins.", [("", security["logins"])])
+        metric("logins_total", "counter", "Successful logins.", [("", security.get("logins", 0))])
         metric(
-            "failed_logins_total", "counter", "Refused logins.", [("", security["failed_logins"])]
+            "failed_logins_total",
+            "counter",
+            "Refused logins.",
+            [("", security.get("failed_logins", 0))],
         )
     return "\n".join(out) + "\n"
+
+
+_Metric = Callable[[str, str, str, list[tuple[str, Any]]], None]
+
+
+def _identity_metrics(metric: _Metric, status: StatusSnapshot) -> None:
+    """Per client identity (description, user): the series a reconnect keeps."""
+    rows = status.get("identities", [])
+    labels = [
+        f'{{description="{_label(r["description"])}",user="{_label(r["user"])}"}}' for r in rows
+    ]
+    metric(
+        "client_connected",
+        "gauge",
+        "Client transports of this description and user connected now.",
+        [(label, r["clients"]) for label, r in zip(labels, rows, strict=True)],
+    )
+    per_client = [
+        ("connections", "Connections made by clients of this description and user."),
+        ("messages_in", "Messages clients of this description and user published."),
+        ("bytes_in", "Bytes clients of this description and user published."),
+        ("messages_out", "Messages delivered to clients of this description and user."),
+        ("bytes_out", "Bytes delivered to clients of this description and user."),
+    ]
+    for key, help_text in per_client:
+        samples = [(label, r[key]) for label, r in zip(labels, rows, strict=True)]  # type: ignore[literal-required]
+        metric(f"client_{key}_total", "counter", help_text, samples)
+
+
+def _service_metrics(metric: _Metric, status: StatusSnapshot) -> None:
+    per_service = [
+        ("messages_out", "Messages sent to the network."),
+        ("messages_in", "Messages received from the network."),
+        ("bytes_out", "Bytes sent to the network."),
+        ("bytes_in", "Bytes received from the network."),
+        ("retransmissions", "Datagrams retransmitted."),
+        ("datagrams_missed", "Datagrams found missing (NAKed)."),
+        ("data_loss_inbound", "Inbound datagrams lost for good."),
+        ("data_loss_outbound", "Outbound datagrams asked for after they were discarded."),
+    ]
+    services = status["services"]
+    for key, help_text in per_service:
+        samples = [(f'{{service="{s["service"]}"}}', s[key]) for s in services]  # type: ignore[literal-required]
+        metric(f"service_{key}_total", "counter", help_text, samples)
 
 
 class StatusServer:
@@ -226,6 +249,7 @@ class StatusServer:
         self._server.serve(sock)
         self.scheme = "https" if ssl_context is not None else "http"
         self.port = sock.getsockname()[1]
+        self.daemon.advertise_status_page(self.host, self.port, https=ssl_context is not None)
         self.watcher.start()
 
     def _bind(self) -> socket.socket:
@@ -246,6 +270,7 @@ class StatusServer:
         return GuardedConnection(runner.server(), slot, self.limits, self._guards)
 
     async def stop(self) -> None:
+        self.daemon.advertise_status_page(None)
         await self.watcher.stop()
         server, self._server = self._server, None
         if server is not None:

@@ -13,6 +13,8 @@ from typing import Any
 
 import jinja2
 
+from rvasync.daemon.statustypes import SecurityRow, StatusSnapshot
+
 __all__ = ["REFRESH_SECONDS", "render_html"]
 
 #: Seconds between the HTML page's refreshes.
@@ -48,7 +50,7 @@ def _uptime(seconds: float) -> str:
     return f"{days} d {text}" if days else text
 
 
-def _mode(security: dict[str, Any]) -> str:
+def _mode(security: SecurityRow) -> str:
     if security.get("tls") and security.get("users"):
         return "secure (TLS, users)"
     if security.get("tls"):
@@ -56,7 +58,7 @@ def _mode(security: dict[str, Any]) -> str:
     return "plain (no TLS, no users)"
 
 
-def _client_rows(status: dict[str, Any]) -> list[list[Any]]:
+def _client_rows(status: StatusSnapshot) -> list[list[Any]]:
     return [
         [
             c["id"],
@@ -88,14 +90,14 @@ _SERVICE_COLUMNS = (
 _HOST_COLUMNS = ("hostaddr", "ver", "cc", "ms", "mr", "rx", "idl", "odl")
 
 
-def _host_rows(status: dict[str, Any]) -> list[list[Any]]:
+def _host_rows(status: StatusSnapshot) -> list[list[Any]]:
     return [
         [h["host"], *(h.get(key, "") for key in _HOST_COLUMNS), f"{h['seconds_ago']:.0f} s ago"]
         for h in status["hosts"]
     ]
 
 
-def _summary(status: dict[str, Any]) -> list[tuple[str, Any]]:
+def _summary(status: StatusSnapshot) -> list[tuple[str, Any]]:
     totals = status["totals"]
     security = status["security"]
     summary = [
@@ -113,13 +115,13 @@ def _summary(status: dict[str, Any]) -> list[tuple[str, Any]]:
     return summary
 
 
-def render_html(status: dict[str, Any]) -> str:
+def render_html(status: StatusSnapshot) -> str:
     """The status page for ``status`` (a :func:`~rvasync.daemon.status.snapshot`)."""
     return _template().render(
         status=status,
         refresh=REFRESH_SECONDS,
         summary=_summary(status),
         clients=_client_rows(status),
-        services=[[s[key] for key in _SERVICE_COLUMNS] for s in status["services"]],
+        services=[[s[key] for key in _SERVICE_COLUMNS] for s in status["services"]],  # type: ignore[literal-required]
         hosts=_host_rows(status),
     )

@@ -292,6 +292,8 @@ class UdpDriver:
         self._send_out()
         self._known_before.update(core.peers().values())
         self._core = self._new_core(wanted, now)
+        # The counters go on: HOST.STATUS and the status page count for the service's life.
+        self._core.stats = core.stats
         self._rearm()
 
     def lower_reliability(self, wanted: float) -> None:

@@ -28,6 +28,7 @@ from rvasync._wire import (
     ORIGIN_SIZE,
     U64_MAX,
 )
+from rvasync.correlation import check_publisher_correlation
 from rvasync.errors import InvalidArgument, MalformedMessage, MessageTooLarge
 from rvasync.fieldtypes import FieldType, field_label
 from rvasync.message import CmLabel, Message
@@ -108,15 +109,20 @@ def _node(msg: Message, depth: int) -> list[Any]:
     cm: list[Any] | bytes | None = None
     if origin is not None:
         cm = _origin_bytes(origin)
+    correlation = msg.publisher_correlation
     if label is not None:
         if not isinstance(label, CmLabel):
             raise InvalidArgument(
                 f"message cm must be a CmLabel or None, got {type(label).__name__}"
             )
-        if cm is None:
+        if correlation is not None:
+            cm = [label.sender, label.sequence, label.time_limit, cm, _correlation(correlation)]
+        elif cm is None:
             cm = [label.sender, label.sequence, label.time_limit]
         else:
             cm = [label.sender, label.sequence, label.time_limit, cm]
+    elif correlation is not None:
+        cm = [cm, _correlation(correlation)]
     flat: list[Any] = []
     for entry in msg._fields:
         ftype = entry[2]
@@ -138,6 +144,13 @@ def _origin_bytes(origin: Any) -> bytes:
     raise InvalidArgument(
         f"message origin must be an int in [0, 2**{8 * ORIGIN_SIZE}) or None, got {origin!r}"
     )
+
+
+def _correlation(value: Any) -> Any:
+    try:
+        return check_publisher_correlation(value)
+    except InvalidArgument as exc:
+        raise InvalidArgument(f"message publisher_correlation: {exc}") from None
 
 
 def _child(value: Any, name: str | None, depth: int) -> list[Any]:
@@ -357,14 +370,42 @@ def _origin(value: Any) -> int:
     return int.from_bytes(value, "big")
 
 
-def _label_slot(value: Any) -> tuple[CmLabel | None, int | None]:
-    """The label slot: a CM label (array of 3), an origin (bin), or both (array of 4)."""
+def _label_slot(value: Any) -> tuple[CmLabel | None, int | None, Any]:
+    """The label slot: a CM label (array of 3), an origin (bin), or both (array of 4);
+    with the publisher's correlation id, [origin or nil, id] or [label..., origin or nil, id]."""
     if value.__class__ is bytes:
-        return None, _origin(value)
-    if value.__class__ is not list or len(value) not in (3, 4):
-        raise _Bad(f"CM label must be an array of 3 (or 4 with an origin), got {_type_name(value)}")
-    origin = _origin(value[3]) if len(value) == 4 else None
-    return _cm_label(value[0], value[1], value[2]), origin
+        return None, _origin(value), None
+    if value.__class__ is not list or len(value) not in (2, 3, 4, 5):
+        raise _Bad(
+            "CM label must be an array of 3 (or 4 with an origin), or a publisher's "
+            f"[origin, correlation id] (2, or 5 with a label), got {_type_name(value)}"
+        )
+    if len(value) == 2:
+        return None, _optional_origin(value[0]), _read_correlation(value[1])
+    label = _cm_label(value[0], value[1], value[2])
+    if len(value) == 5:
+        return label, _optional_origin(value[3]), _read_correlation(value[4])
+    return label, _origin(value[3]) if len(value) == 4 else None, None
+
+
+def _optional_origin(value: Any) -> int | None:
+    return None if value is None else _origin(value)
+
+
+def _read_correlation(value: Any) -> Any:
+    if value.__class__ is str and value:
+        return value
+    if value.__class__ is bytes and value.strip(b"\0"):
+        return value
+    if value.__class__ is int and value:
+        return value
+    what = _type_name(value)
+    if value.__class__ in (str, bytes, int):
+        what = f"an empty or zero {what}"
+    raise _Bad(
+        "publisher correlation id must be a non-empty str, a non-zero bin or a non-zero int, "
+        f"got {what}"
+    )
 
 
 def _cm_label(sender: Any, sequence: Any, limit: Any) -> CmLabel:
@@ -392,9 +433,9 @@ def _message(node: Any, depth: int) -> Message:
         raise _Bad(f"subject must be a str or nil, got {_type_name(subject)}")
     if reply is not None and reply.__class__ is not str:
         raise _Bad(f"reply subject must be a str or nil, got {_type_name(reply)}")
-    origin = None
+    origin = correlation = None
     if cm is not None:
-        cm, origin = _label_slot(cm)
+        cm, origin, correlation = _label_slot(cm)
     if flat.__class__ is not list:
         raise _Bad(f"fields must be an array, got {_type_name(flat)}")
     if len(flat) & 3:
@@ -432,6 +473,7 @@ def _message(node: Any, depth: int) -> Message:
     msg.closure = None
     msg.cm = cm
     msg.origin = origin
+    msg.publisher_correlation = correlation
     msg._fields = fields
     msg._ids = ids
     msg._shared = False

@@ -50,6 +50,7 @@ def init(
     self.closure = None
     self.cm = None
     self.origin = None
+    self.publisher_correlation = None
     self._fields = []
     self._ids = None
     self._shared = False
@@ -91,6 +92,7 @@ def delivery_copy(self: Any, listener: Any, closure: Any) -> Any:
     clone.closure = closure
     clone.cm = self.cm
     clone.origin = self.origin
+    clone.publisher_correlation = self.publisher_correlation
     clone._fields = self._fields
     clone._ids = self._ids
     clone._shared = True
@@ -101,27 +103,41 @@ def delivery_copy(self: Any, listener: Any, closure: Any) -> Any:
 class Origins:
     """A transport's publication origins (``Message.origin``).
 
-    ``Origins(publisher_id, sequence=1)``: ``publisher_id`` (an int in
-    [0, 2**64)) is the high half of every origin; the low half counts from
-    ``sequence``. ``stamp(msg)`` is
-    what a network send does to the message it is given: mark its fields
-    shared (the transport keeps a reference, see ``Message.share``) and write
-    the next origin in place. ``next()`` returns the next origin without
-    touching a message. After 2**64 origins the count carries into the id
-    (after 2**128 - 1 there is none: InvalidArgument).
+    ``Origins(publisher_id, sequence=1, tick=0, *, correlation=None)``:
+    ``publisher_id`` (an int in [0, 2**64)) is the high half of every origin;
+    the low half counts from ``sequence``. ``stamp(msg)`` is what a network
+    send does to the message it is given: mark its fields shared (the
+    transport keeps a reference, see ``Message.share``), write the next origin
+    in place, and the publisher's ``correlation`` id (checked by the caller;
+    None for none) as ``msg.publisher_correlation``, so a message sent again
+    carries its new publisher's identity, never an earlier one's. It returns
+    True when the low half of the origin it wrote is a multiple of ``tick`` (a
+    power of two; 0: never), else False: the send pacer's tick
+    (rvasync.sendpace), counted where the send already counts. ``next()``
+    returns the next origin without touching a message. After 2**64 origins
+    the count carries into the id (after 2**128 - 1 there is none:
+    InvalidArgument).
     The native twin builds each origin straight from the two 64-bit halves.
     """
 
-    __slots__ = ("_count",)
+    __slots__ = ("_count", "_tick_mask", "_ticking", "correlation")
 
-    def __init__(self, publisher_id: int, sequence: int = 1) -> None:
+    def __init__(
+        self, publisher_id: int, sequence: int = 1, tick: int = 0, *, correlation: Any = None
+    ) -> None:
         if publisher_id.__class__ is not int or not 0 <= publisher_id < 2**64:
             raise InvalidArgument(
                 f"publisher id must be an int in [0, 2**64), got {publisher_id!r}"
             )
         if sequence.__class__ is not int or not 0 <= sequence < 2**64:
             raise InvalidArgument(f"sequence must be an int in [0, 2**64), got {sequence!r}")
+        if tick.__class__ is not int or not 0 <= tick < 2**63 or tick & (tick - 1):
+            raise InvalidArgument(f"tick must be 0 or a power of two, got {tick!r}")
         self._count = itertools.count((publisher_id << 64) | sequence)
+        self._ticking = tick != 0
+        self._tick_mask = tick - 1 if tick else 0
+        #: The correlation id every stamped message carries (None: none).
+        self.correlation = correlation
 
     def next(self) -> int:
         """The next origin (an int): a new publication's identity."""
@@ -130,11 +146,13 @@ class Origins:
             raise InvalidArgument("no origin left: 2**128 - 1 was the last")
         return origin
 
-    def stamp(self, msg: Any) -> None:
-        """Mark ``msg`` shared and give it the next origin, in place."""
+    def stamp(self, msg: Any) -> bool:
+        """Mark ``msg`` shared and give it the next origin, in place; True on a tick."""
         origin = self.next()
         msg.share()
         msg.origin = origin
+        msg.publisher_correlation = self.correlation
+        return self._ticking and not origin & self._tick_mask
 
     def __repr__(self) -> str:
         # The next origin, without taking it (the repr of a count shows its value).

@@ -23,6 +23,8 @@ from rvasync.errors import InvalidSubject, NotPermitted
 
 #: A lone surrogate: a str that holds one cannot be encoded as UTF-8, so never sent.
 _SURROGATE = re.compile("[\ud800-\udfff]")
+#: A control character (C0, DEL, C1): refused in subjects, which tools print to terminals.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 
 __all__ = [
     "ADVISORY_ELEMENT",
@@ -134,6 +136,13 @@ def describe_invalid(subject: object, wildcards: bool, what: str = "subject") ->
                 f"{what} {shown}: element {position} is the wildcard '{element}', "
                 "and wildcards are not allowed here"
             )
+    control = _CONTROL.search(subject)
+    if control is not None:
+        return (
+            f"{what} {shown} holds the control character U+{ord(control.group()):04X} at "
+            f"position {control.start() + 1}; subjects may not contain control characters "
+            "(tabs, line breaks, NUL ...)"
+        )
     if not subject.isascii() and _SURROGATE.search(subject):
         return f"{what} {shown} is not valid Unicode (a lone surrogate has no UTF-8 form)"
     return None
@@ -160,6 +169,8 @@ def _quick_valid(subject: str, wildcards: bool) -> bool:
                 element == "*" or (element == ">" and position == last)
             ):
                 return False
+    if _CONTROL.search(subject) is not None:
+        return False
     # A lone surrogate has no UTF-8 form, so such a subject could never be sent.
     return subject.isascii() or _SURROGATE.search(subject) is None
 

@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import math
 import os
+import random
 from collections import deque
 from collections.abc import Hashable, Sequence
 from types import ModuleType
@@ -56,12 +57,13 @@ from rvasync.protocol.reliable_events import (
     PeerSilent,
     ReliableEvent,
     ReliableStats,
+    RetransmissionNotRequested,
     RetransmissionRequested,
     RetransmissionSent,
     RetransmissionSuppressed,
 )
 
-__all__ = ["DEFAULT_MAX_RETENTION", "MAX_MESSAGE", "ReliableEndpoint"]
+__all__ = ["DEFAULT_MAX_RETENTION", "MAX_MESSAGE", "SHARED_PEERS", "ReliableEndpoint"]
 
 Address = Hashable
 #: A datagram as rmframe's parse() returns it (its kind decides the layout).
@@ -76,6 +78,17 @@ _U64 = (1 << 64) - 1
 #: Default bound on the bytes retained for retransmission, over all outbound streams.
 DEFAULT_MAX_RETENTION = 256 * _MIB
 
+#: How fast a sender's stream is taken to be able to advance at most, in datagrams per
+#: second: far above what any daemon sends (a datagram carries a loop turn's messages),
+#: and what makes a claim of a stream 2**64 datagrams ahead impossible. A datagram or a
+#: heartbeat claiming more than this rate (plus PLAUSIBLE_SLACK seconds) since the stream
+#: was last heard, or since it began for a new one, is dropped and counted
+#: (``stats.implausible``): it is forged, and must not inflate the loss counters.
+PLAUSIBLE_RATE = 1_000_000
+PLAUSIBLE_SLACK = 0.1
+#: Most messages one datagram can carry (a record header is 4 bytes).
+_MAX_RECORDS = _rmwire.MAX_DATAGRAM // 4
+
 # Record kinds, types, flags and limits of the wire format (rvasync._rmwire, the one
 # definition both rmframe twins use), bound to module globals for the hot paths.
 _AGE_MAX = _rmwire.AGE_MAX
@@ -86,6 +99,14 @@ _F_NO_RETENTION = _rmwire.F_NO_RETENTION
 _HB_FINAL = _rmwire.HB_FINAL
 _E_NO_RETENTION = _rmwire.E_NO_RETENTION
 _E_LOW_CONT, _E_NEXT_CONT = _rmwire.E_LOW_CONT, _rmwire.E_NEXT_CONT
+_E_SHARED = _rmwire.E_SHARED
+
+#: _repair_route's answer for a request not served now (the datagram was just resent).
+_HOLD = object()
+#: A sender that hears more daemons than this flags its multicast stream as shared
+#: (E_SHARED) from the start: among that many hosts a loss on its own link would
+#: otherwise bring one NAK from each before the first resend to the group.
+SHARED_PEERS = 64
 
 
 def _age_ms(seconds: float) -> int:
@@ -103,14 +124,17 @@ class _Outbound:
     """One outbound stream: its packer and the datagrams retained for retransmission."""
 
     __slots__ = (
+        "askers",
         "counted",
         "dest",
+        "grouped",
         "holdoff",
         "last_send",
         "low",
         "packer",
         "ptp",
         "retained",
+        "shared_at",
         "start",
         "stream_id",
     )
@@ -133,6 +157,14 @@ class _Outbound:
         self.last_send = now
         #: (requester, seq) -> when it was last resent to that requester.
         self.holdoff: dict[tuple[Address, int], float] = {}
+        #: Multicast stream only: seq -> (the first host that asked for it, when), and
+        #: seq -> when it was resent to the group (see ReliableEndpoint._repair_route).
+        self.askers: dict[int, tuple[Address, float]] = {}
+        self.grouped: dict[int, float] = {}
+        #: When a datagram was last resent to the group (losses shared by several hosts):
+        #: for peer_timeout after it, heartbeats say so (E_SHARED) and receivers spread
+        #: their NAKs.
+        self.shared_at = -math.inf
         #: messages already added to stats.messages_sent
         self.counted = 0
 
@@ -164,6 +196,7 @@ class _Inbound:
     """Receive state of one sender stream: ordering, gaps, reassembly."""
 
     __slots__ = (
+        "asked_high",
         "asm",
         "buf",
         "buf_bytes",
@@ -181,6 +214,7 @@ class _Inbound:
         "noted",
         "peer",
         "ptp",
+        "spread",
         "stream_id",
         "tail_cont",
         "tail_msg",
@@ -216,6 +250,10 @@ class _Inbound:
         self.noted = 0
         self.nak_at: float | None = None
         self.nak_tries = 0
+        #: the highest sequence number the last NAK of the current gap asked for (0: none)
+        self.asked_high = 0
+        #: the sender says this stream's losses are shared (E_SHARED): spread NAKs
+        self.spread = False
         self.last_activity = now
 
 
@@ -272,6 +310,18 @@ class ReliableEndpoint:
         Wait after noticing a gap before the first NAK (lets reordered
         datagrams arrive); also the quiet time after retransmissions stop
         arriving before asking for what is still missing.
+    ``nak_spread``
+        On a multicast stream whose sender says its losses are shared by
+        several hosts (it resent a datagram to the group within the last
+        ``peer_timeout``, or it hears more than SHARED_PEERS (64) daemons: its
+        heartbeats carry the flag), a random extra wait
+        of up to this long before that NAK, drawn from a truncated exponential distribution
+        (most hosts wait nearly all of it, a few ask early): when many hosts
+        miss the same datagram, the first requests bring a retransmission to
+        the group before the others ask, so requests stay few however many
+        hosts there are (NAK suppression, as in SRM and PGM). Where nobody
+        shares losses (two daemons, a quiet LAN) nothing waits longer than
+        ``nak_delay``. 0 disables it.
     ``nak_interval`` / ``nak_max_interval``
         First NAK retry interval, doubled on every retry without progress up to
         the maximum.
@@ -317,6 +367,7 @@ class ReliableEndpoint:
         heartbeat_interval: float = 1.0,
         peer_timeout: float = 10.0,
         nak_delay: float = 0.01,
+        nak_spread: float = 0.02,
         nak_interval: float = 0.05,
         nak_max_interval: float = 1.0,
         tail_probe: float = 0.05,
@@ -341,6 +392,7 @@ class ReliableEndpoint:
                 f"({self.heartbeat_interval}), or live peers would be forgotten"
             )
         self.nak_delay = _check_interval("nak_delay", nak_delay, zero_ok=True)
+        self.nak_spread = _check_interval("nak_spread", nak_spread, zero_ok=True)
         self.nak_interval = _check_interval("nak_interval", nak_interval)
         self.nak_max_interval = _check_interval("nak_max_interval", nak_max_interval)
         if self.nak_max_interval < self.nak_interval:
@@ -385,6 +437,15 @@ class ReliableEndpoint:
         self._flags = _F_NO_RETENTION if self.reliability == 0 else 0
         # A resend to the same requester within this window is suppressed.
         self._holdoff = self.nak_interval / 2
+        # A second host asking for a datagram within this window makes its resend go to
+        # the group (see _repair_route).
+        self._share_window = self.nak_max_interval
+        # The NAK spread's distribution (see _nak_wait): rate ln(max_peers) + 1 keeps
+        # the expected number of requests bounded up to max_peers hosts (Nonnenmacher and
+        # Biersack's truncated exponential timers). Seeded by the session: reproducible.
+        self._spread_rate = math.log(self.max_peers) + 1.0
+        self._spread_scale = math.expm1(self._spread_rate)
+        self._random = random.Random(self.session_id).random
         # ptp heartbeats continue this long after a stream's last send: as long as the
         # data may be recovered, and at least as long as a receiver cut off for less than
         # peer_timeout (which it survives) needs to learn of a lost tail.
@@ -662,6 +723,8 @@ class ReliableEndpoint:
         for ob in self._out_by_id.values():
             ob.retained.clear()
             ob.holdoff.clear()
+            ob.askers.clear()
+            ob.grouped.clear()
         self._retained_bytes = 0
         self._closed = True
         self._mc_add = self._refuse
@@ -910,6 +973,10 @@ class ReliableEndpoint:
             flags |= _E_LOW_CONT
         if p.head_cont:
             flags |= _E_NEXT_CONT
+        if not ob.ptp and (
+            now - ob.shared_at < self.peer_timeout or len(self._peers) > SHARED_PEERS
+        ):
+            flags |= _E_SHARED
         return (ob.stream_id, flags, _stream_age(ob, now), low, low_msg, p.seq, p.head_msg)
 
     def _heartbeat(self, ob: _Outbound, dest: Address | None, now: float) -> None:
@@ -957,6 +1024,10 @@ class ReliableEndpoint:
             if ob.holdoff:
                 horizon = now - self._holdoff
                 ob.holdoff = {k: t for k, t in ob.holdoff.items() if t >= horizon}
+            if ob.askers or ob.grouped:
+                horizon = now - self._share_window
+                ob.askers = {k: a for k, a in ob.askers.items() if a[1] >= horizon}
+                ob.grouped = {k: t for k, t in ob.grouped.items() if t >= horizon}
         self._housekeep_peers(now)
 
     def _on_nak(self, p: _Parsed, src: Address, now: float, confirmed: bool) -> None:
@@ -982,10 +1053,9 @@ class ReliableEndpoint:
         last = ob.packer.seq
         low = ob.low if ob.retained else last + 1
         retained = ob.retained
-        holdoff = ob.holdoff
-        window = self._holdoff
+        route = self._repair_route
         allowance = self.max_nak_datagrams
-        gone = sent = suppressed = resent_bytes = 0
+        gone = sent = grouped = suppressed = resent_bytes = 0
         beyond = False
         for first, count in ranges:
             seq = first
@@ -997,20 +1067,20 @@ class ReliableEndpoint:
                 seq = low
             while seq < end and allowance > 0:
                 allowance -= 1
-                key = (src, seq)
-                when = holdoff.get(key)
-                if when is not None and now - when < window:
+                data = retained[seq - low][1]
+                if budget < len(data) and sent:
+                    allowance = 0
+                    break
+                dest = route(ob, src, seq, now, confirmed)
+                if dest is _HOLD:
                     suppressed += 1
                 else:
-                    data = retained[seq - low][1]
-                    if budget < len(data) and sent:
-                        allowance = 0
-                        break
                     budget -= len(data)
-                    holdoff[key] = now
-                    self._emit(data, src)
+                    self._emit(data, dest)
                     sent += 1
                     resent_bytes += len(data)
+                    if dest is None:
+                        grouped += 1
                 seq += 1
             if allowance <= 0:
                 break
@@ -1018,6 +1088,7 @@ class ReliableEndpoint:
             stats.naks_ignored += 1
         if sent:
             stats.datagrams_retransmitted += sent
+            stats.retransmissions_to_group += grouped
             stats.bytes_retransmitted += resent_bytes
             self._events.append(RetransmissionSent(src, ob.ptp, sent, requester))
         if suppressed:
@@ -1027,6 +1098,45 @@ class ReliableEndpoint:
             stats.datagrams_lost_outbound += gone
             self._events.append(OutboundDataLoss(src, ob.ptp, gone, requester))
             self._heartbeat(ob, src, now)
+
+    def _repair_route(
+        self, ob: _Outbound, src: Address, seq: int, now: float, confirmed: bool
+    ) -> Address | object | None:
+        """Where a datagram ``src`` asked for is resent: to ``src``, to the group (None),
+        or nowhere (_HOLD: it was resent there a moment ago).
+
+        A loss one host suffers alone is repaired to that host only, so the others never
+        see it. When a second host asks for the same datagram of the multicast stream
+        (within ``nak_max_interval`` of the first), the loss is shared: it is resent once
+        to the group, which serves every host that misses it. Requests for it in the
+        next ``nak_interval`` crossed that copy on its way (a host whose NAK was due just
+        before the copy arrived, or whose daemon is slow to read): they are held back.
+        A request after that comes from a host that lost the group's copy too, and is
+        answered to that host alone: a datagram goes to the group at most once per
+        ``nak_max_interval``, however many requests keep coming (under overload, resends
+        to the group must not breed the losses that ask for more of them). A requester
+        nobody vouched for yet (``confirmed`` False) never causes a resend to the group.
+        """
+        if not ob.ptp:
+            grouped = ob.grouped.get(seq)
+            if grouped is not None:
+                if now - grouped < self.nak_interval:
+                    return _HOLD  # on its way to every host
+            elif confirmed:
+                first = ob.askers.get(seq)
+                if first is None or now - first[1] >= self._share_window:
+                    ob.askers[seq] = (src, now)
+                elif first[0] != src:
+                    ob.grouped[seq] = now
+                    ob.shared_at = now
+                    return None
+        key = (src, seq)
+        holdoff = ob.holdoff
+        when = holdoff.get(key)
+        if when is not None and now - when < self._holdoff:
+            return _HOLD
+        holdoff[key] = now
+        return src
 
     # ---------------------------------------------------------- receiver helpers
 
@@ -1062,6 +1172,8 @@ class ReliableEndpoint:
     def _on_data(self, peer: _Peer, st: _Inbound | None, p: _Parsed, size: int, now: float) -> None:
         stats = self.stats
         seq = p[3]
+        opened = st is None
+        span = now - st.last_activity if st is not None else 0.0
         if st is None:
             st = self._open_stream(peer, p[2], now)
             if st is None:
@@ -1072,13 +1184,17 @@ class ReliableEndpoint:
                 st.next_seq = seq
                 st.high = seq - 1
                 st.next_msg = p[4] + (1 if p[7] == _K_MIDDLE or p[7] == _K_LAST else 0)
+            span = p[5] / 1000.0
+        if seq > st.high + 1 and not self._plausible(st, seq, p[4], span):
+            if opened:
+                del peer.streams[st.stream_id]
+            return
         st.last_activity = now
         st.no_retention = p[6] & _F_NO_RETENTION
         if seq < st.next_seq or seq in st.buf:
             stats.duplicates += 1
             return
-        old_high = st.high
-        gap_before = old_high >= st.next_seq
+        gap_before = st.high >= st.next_seq
         if seq == st.next_seq:
             self._deliver(st, p)
             st.next_seq = seq + 1
@@ -1097,23 +1213,42 @@ class ReliableEndpoint:
             st.buf_bytes += size
             if seq > st.high:
                 st.high = seq
-        if gap_before and seq <= old_high:
-            # A hole was filled (retransmission or reordering): ask again for what is
-            # still missing once they stop arriving.
+        if gap_before and seq <= st.asked_high:
+            # A hole we asked for was filled (a retransmission): ask again for what is
+            # still missing once they stop arriving. A hole filled above what was asked
+            # for is only reordering, and moves no NAK: under steady reordering a
+            # postponed NAK would never be sent while the stream flows.
             st.nak_tries = 0
-            st.nak_at = now + self.nak_delay
+            st.nak_at = now + self._nak_wait(st)
         self._gap_check(st, now)
 
     def _gap_check(self, st: _Inbound, now: float) -> None:
         if st.high >= st.next_seq:
             if st.nak_at is None:
-                st.nak_at = now + self.nak_delay
+                st.nak_at = now + self._nak_wait(st)
                 st.nak_tries = 0
             self._nak_streams.add(st)
         elif st.nak_at is not None:
             st.nak_at = None
             st.nak_tries = 0
+            st.asked_high = 0
             self._nak_streams.discard(st)
+
+    def _nak_wait(self, st: _Inbound) -> float:
+        """How long a gap noticed now waits before its NAK: ``nak_delay``, plus on a
+        multicast stream whose losses are shared (``st.spread``) a random share of
+        ``nak_spread``.
+
+        The share is drawn from a truncated exponential distribution on [0, 1), rate
+        ln(max_peers) + 1: most hosts wait nearly the whole spread and a few ask early, so
+        when k hosts miss the same datagram the expected number that ask before the
+        repair reaches them stays near one whatever k (up to max_peers); a uniform draw
+        would let it grow with k.
+        """
+        if not st.spread or not self.nak_spread:
+            return self.nak_delay
+        share = math.log1p(self._random() * self._spread_scale) / self._spread_rate
+        return self.nak_delay + self.nak_spread * share
 
     def _deliver(self, st: _Inbound, p: _Parsed) -> None:
         """Deliver the messages datagram ``p`` completes (it is the next one in sequence)."""
@@ -1245,6 +1380,7 @@ class ReliableEndpoint:
         final = bool(flags & _HB_FINAL)
         for stream_id, eflags, age, low, low_msg, last, next_msg in entries:
             st = peer.streams.get(stream_id)
+            opened = st is None
             if st is None:
                 if final:
                     continue
@@ -1257,9 +1393,15 @@ class ReliableEndpoint:
                     st.next_seq = last + 1
                     st.high = last
                     st.next_msg = next_msg + (1 if eflags & _E_NEXT_CONT else 0)
+            span = age / 1000.0 if opened else now - st.last_activity
+            if not self._plausible_entry(st, low, low_msg, last + 1, next_msg, span):
+                if opened:
+                    del peer.streams[stream_id]
+                continue
             st.last_activity = now
             no_retention = bool(eflags & _E_NO_RETENTION)
             st.no_retention = no_retention
+            st.spread = not st.ptp and bool(eflags & _E_SHARED)
             if last > st.high:
                 st.high = last
             if last + 1 > st.tail_seq:
@@ -1276,6 +1418,32 @@ class ReliableEndpoint:
             self._gap_check(st, now)
         if final:
             peer.closing = True
+
+    def _plausible(self, st: _Inbound, seq: int, msg: int, span: float) -> bool:
+        """Whether stream ``st`` can have reached datagram ``seq`` (its first message
+        ``msg``) ``span`` seconds after we last heard it (or after it began, for a new
+        one): at most PLAUSIBLE_RATE datagrams per second, and no more messages than
+        those datagrams can carry. False is counted in ``stats.implausible``."""
+        ahead = seq - st.high
+        if ahead <= PLAUSIBLE_RATE * (max(span, 0.0) + PLAUSIBLE_SLACK) and (
+            msg - st.next_msg <= (seq - st.next_seq + 1) * _MAX_RECORDS
+        ):
+            return True
+        self.stats.implausible += 1
+        return False
+
+    def _plausible_entry(
+        self, st: _Inbound, low: int, low_msg: int, after: int, next_msg: int, span: float
+    ) -> bool:
+        """:meth:`_plausible` for a heartbeat's claims: its stream ends before ``after``
+        (message ``next_msg`` next), and everything below ``low`` (message ``low_msg``)
+        is gone; the low mark cannot pass the end."""
+        if low > after or low_msg > next_msg:
+            self.stats.implausible += 1
+            return False
+        if after <= st.high + 1:
+            return True  # nothing new claimed
+        return self._plausible(st, after, next_msg, span)
 
     def _nak_due(self, st: _Inbound, now: float) -> None:
         if st.high < st.next_seq:
@@ -1295,6 +1463,10 @@ class ReliableEndpoint:
                 # New sources have spent this interval's requests: wait for the next one.
                 self.stats.naks_deferred += 1
                 st.nak_at = max(self._tick_at, now + self.nak_interval)
+                missing = st.high - st.next_seq + 1 - len(st.buf)
+                self._events.append(
+                    RetransmissionNotRequested(peer.session, peer.src, st.ptp, missing)
+                )
                 return
             self._probation_left -= 1
         ranges: list[tuple[int, int]] = []
@@ -1313,6 +1485,7 @@ class ReliableEndpoint:
                 total += 1
             ranges.append((start, seq - start))
             self._note_missed(st, start, seq - 1)
+        st.asked_high = seq - 1
         data = self._build_nak(self.session_id, peer.session, st.stream_id, ranges)
         self._emit(data, peer.src)
         self.stats.naks_sent += 1

@@ -17,6 +17,7 @@ OutboundDataLoss               DATALOSS.OUTBOUND.BCAST / .PTP
 RetransmissionRequested        RETRANSMISSION.INBOUND.EXPECTED
 RetransmissionSent             RETRANSMISSION.OUTBOUND.SENT
 RetransmissionSuppressed       RETRANSMISSION.OUTBOUND.SUPPRESSED
+RetransmissionNotRequested     RETRANSMISSION.INBOUND.REQUEST_NOT_SENT
 PeerSilent                     the peer daemon is gone (UNREACHABLE.TRANSPORT-like)
 =============================  ================================================
 
@@ -37,6 +38,7 @@ __all__ = [
     "PeerSilent",
     "ReliableEvent",
     "ReliableStats",
+    "RetransmissionNotRequested",
     "RetransmissionRequested",
     "RetransmissionSent",
     "RetransmissionSuppressed",
@@ -130,6 +132,18 @@ class RetransmissionSuppressed:
 
 
 @dataclass(slots=True)
+class RetransmissionNotRequested:
+    """This endpoint held back its NAK for ``datagrams`` datagrams missing from ``session``:
+    sessions not yet vouched for have spent this interval's NAK budget (``probation_naks``);
+    it asks again in the next interval."""
+
+    session: int
+    src: Address
+    ptp: bool
+    datagrams: int
+
+
+@dataclass(slots=True)
 class PeerDiscovered:
     """The first datagram from a new sender session arrived from ``src``."""
 
@@ -156,6 +170,7 @@ ReliableEvent = (
     | RetransmissionRequested
     | RetransmissionSent
     | RetransmissionSuppressed
+    | RetransmissionNotRequested
     | PeerDiscovered
     | PeerSilent
 )
@@ -174,6 +189,8 @@ class ReliableStats:
     datagrams_received: int = 0
     bytes_received: int = 0
     datagrams_retransmitted: int = 0
+    #: Of datagrams_retransmitted, those resent to the group (a loss several hosts shared).
+    retransmissions_to_group: int = 0
     bytes_retransmitted: int = 0
     heartbeats_sent: int = 0
     heartbeats_received: int = 0
@@ -209,6 +226,10 @@ class ReliableStats:
     wrong_source: int = 0
     #: Dropped on arrival: a datagram opening a stream beyond ``max_streams_per_peer``.
     streams_refused: int = 0
+    #: Dropped on arrival: a datagram (data or heartbeat) whose sequence numbers cannot
+    #: be true: a stream further ahead than any sender could have got in the time it
+    #: claims or we have known it (a forgery meant to inflate the loss counters).
+    implausible: int = 0
     #: Retained datagrams dropped before their reliability interval was over, to keep
     #: retention within ``max_retention`` bytes.
     retention_trimmed: int = 0

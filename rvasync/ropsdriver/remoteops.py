@@ -16,7 +16,7 @@ import inspect
 import math
 import os
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,6 +52,7 @@ from rvasync.ropsdriver.wire import (
     pdu_message,
     pdu_message_at,
 )
+from rvasync.sendpace import SendPacer, pacer_for
 from rvasync.transport.base import BaseTransport
 from rvasync.transport.listener import Listener
 
@@ -160,6 +161,8 @@ class RemoteOps:
         self._tasks: set[asyncio.Task[Any]] = set()
         self._statefile: StateFile | None = None
         self._listener: Listener | None = None
+        self._pacer: SendPacer  # the loop's send pacer, from open on (invocations need it)
+        self._ticks: Iterator[bool]
         self._timer: asyncio.TimerHandle | None = None
         self._timer_at: float | None = None
         self._open = False
@@ -196,6 +199,8 @@ class RemoteOps:
         # between: one event-loop turn less per invocation performed).
         self._listener = self._transport.listen(endpoint_subject(self.name))
         self._listener.intercept(self._on_delivery)
+        self._pacer = pacer_for()
+        self._ticks = self._pacer.ticks
         self._open = True
         self._rearm()
         return self
@@ -334,6 +339,9 @@ class RemoteOps:
         out = Outputs()
         out.sends.append(Send(peer, pdu))
         await self._carry(out)
+        # A loop of start_invoke gives the loop a turn now and then (rvasync.sendpace).
+        if next(self._ticks) and (turn := self._pacer.look()) is not None:
+            await turn
         return invoke_id
 
     def _begin(

@@ -6,8 +6,8 @@ or a standalone one with ``daemon=``) whose description carries
 never announced as the network's interest. Through it, it
 
 * learns the network's interest from the daemons' LISTEN.START / LISTEN.STOP
-  advisories (per daemon, so a daemon that goes silent takes its interest
-  with it: UNREACHABLE.TRANSPORT);
+  advisories and the LISTEN.CURRENT they restate when it starts (per daemon, so
+  a daemon that goes silent takes its interest with it: UNREACHABLE.TRANSPORT);
 * listens to exactly what the rest of the domain wants from this network
   (:meth:`Attachment.set_listens`) and to replies on its own inboxes;
 * hands the first message programs publish here in an event-loop turn to
@@ -38,7 +38,7 @@ from typing import Any
 from rvasync._wire import FIXSTR
 from rvasync.codec import decode as _decode
 from rvasync.codec import encode as _encode
-from rvasync.daemon.interestadv import LISTEN_START, LISTEN_STOP, ROUTER_MARK
+from rvasync.daemon.interestadv import LISTEN_CURRENT, LISTEN_START, LISTEN_STOP, ROUTER_MARK
 from rvasync.errors import RvError
 from rvasync.fieldtypes import FieldType
 from rvasync.message import Message
@@ -178,7 +178,8 @@ class Attachment:
         self.prefix = inboxes.subject[:-2]
         t.listen(UNREACHABLE, callback=self._unreachable)
         t.listen("_RVRD.LAN.>", callback=self._lan)
-        # Last: listening to the announcements makes every daemon announce again.
+        # Last: listening to the announcements makes every daemon restate its interest
+        # (LISTEN.QUERY, answered with LISTEN.CURRENT).
         t.listen("_RV.INFO.SYSTEM.LISTEN.>", callback=self._announcement)
 
     async def close(self) -> None:
@@ -198,7 +199,7 @@ class Attachment:
         if not isinstance(sub, str) or not isinstance(daemon, str):
             return
         subjects = self._daemons.setdefault(daemon, set())
-        if msg.subject == LISTEN_START and sub not in subjects:
+        if msg.subject in (LISTEN_START, LISTEN_CURRENT) and sub not in subjects:
             subjects.add(sub)
             self._on_interest(self.name, sub, True)
         elif msg.subject == LISTEN_STOP and sub in subjects:

@@ -18,6 +18,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import weakref
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
@@ -91,14 +92,49 @@ async def start_daemon_and_connect(
 ) -> T:
     """Start a daemon on ``address.port``, then ``connect()`` until it answers.
 
-    ``started`` is told the daemon's pid as soon as it exists. ``refused`` (the
+    ``started`` is told the daemon's pid as soon as it exists (not at all when
+    another transport of this loop started one meanwhile: this one waits for it
+    and connects to it). ``refused`` (the
     error that made auto-start necessary) becomes the cause of the
     DaemonUnavailable raised when the daemon does not accept connections
     within ``AUTOSTART_TIMEOUT`` seconds.
     """
     where = f"{address.host}:{address.port}"
-    proc = spawn_daemon(address.port)
-    started(proc.pid)
+    loop = asyncio.get_running_loop()
+    # Transports of one loop opening at once (each refused) start one daemon between
+    # them: the first starts it, the others wait for it and connect to it.
+    lock = _start_locks(loop).setdefault(address.port, asyncio.Lock())
+    async with lock:
+        try:
+            return await connect()  # started meanwhile, by another transport here
+        except DaemonUnavailable:
+            pass
+        proc = spawn_daemon(address.port)
+        started(proc.pid)
+        return await _connect_until_up(where, address.port, proc.pid, connect, refused)
+
+
+def _start_locks(loop: asyncio.AbstractEventLoop) -> dict[int, asyncio.Lock]:
+    """The auto-start locks of ``loop``, by port (asyncio locks belong to one loop)."""
+    locks = _locks.get(loop)
+    if locks is None:
+        locks = _locks[loop] = {}
+    return locks
+
+
+_locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[int, asyncio.Lock]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+async def _connect_until_up(
+    where: str,
+    port: int,
+    pid: int,
+    connect: Callable[[], Awaitable[T]],
+    refused: DaemonUnavailable,
+) -> T:
+    """``connect()`` until the daemon just started (``pid``) answers, or the deadline."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + AUTOSTART_TIMEOUT
     delay = 0.02
@@ -110,9 +146,9 @@ async def start_daemon_and_connect(
             # auto-started one: keep trying until the deadline either way.
             if loop.time() + delay > deadline:
                 raise DaemonUnavailable(
-                    f"started a daemon for {where} (pid {proc.pid}) but it did "
+                    f"started a daemon for {where} (pid {pid}) but it did "
                     f"not accept connections within {AUTOSTART_TIMEOUT} s ({exc}); "
-                    f"see {daemon_log_path(address.port)}"
+                    f"see {daemon_log_path(port)}"
                 ) from refused
         await asyncio.sleep(delay)
         delay = min(delay * 2, 0.25)

@@ -24,10 +24,15 @@ from collections.abc import Awaitable
 from typing import Any
 
 from rvasync.advisories import log_unheard
-from rvasync.correlation import CorrelationId
+from rvasync.correlation import (
+    CorrelationId,
+    check_publisher_correlation,
+    check_subscription,
+)
 from rvasync.errors import InvalidArgument, RequestTimeout, TransportClosed
 from rvasync.message import Message, Origins
 from rvasync.queues import Queue
+from rvasync.sendpace import CHECK_EVERY
 from rvasync.subjects import (
     check_listen_subject,
     check_send_subject,
@@ -39,7 +44,7 @@ from rvasync.transport.listener import Callback, Listener
 from rvasync.transport.retained import RETAINED_TIMEOUT, RetainedHandOver, collect_retained
 from rvasync.transport.router import Router
 
-__all__ = ["BaseTransport"]
+__all__ = ["DEFAULT_PENDING_LIMIT", "BaseTransport", "check_pending_limit"]
 
 
 def not_a_message(what: str, value: object) -> InvalidArgument:
@@ -75,30 +80,97 @@ def check_timeout(timeout: object) -> float:
     return float(timeout)
 
 
-class BaseTransport(abc.ABC):
-    """Common machinery of the process transport and network transports."""
+#: Messages a listener's own queue holds at most (``pending_limit``): what a consumer
+#: slower than its messages may cost. Past it the oldest are dropped and reported
+#: (QUEUE.LIMIT_EXCEEDED), and a standalone daemon's link stops reading at half of it,
+#: so the backlog waits in the daemon (docs/daemon.md, "Slow consumers").
+DEFAULT_PENDING_LIMIT = 20_000
 
-    def __init__(self, *, description: str | None = None) -> None:
+
+def check_pending_limit(value: object) -> int:
+    """``pending_limit``: None (the default), 0 (unbounded) or a positive number of messages."""
+    if value is None:
+        return DEFAULT_PENDING_LIMIT
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidArgument(
+            f"pending_limit must be a number of messages >= 0 (0: unbounded) or None, got {value!r}"
+        )
+    return value
+
+
+class BaseTransport(abc.ABC):
+    """Common machinery of the process transport and network transports.
+
+    ``pending_limit``: messages the own queue of each listener made from now on
+    holds at most (None: DEFAULT_PENDING_LIMIT; 0: unbounded); settable.
+    """
+
+    def __init__(
+        self,
+        *,
+        description: str | None = None,
+        pending_limit: int | None = None,
+        correlation_id: CorrelationId | None = None,
+    ) -> None:
         self.description = description
+        self._pending_limit = check_pending_limit(pending_limit)
         self._router = Router()
         self._closed = False
         self._dispatchers: dict[Queue, Dispatcher] = {}
         self._iterated_queues: dict[Queue, int] = {}
         # Unique across processes and restarts: 64 random bits plus a counter.
         self._inbox_prefix = f"_INBOX.{os.urandom(8).hex()}."
+        #: Every prefix this transport's inboxes have had (a reconnection makes a new one).
+        self._inbox_prefixes: list[str] = [self._inbox_prefix]
         self._inbox_counter = itertools.count(1)
         # Publication origins (Message.origin, docs/retained.md): 64 random bits naming
         # this transport in the high half, a send counter in the low half. A network
         # send's whole stamp is ``self._stamp(msg)``: one native call that marks the
         # message shared and writes its new origin (one int built, no copy).
-        self._origins = Origins(int.from_bytes(os.urandom(8), "big"))
+        # ``self._stamp(msg)`` is also the send's pacing tick: True once every
+        # CHECK_EVERY publications (rvasync.sendpace), counted where the send counts.
+        self._publisher_id = int.from_bytes(os.urandom(8), "big")
+        self._origins = Origins(
+            self._publisher_id,
+            tick=CHECK_EVERY,
+            correlation=None
+            if correlation_id is None
+            else check_publisher_correlation(correlation_id),
+        )
         self._stamp = self._origins.stamp
+        #: Named subscriptions (listen(subscription=...)) live on this transport.
+        self._subscriptions: dict[str, Listener] = {}
 
     # -- lifecycle -----------------------------------------------------------
 
     @property
     def closed(self) -> bool:
         return self._closed
+
+    @property
+    def pending_limit(self) -> int:
+        """Messages a listener's own queue holds at most (0: unbounded); applies to
+        listeners made after it is set. See DEFAULT_PENDING_LIMIT."""
+        return self._pending_limit
+
+    @pending_limit.setter
+    def pending_limit(self, value: int | None) -> None:
+        self._pending_limit = check_pending_limit(value)
+
+    def backlog(self) -> int:
+        """The most messages waiting in one of this transport's listener queues that
+        back-pressure applies to: the listeners' own queues and unbounded queues a
+        program shared (a bounded queue of the program's keeps its own limit policy).
+        A standalone daemon's link reads nothing more while it is at half the
+        ``pending_limit`` (driver API)."""
+        most = 0
+        for listener in self._router.listeners():
+            queue = listener.queue
+            if listener.own_queue or not queue.limit:
+                waiting = len(queue)
+                if waiting > most:
+                    most = waiting
+        return most
 
     async def open(self) -> BaseTransport:
         """Make the transport usable (a no-op where creation already did it)."""
@@ -139,6 +211,18 @@ class BaseTransport(abc.ABC):
         self._check_open()
 
     @property
+    def publisher_id(self) -> str:
+        """This transport's identity as a publisher: what ``msg.publisher.publisher_id`` says
+        of the messages it sends (16 hex digits, random, the high half of their origins)."""
+        return f"{self._publisher_id:016x}"
+
+    @property
+    def correlation_id(self) -> CorrelationId | None:
+        """The correlation id this transport's publications carry (``msg.publisher``), or None."""
+        correlation: CorrelationId | None = self._origins.correlation
+        return correlation
+
+    @property
     def transport_id(self) -> str | None:
         """The id a daemon names this transport by (``UNREACHABLE.TRANSPORT.<id>``), if any.
 
@@ -149,8 +233,15 @@ class BaseTransport(abc.ABC):
 
     # -- sending -------------------------------------------------------------
 
-    async def send(self, msg: Message) -> None:
-        """Send ``msg`` to its subject (validated; reserved ``_`` subjects refused)."""
+    async def send(self, msg: Message, *, correlation_id: CorrelationId | None = None) -> None:
+        """Send ``msg`` to its subject (validated; reserved ``_`` subjects refused).
+
+        ``correlation_id`` is the publisher's correlation id for this
+        publication (over the transport's own), where the transport gives
+        its publications an identity (network transports: ``msg.publisher``).
+        """
+        if correlation_id is not None:
+            msg.publisher_correlation = check_publisher_correlation(correlation_id)
         try:
             subject = msg.subject
         except AttributeError:
@@ -265,11 +356,22 @@ class BaseTransport(abc.ABC):
         stamps them with this (a retransmission keeps the origin it had).
         """
         msg.origin = self._origins.next()
+        msg.publisher_correlation = self._origins.correlation
 
     def create_inbox(self) -> str:
         """A unique ``_INBOX.`` subject that only this transport receives."""
         self._check_open()
         return f"{self._inbox_prefix}{next(self._inbox_counter)}"
+
+    def made_inbox(self, subject: str) -> bool:
+        """True if ``subject`` is an inbox this transport made (now or before a reconnection)."""
+        return any(subject.startswith(prefix) for prefix in self._inbox_prefixes)
+
+    def _set_inbox_prefix(self, prefix: str) -> None:
+        """New inboxes start with ``prefix`` (the daemon link opened or reconnected)."""
+        self._inbox_prefix = prefix
+        if prefix not in self._inbox_prefixes:
+            self._inbox_prefixes.append(prefix)
 
     # -- listening -------------------------------------------------------------
 
@@ -282,19 +384,45 @@ class BaseTransport(abc.ABC):
         callback: Callback | None = None,
         correlation_id: CorrelationId | None = None,
         retained: bool = False,
+        subscription: str | None = None,
     ) -> Listener:
         """Listen to ``subject`` (wildcards allowed); see :class:`Listener`.
 
         ``correlation_id`` names this subscription in what it delivers
         (``msg.correlation_id``); rvasync picks a unique one when None.
-        ``retained=True`` first delivers the messages the current value caches
-        retain for ``subject``, then the live stream, with no gap and no
-        duplicate (docs/retained.md).
+        ``subscription="NAME"`` names it instead (the MQ seed's named
+        subscription): deliveries carry ``msg.subscription`` (and the name as
+        their correlation id), and a second live subscription of that name on
+        this transport raises InvalidArgument; with ``retained=True`` a
+        restarted subscriber gets the retained values, then the live stream,
+        under the same name. ``retained=True`` first delivers the messages the
+        current value caches retain for ``subject``, then the live stream, with
+        no gap and no duplicate (docs/retained.md).
         """
         if not isinstance(retained, bool):
             raise InvalidArgument(f"retained must be a bool, got {type(retained).__name__}")
+        if subscription is not None:
+            subscription = check_subscription(subscription)
+            if correlation_id is not None:
+                raise InvalidArgument(
+                    "give a subscription name or a correlation_id, not both (the name is the "
+                    "subscription's identity)"
+                )
+            if subscription in self._subscriptions:
+                raise InvalidArgument(
+                    f"a subscription named {subscription!r} is already live on this transport "
+                    "(close it first, or choose another name)"
+                )
+            correlation_id = subscription
         self._check_open()
         check_listen_subject(subject)
+        if is_inbox(subject) and not self.made_inbox(subject):
+            # Point-to-point: only the transport that made an inbox is ever sent its
+            # messages, so this listener would wait forever.
+            raise InvalidArgument(
+                f"inbox {subject!r} was made by another transport: only the transport that "
+                "made an inbox receives its messages (listen on that one)"
+            )
         if queue is not None and not isinstance(queue, Queue):
             raise InvalidArgument(f"queue must be an rvasync Queue, got {type(queue).__name__}")
         if callback is not None and not callable(callback):
@@ -306,10 +434,14 @@ class BaseTransport(abc.ABC):
             closure=closure,
             callback=callback,
             correlation_id=correlation_id,
+            limit=self._pending_limit,
+            subscription=subscription,
         )
         self.attach_queue(listener.queue, dispatched=callback is not None, shared=queue is not None)
         self._router.add(listener)
         self._open_listener(listener)
+        if subscription is not None:
+            self._subscriptions[subscription] = listener
         if retained:
             RetainedHandOver(self, listener)
         return listener
@@ -433,6 +565,9 @@ class BaseTransport(abc.ABC):
             self._router.remove(listener)
         except (KeyError, ValueError):
             return
+        name = listener.subscription
+        if name is not None and self._subscriptions.get(name) is listener:
+            del self._subscriptions[name]
         self.detach_queue(
             listener.queue, dispatched=listener.callback is not None, shared=not listener.own_queue
         )

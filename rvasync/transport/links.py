@@ -38,7 +38,12 @@ class LinkHooks(Protocol):
     * ``link_deliver_inbox(msg, owned)``: a message for one of the
       transport's inboxes (the reply a request waits for);
     * ``link_inbox_prefix(prefix)``: the link reconnected to a new daemon
-      session, whose inboxes start with ``prefix``.
+      session, whose inboxes start with ``prefix``;
+    * ``link_lost(error)``: the link lost its daemon session; replies to its
+      inboxes can no longer come (pending requests fail with ``error``);
+    * ``link_backlog()`` and ``pending_limit``: the most messages waiting in
+      one of its listener queues, and their bound (0: none); a standalone
+      daemon's link reads nothing more while the backlog is at half the bound.
     """
 
     def link_deliver(self, msg: Message) -> object:
@@ -75,6 +80,9 @@ class DaemonLink(Protocol):
 
     def publish_wire_run(self, subject: str, datas: list[bytes]) -> Awaitable[None] | None:
         """Send wire messages that all carry ``subject``, in order."""
+
+    async def request_reliability(self, seconds: float) -> None:
+        """Ask the daemon for ``seconds`` of reliability (checked); returns once it has it."""
 
 
 def _not_open(*_args: object) -> None:
@@ -172,6 +180,15 @@ class InProcessLink:
         self.publish_many = session.publish_messages
         self.publish_wire = session.wire_publisher()
         self.publish_wire_run = session.run_publisher()
+
+    async def request_reliability(self, seconds: float) -> None:
+        """Ask the daemon for ``seconds`` of reliability (checked by the caller)."""
+        self._reliability = seconds
+        session = self._session
+        if session is None:
+            _not_open()
+            return
+        session.request_reliability(seconds)
 
     async def close(self) -> None:
         session = self._session

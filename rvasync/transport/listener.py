@@ -2,8 +2,10 @@
 
 A listener is an async iterator of its messages (``async for msg in listener``,
 ``await anext(listener)``) and an async context manager that closes it on exit. Messages wait in the
-listener's own queue, or in a queue the program gave (shared with other
-listeners, so one consumer sees them all in arrival order). With a callback the
+listener's own queue (bounded by its transport's ``pending_limit``: a slow
+consumer costs at most that many messages, the oldest dropped and reported
+past it), or in a queue the program gave (shared with other listeners, so one
+consumer sees them all in arrival order; its own limit policy applies). With a callback the
 listener dispatches itself: a task takes each message from the queue and calls
 the callback, plain or async, so callbacks never run inside ``send``.
 """
@@ -15,7 +17,8 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from rvasync.correlation import CorrelationId, check_correlation_id, new_correlation_id
-from rvasync.queues import Queue
+from rvasync.errors import ListenerClosed, QueueDestroyed
+from rvasync.queues import LimitPolicy, Queue
 
 if TYPE_CHECKING:
     from rvasync.message import Message
@@ -55,6 +58,7 @@ class Listener:
         "dispatch_callback",
         "dispatch_is_async",
         "subject",
+        "subscription",
     )
 
     def __init__(
@@ -66,9 +70,14 @@ class Listener:
         closure: Any = None,
         callback: Callback | None = None,
         correlation_id: CorrelationId | None = None,
+        limit: int = 0,
+        subscription: str | None = None,
     ) -> None:
         self._transport = transport
         self.subject = subject
+        #: The name of a named subscription (``listen(subscription=...)``), else None;
+        #: ``msg.subscription`` of every delivery.
+        self.subscription = subscription
         self.closure = closure
         # Checked now; a chosen one is made on first use (most listeners, the
         # inboxes of requests among them, never need one).
@@ -82,7 +91,13 @@ class Listener:
         self.dispatch_callback = callback
         self.dispatch_is_async = inspect.iscoroutinefunction(callback)
         self._own_queue = queue is None
-        self._queue = Queue(name=f"listener:{subject}") if queue is None else queue
+        if queue is None:
+            # A queue of its own holds at most ``limit`` messages (the transport's
+            # pending_limit): past that the oldest go, counted and reported by
+            # QUEUE.LIMIT_EXCEEDED (docs/daemon.md, "Slow consumers"). 0: unbounded.
+            policy = LimitPolicy.DISCARD_FIRST if limit else LimitPolicy.DISCARD_NONE
+            queue = Queue(limit=limit, policy=policy, name=f"listener:{subject}")
+        self._queue = queue
         self.deliver = self._queue.deliver
 
     # -- public --------------------------------------------------------------
@@ -138,9 +153,38 @@ class Listener:
         return result
 
     async def get(self, timeout: float | None = None) -> Message:
-        """The next message (``TimeoutError`` after ``timeout`` seconds)."""
-        msg: Message = await self._queue.get(timeout)
+        """The next message (``TimeoutError`` after ``timeout`` seconds).
+
+        :class:`~rvasync.errors.ListenerClosed` (a ``TransportClosed``) once the
+        listener is closed, or when it closes while this waits.
+        """
+        if self.deliver is _dropped:
+            raise ListenerClosed(f"listener on {self.subject!r} is closed")
+        try:
+            msg: Message = await self._queue.get(timeout)
+        except QueueDestroyed:
+            if self.deliver is _dropped:
+                raise ListenerClosed(f"listener on {self.subject!r} is closed") from None
+            raise
         return msg
+
+    def poll(self) -> Message | None:
+        """The next message if one is waiting, else None at once (never blocks); None
+        once closed. As ``Queue.poll``, on the queue this listener's messages wait in."""
+        if self.deliver is _dropped:
+            return None
+        msg: Message | None = self._queue.poll()
+        return msg
+
+    def __len__(self) -> int:
+        """Messages waiting in this listener's queue (a shared queue: everyone's in it);
+        0 once closed."""
+        return 0 if self.deliver is _dropped else len(self._queue)
+
+    def __bool__(self) -> bool:
+        # A listener is always truthy (``if listener:`` tests for None), as a Queue is:
+        # __len__ would otherwise make an idle one false.
+        return True
 
     async def __aenter__(self) -> Listener:
         return self

@@ -19,8 +19,14 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from rvasync.busypoll import BusyPoller, check_window, poller_for
-from rvasync.daemon.engine import check_reliability
-from rvasync.daemon.params import parse_network, parse_service, regular_service
+from rvasync.correlation import CorrelationId, check_publisher_correlation
+from rvasync.daemon.params import (
+    check_reliability,
+    check_service_text,
+    parse_network,
+    parse_service,
+    regular_service,
+)
 from rvasync.daemon.udp import parse_address_hex
 from rvasync.errors import (
     DaemonUnavailable,
@@ -33,6 +39,7 @@ from rvasync.message import Message
 from rvasync.protocol.clientproto.address import parse_daemon
 from rvasync.protocol.servicekey import DatagramMac, check_service_key
 from rvasync.security import Security
+from rvasync.sendpace import CHECK_EVERY, SendPacer, pacer_for
 from rvasync.subjects import check_send_subject
 from rvasync.transport.base import (
     BaseTransport,
@@ -44,7 +51,7 @@ from rvasync.transport.direct import DirectChannel, open_direct_socket
 from rvasync.transport.links import DaemonLink, InProcessLink, _not_open
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Awaitable, Callable, Iterator
 
     from rvasync.transport.listener import Listener
 
@@ -95,7 +102,7 @@ def _daemon_of(inbox_prefix: str) -> tuple[str, int]:
 class Transport(BaseTransport):
     """A network transport: ``Transport(service=None, network=None, daemon=None, *,
     description=None, reliability=None, batch=False, busy_poll=None, reply_poll=None,
-    security=None, service_key=None, router=False)``.
+    security=None, service_key=None, router=False, pending_limit=None)``.
 
     ``service``: UDP port number or service name (default: ``rendezvous`` or 7500).
     ``network``: ``"interface;groups;send-address"``; None is loopback, so nothing
@@ -118,6 +125,8 @@ class Transport(BaseTransport):
     ``service_key`` (in-process daemon only): a secret (bytes or str, 16 bytes at
     least) the service authenticates every datagram between daemons with; daemons
     without it, and forgers, are not heard (docs/service-key.md).
+    ``correlation_id``: the publisher correlation id every message this transport
+    sends carries (``msg.publisher``; docs/retained.md, "Publisher identity").
     ``router``: this transport belongs to a routing daemon (rvasync.rvrd) and asks
     the daemon for the router role: it may publish advisories and router records,
     receives router records, and its listening is not announced. The in-process
@@ -125,6 +134,10 @@ class Transport(BaseTransport):
     a user the users file gives ``router = true``, or, without users, to the hosts
     its configuration names (``router_hosts``, loopback by default), and refuses
     the connection with ``NotPermitted`` otherwise (docs/security.md).
+    ``pending_limit``: messages each listener's own queue holds at most before its
+    oldest are dropped and reported (None: DEFAULT_PENDING_LIMIT, 20,000; 0:
+    unbounded); through a standalone daemon the link stops reading at half of it,
+    so the backlog waits in the daemon (docs/daemon.md, "Slow consumers").
 
     Use as ``async with rv.Transport(...) as t:`` or ``await t.open()`` /
     ``await t.close()``.
@@ -146,7 +159,9 @@ class Transport(BaseTransport):
         reply_poll: float | None = None,
         security: Security | None = None,
         service_key: bytes | str | None = None,
+        correlation_id: CorrelationId | None = None,
         router: bool = False,
+        pending_limit: int | None = None,
     ) -> None:
         if not isinstance(router, bool):
             raise InvalidArgument(f"router must be True or False, got {router!r}")
@@ -163,6 +178,7 @@ class Transport(BaseTransport):
                 )
         self.security = security
         self.service = _optional_str("service", service)
+        check_service_text(self.service)
         self.network = _optional_str("network", network)
         self.daemon = _optional_str("daemon", daemon)
         description = _optional_str("description", description)
@@ -184,7 +200,9 @@ class Transport(BaseTransport):
         self._direct: DirectChannel | None = None
         if not isinstance(batch, bool):
             raise InvalidArgument(f"batch must be True or False, got {batch!r}")
-        super().__init__(description=description)
+        super().__init__(
+            description=description, pending_limit=pending_limit, correlation_id=correlation_id
+        )
         self.reliability = reliability
         self.batch = batch
         self.busy_poll = 0.0 if busy_poll is None else check_window("busy_poll", busy_poll)
@@ -192,6 +210,10 @@ class Transport(BaseTransport):
             REPLY_POLL if reply_poll is None else check_window("reply_poll", reply_poll)
         )
         self._poller: BusyPoller | None = None
+        #: The loop's send pacer (rvasync.sendpace) and its ticks, from open on: sends
+        #: reach them only then.
+        self._pacer: SendPacer
+        self._ticks: Iterator[bool]
         self._link: DaemonLink | None = None
         self._loop: Any = None  # the running loop, from open on
         self._opening = False
@@ -243,7 +265,9 @@ class Transport(BaseTransport):
         self._link = link
         self._loop = asyncio.get_running_loop()  # an open transport serves this loop only
         self._poller = poller
-        self._inbox_prefix = link.inbox_prefix
+        self._pacer = pacer_for(self._loop)
+        self._ticks = self._pacer.ticks
+        self._set_inbox_prefix(link.inbox_prefix)
         self._publish = link.publish
         self._publish_many = link.publish_many
         self._publish_wire = link.publish_wire
@@ -251,6 +275,22 @@ class Transport(BaseTransport):
         if self._direct_port is not None and self._direct_eligible():
             await self._open_direct(link)
         return self
+
+    async def request_reliability(self, seconds: float) -> None:
+        """Ask for ``seconds`` of reliability from now on (the spec's request-reliability call).
+
+        The daemon retains what its transports on this service send for the
+        largest interval any of them asks for (a transport asking for less does
+        not shorten another's); a reconnection asks again. 0 to 3600 seconds
+        (``InvalidArgument`` outside); returns once the daemon has the request.
+        """
+        wanted = check_reliability(seconds, "request_reliability seconds")
+        if wanted is None:
+            raise InvalidArgument("request_reliability needs a number of seconds, got None")
+        self._check_open()
+        # _check_open passed: the link is there.
+        await self._link.request_reliability(wanted)  # type: ignore[union-attr]
+        self.reliability = wanted
 
     # -- direct communication (rvasync.transport.direct) --------------------------
 
@@ -294,7 +334,7 @@ class Transport(BaseTransport):
                 else DatagramMac(self.service_key, parse_service(self.service).port)
             ),
         )
-        self._inbox_prefix = f"{link.inbox_prefix}{channel.tag}."
+        self._set_inbox_prefix(f"{link.inbox_prefix}{channel.tag}.")
         self._publish = channel.wrap(link.publish)
 
     def _owns_inbox(self, subject: str) -> bool:
@@ -360,9 +400,11 @@ class Transport(BaseTransport):
 
     # -- sending ---------------------------------------------------------------
 
-    async def send(self, msg: Message) -> None:
-        """Send ``msg`` to its subject (see BaseTransport.send); waits only when the
-        daemon's send backlog is full."""
+    async def send(self, msg: Message, *, correlation_id: CorrelationId | None = None) -> None:
+        """Send ``msg`` to its subject (see BaseTransport.send); waits when the daemon's
+        send backlog is full, and gives the loop a turn during a long run of sends
+        (rvasync.sendpace). ``correlation_id``: this publication's publisher
+        correlation id, over the transport's (``msg.publisher``)."""
         try:
             subject = msg.subject
         except AttributeError:
@@ -374,11 +416,16 @@ class Transport(BaseTransport):
         if msg.reply_subject is not None:
             check_reply_subject(msg.reply_subject)
         # Shared (the daemon keeps it) and a new publication: its identity, in place (the
-        # link encodes and delivers it before this returns). One native call for both.
-        self._stamp(msg)
+        # link encodes and delivers it before this returns). One native call for both,
+        # which also counts the send for the pacer (rvasync.sendpace).
+        tick = self._stamp(msg)  # True every CHECK_EVERY sends: time to look at the turn
+        if correlation_id is not None:
+            msg.publisher_correlation = check_publisher_correlation(correlation_id)
         wait = self._publish(msg)
         if wait is not None:
             await wait
+        if tick and (turn := self._pacer.look()) is not None:
+            await turn
 
     def _publish_checked(self, msg: Message) -> Awaitable[None] | None:
         """The body of :meth:`send` as a plain call, for the request/reply paths (one
@@ -407,6 +454,8 @@ class Transport(BaseTransport):
         wait = self._publish_checked(reply)
         if wait is not None:
             await wait
+        if next(self._ticks) and (turn := self._pacer.look()) is not None:
+            await turn
 
     def send_encoded(self, data: bytes) -> Awaitable[None] | None:
         """Send a message given in its wire form, as :meth:`send_internal` sends (driver API).
@@ -455,13 +504,18 @@ class Transport(BaseTransport):
             if msg.reply_subject is not None:
                 check_reply_subject(msg.reply_subject)
         stamp = self._stamp
+        ticks = 0
         for msg in batch:
-            stamp(msg)  # shared, and each a new publication (see send)
+            if stamp(msg):  # shared, and each a new publication (see send)
+                ticks += 1
         if not batch:
             return
         wait = self._publish_many(batch)
         if wait is not None:
             await wait
+        # A batch counts as its messages (rvasync.sendpace).
+        if ticks and (turn := self._pacer.look(ticks * CHECK_EVERY)) is not None:
+            await turn
 
     async def send_request(self, msg: Message, timeout: float) -> Message:
         """Send ``msg`` with a fresh inbox as reply subject; return the first reply.
@@ -576,10 +630,26 @@ class Transport(BaseTransport):
         """
         direct = self._direct
         if direct is None:
-            self._inbox_prefix = prefix
+            self._set_inbox_prefix(prefix)
         else:
-            self._inbox_prefix = f"{prefix}{direct.tag}."
+            self._set_inbox_prefix(f"{prefix}{direct.tag}.")
             direct.set_daemon(_daemon_of(prefix))
+
+    def link_backlog(self) -> int:
+        """LinkHooks: the most messages waiting in one of this transport's listener
+        queues (see BaseTransport.backlog); the link stops reading while it is high."""
+        return self.backlog()
+
+    def link_lost(self, error: Exception) -> None:
+        """The link lost its daemon session: every pending ``send_request`` (and
+        ``request_internal``) fails with ``error`` (a DaemonUnavailable) at once, as a
+        new one would; the replies they wait for went to inboxes of that session."""
+        replies, self._replies = self._replies, {}
+        for reply in replies.values():
+            if not reply.done():
+                # One exception per waiter: raised in several tasks, one would collect
+                # all their tracebacks.
+                reply.set_exception(DaemonUnavailable(str(error)))
 
     def link_deliver_inbox(self, msg: Message, owned: bool) -> None:
         """A message for one of this transport's inboxes: the reply a request waits for,

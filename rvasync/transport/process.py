@@ -17,9 +17,12 @@ import weakref
 
 from rvasync import queues
 from rvasync.advisories import AdvisoryClass, build_advisory, count_field, log_unheard
+from rvasync.advlimit import Coalescer
+from rvasync.correlation import CorrelationId, check_publisher_correlation
 from rvasync.errors import NotPermitted
 from rvasync.fieldtypes import FieldType
 from rvasync.message import Message
+from rvasync.sendpace import pacer_for
 from rvasync.subjects import check_send_subject
 from rvasync.transport.base import BaseTransport, check_reply_subject, not_a_message
 
@@ -41,13 +44,18 @@ class ProcessTransport(BaseTransport):
         queues.install_limit_exceeded_reporter(report_limit_exceeded)
         self._loop = loop
         self._presenting_limit_advisory = False
+        self._limit_coalescer = Coalescer()
         self._match = self._router.match
+        self._pacer = pacer_for(loop)
+        self._ticks = self._pacer.ticks
 
-    async def send(self, msg: Message) -> None:
+    async def send(self, msg: Message, *, correlation_id: CorrelationId | None = None) -> None:
         """Deliver ``msg`` to every matching listener of this loop (see BaseTransport.send).
 
         The same rules as every transport, written out flat: this is the whole
-        per-message cost of intra-process messaging.
+        per-message cost of intra-process messaging. Messages within the
+        process get no origin; a ``correlation_id`` given here is carried as
+        ``msg.publisher_correlation`` all the same.
         """
         try:
             subject = msg.subject
@@ -56,6 +64,8 @@ class ProcessTransport(BaseTransport):
         if subject is None or self._closed:
             await super().send(msg)  # raises the right error
             return
+        if correlation_id is not None:
+            msg.publisher_correlation = check_publisher_correlation(correlation_id)
         check_send_subject(subject)
         if msg.reply_subject is not None:
             check_reply_subject(msg.reply_subject)
@@ -67,6 +77,9 @@ class ProcessTransport(BaseTransport):
             copy = msg.delivery_copy
             for listener in listeners:
                 listener.deliver(copy(listener, listener.closure))
+        # A long run of sends gives the loop (the listeners' tasks) a turn: rvasync.sendpace.
+        if next(self._ticks) and (turn := self._pacer.look()) is not None:
+            await turn
 
     def _route(self, msg: Message) -> None:
         self._router.deliver(msg)
@@ -88,14 +101,21 @@ class ProcessTransport(BaseTransport):
     _shutdown = shutdown  # the name older tests call
 
     def present_limit_exceeded(self, queue: queues.Queue) -> None:
-        """Present QUEUE.LIMIT_EXCEEDED for ``queue`` (it just discarded) to this transport."""
+        """Present QUEUE.LIMIT_EXCEEDED for ``queue`` (it just discarded) to this transport:
+        at once for the first discard, then at most once a second per queue, each
+        advisory counting the items discarded since the one before (``count``)."""
+        self._limit_coalescer.report(
+            queue, queue.take_discarded(), lambda count: self._present_limit(queue, count)
+        )
+
+    def _present_limit(self, queue: queues.Queue, count: int) -> None:
         # A listener for this advisory whose queue itself overflows would make
         # every presentation cause another: present at most one level deep.
         if self._presenting_limit_advisory:
             return
         self._presenting_limit_advisory = True
         try:
-            self._present(limit_exceeded_advisory(queue))
+            self._present(limit_exceeded_advisory(queue, count))
         finally:
             self._presenting_limit_advisory = False
 
@@ -117,19 +137,22 @@ def process_transport() -> ProcessTransport:
     return transport
 
 
-def limit_exceeded_advisory(queue: queues.Queue) -> Message:
+def limit_exceeded_advisory(queue: queues.Queue, count: int) -> Message:
     """``_RV.WARN.SYSTEM.QUEUE.LIMIT_EXCEEDED`` for ``queue``, which has just discarded.
 
     ``ADV_DESC`` is the queue's name (the specification's field). rvasync adds
-    ``discarded``, the queue's count of everything it has discarded so far, so a
-    program can tell exactly how much its limit cost it even when it reads only
-    the latest advisory, and ``limit``, the queue's limit.
+    ``count``, the items it discarded since its previous such advisory (one
+    advisory stands for every discard of up to a second), ``discarded``, the
+    queue's count of everything it has discarded so far, so a program can tell
+    exactly how much its limit cost it even when it reads only the latest
+    advisory, and ``limit``, the queue's limit.
     """
     return build_advisory(
         AdvisoryClass.WARN,
         "QUEUE.LIMIT_EXCEEDED",
         [
             ("ADV_DESC", queue.name, FieldType.STRING),
+            ("count", count_field(count), FieldType.U32),
             ("discarded", count_field(queue.discarded), FieldType.U32),
             ("limit", count_field(queue.limit), FieldType.U32),
         ],
@@ -143,7 +166,7 @@ def report_limit_exceeded(queue: queues.Queue) -> None:
     except RuntimeError:
         loop = None
     if loop is None:
-        log_unheard(limit_exceeded_advisory(queue))
+        log_unheard(limit_exceeded_advisory(queue, queue.take_discarded()))
         return
     transport = _by_loop.get(loop)
     if transport is None:

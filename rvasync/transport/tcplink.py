@@ -19,7 +19,11 @@ through a :class:`TcpLink`. The link
 - hands what it reads to the transport at most ``_TURN_MESSAGES`` messages
   per loop turn, reading nothing more until the rest is handed over, so a
   backlog waits as bytes (in the sockets, then in the daemon) rather than as
-  decoded messages the garbage collector walks over again and again;
+  decoded messages the garbage collector walks over again and again; and
+  reads nothing while the transport's listener queues hold half their
+  ``pending_limit`` (a consumer awaiting slow work), so the daemon's consumer
+  buffer, and its CLIENT.SLOWCONSUMER, bound what a slow consumer costs
+  (unless they do not drain at all: rvasync.transport.backpressure);
 - reconnects on its own when the connection drops, presenting
   ``_RV.WARN.SYSTEM.RVD.DISCONNECTED`` at once and
   ``_RV.INFO.SYSTEM.RVD.CONNECTED`` when it is back, and re-sends every
@@ -63,7 +67,9 @@ from rvasync.protocol.authcheck import SubjectPermissions, SubjectRights
 from rvasync.protocol.clientproto import ErrorCode
 from rvasync.protocol.clientproto.address import parse_daemon
 from rvasync.security import Security
+from rvasync.transport import backpressure
 from rvasync.transport.autostart import may_autostart, start_daemon_and_connect
+from rvasync.transport.backpressure import ReadHold
 from rvasync.transport.links import LinkHooks
 
 __all__ = ["TcpLink"]
@@ -94,6 +100,11 @@ _BATCH_BYTES = 256 * 1024
 # turn's Messages (three objects the garbage collector tracks each) stay under its
 # young-generation threshold (700 by default), so most die before it runs.
 _TURN_MESSAGES = 128
+
+# Messages handed to the transport between two looks at its listeners' queues, and
+# seconds between looks while reading is held (see _Connection._check_pressure).
+_PRESSURE_CHECK = 512
+PRESSURE_POLL = 0.01
 
 _ping_tokens = itertools.count(1)
 
@@ -178,10 +189,15 @@ class TcpLink:
         self.inbox_prefix = ""
         #: What WELCOME said about the daemon (version, pid, host, port, transport_id ...).
         self.daemon_info: dict[str, Any] = {}
-        #: pid of a daemon this link started, if it started one.
+        #: pid of the daemon this link started, while it is the daemon the link talks to
+        #: (None: it talks to a daemon someone else started).
         self.started_daemon_pid: int | None = None
         #: How many times the link came back after losing its daemon.
         self.reconnects = 0
+        #: The daemon's IP address on the first connection (reconnections compare theirs).
+        self.first_daemon_ip: str | None = None
+        #: Why the link became defunct (a reconnection the daemon refused for good), or None.
+        self.defunct: str | None = None
         self._hooks: LinkHooks | None = None
         self._conn: _Connection | None = None
         self._state = "new"  # new -> connected <-> disconnected -> closed
@@ -222,6 +238,7 @@ class TcpLink:
             self._drop_connection()
             raise TransportClosed(f"link to daemon {self.where} closed while connecting")
         self._state = "connected"
+        self.first_daemon_ip = None if self._conn is None else self._conn.peer_ip
 
     async def close(self) -> None:
         """Say BYE and disconnect; no reconnecting afterwards."""
@@ -265,6 +282,17 @@ class TcpLink:
                 self._send_control(cp.Unlisten(subject))
         else:
             self._interests[subject] = count - 1
+
+    async def request_reliability(self, seconds: float) -> None:
+        """Ask the daemon for ``seconds`` of reliability; returns once it has it.
+
+        Kept for the HELLO of a reconnection too. Checked by the caller.
+        """
+        self.reliability = seconds
+        if self._state != "connected":
+            self._refuse_send()
+        self._send_control(cp.Reliability(seconds))
+        await self.ping()
 
     def publish(self, msg: Message) -> Awaitable[None] | None:
         """Queue ``msg`` for the daemon; an awaitable means "wait: the daemon is behind"."""
@@ -363,6 +391,8 @@ class TcpLink:
                 raise NotPermitted(f"daemon {self.where}: {why}")
 
     def _refuse_send(self) -> NoReturn:
+        if self.defunct is not None:
+            raise TransportClosed(f"link to daemon {self.where} is defunct: {self.defunct}")
         if self._state == "closed":
             raise TransportClosed(f"link to daemon {self.where} is closed")
         if self._state == "new":
@@ -425,7 +455,8 @@ class TcpLink:
             conn = await self._connect()
         except _Refused as refused:
             if not autostart or not may_autostart(self.address):
-                raise
+                # The public error, not the link's private marker class.
+                raise DaemonUnavailable(str(refused)) from None
             conn = await start_daemon_and_connect(
                 self.address, self._connect, refused, self._daemon_started
             )
@@ -447,6 +478,11 @@ class TcpLink:
         self._conn = conn
         self.inbox_prefix = welcome.inbox_prefix
         self.daemon_info = dict(welcome.daemon)
+        # The pid of a daemon this link started, while it is the one it talks to: a
+        # daemon started at the same time as another program's may have lost the race
+        # for the port and exited, and the link then talks to the other one.
+        if self.started_daemon_pid != self.daemon_info.get("pid"):
+            self.started_daemon_pid = None
         self._rights = _rights_of(welcome)
         conn.start_heartbeat()
 
@@ -513,6 +549,15 @@ class TcpLink:
             "RVD.DISCONNECTED",
             {"daemon": self.where, "reason": reason, "unconfirmed": unconfirmed},
         )
+        # Requests waiting for a reply through the lost session never get it (its
+        # inboxes are gone with it): they fail now, as a new one would, not at timeout.
+        lost = getattr(self._hooks, "link_lost", None)
+        if lost is not None:
+            lost(
+                DaemonUnavailable(
+                    f"lost daemon {self.where} ({reason}) while waiting for the reply"
+                )
+            )
         loop = self._loop
         if loop is not None and not loop.is_closed():
             self._reconnect_task = loop.create_task(self._reconnect())
@@ -530,6 +575,11 @@ class TcpLink:
             attempts += 1
             try:
                 await self._establish(autostart=self.address.autostart and self.security is None)
+            except NotPermitted as exc:
+                # The daemon refuses this transport for good (its service is bound to
+                # another network there, the user may no longer log in ...).
+                self._become_defunct(str(exc))
+                return
             except Exception as exc:  # whatever went wrong, the loop must keep trying
                 if not isinstance(exc, RvError):
                     stderr_logger().exception("reconnect attempt failed", daemon=self.where)
@@ -557,7 +607,26 @@ class TcpLink:
                 "RVD.CONNECTED",
                 {"daemon": self.where, "attempts": attempts},
             )
+            if conn.peer_ip is not None and self.first_daemon_ip not in (None, conn.peer_ip):
+                # The spec's virtual-IP redirector case: another daemon answered. The
+                # transport goes on; inboxes made before name a daemon that is gone.
+                self._present(AdvisoryClass.ERROR, "CLIENT.IP_MISMATCH", self._identity())
             return
+
+    def _identity(self) -> dict[str, Any]:
+        """The ``tport`` and ``descr`` fields of the CLIENT advisories."""
+        fields: dict[str, Any] = {"tport": self.inbox_prefix[len("_INBOX.") : -1]}
+        if self.description:
+            fields["descr"] = self.description
+        return fields
+
+    def _become_defunct(self, reason: str) -> None:
+        """The daemon refused a reconnection for good: CLIENT.DEFUNCT, and no more tries."""
+        self.defunct = reason
+        self._state = "closed"
+        self._drop_connection()
+        stderr_logger().error("the daemon refused this transport", daemon=self.where, reason=reason)
+        self._present(AdvisoryClass.ERROR, "CLIENT.DEFUNCT", {**self._identity(), "reason": reason})
 
     def _adopt_inbox_prefix(self) -> None:
         """A new daemon session has a new inbox prefix: new inboxes must use it.
@@ -598,6 +667,9 @@ class TcpLink:
         for wire in wires:
             try:
                 msg: Message = decode(wire)
+            except MemoryError:
+                self._no_memory()
+                return
             except MalformedMessage as exc:
                 stderr_logger().warning(
                     "dropped a malformed message from the daemon",
@@ -610,6 +682,30 @@ class TcpLink:
                 deliver_inbox(msg, True)
             else:
                 deliver(msg)
+
+    def backlog(self) -> tuple[int, int]:
+        """The most messages waiting in one of the transport's listener queues, and their
+        bound, ``pending_limit`` (0: none): what the connection's ReadHold decides on
+        (connection API; a transport without the hooks has no bound)."""
+        limit = getattr(self._hooks, "pending_limit", 0)
+        backlog = getattr(self._hooks, "link_backlog", None)
+        if not limit or backlog is None:
+            return 0, 0
+        return backlog(), limit
+
+    def _no_memory(self) -> None:
+        """No storage for an inbound message: CLIENT.NOMEMORY, then drop the connection
+        (what it still held is discarded; RVD.DISCONNECTED counts what was unconfirmed)
+        and reconnect, as the spec has a client do."""
+        stderr_logger().error("out of memory receiving from the daemon", daemon=self.where)
+        self._present(
+            AdvisoryClass.ERROR,
+            "CLIENT.NOMEMORY",
+            {**self._identity(), "reason": "no memory for an inbound message"},
+        )
+        conn = self._conn
+        if conn is not None:
+            conn.abort("no memory for an inbound message (CLIENT.NOMEMORY)")
 
     def on_advisory(self, wire: bytes) -> None:
         """Present the encoded advisory of an ADVISORY frame on the transport (connection API)."""
@@ -656,6 +752,7 @@ class _Connection(asyncio.Protocol):
         self.loop = asyncio.get_running_loop()
         self._touch = poller_for(self.loop).touch
         self.transport: asyncio.Transport | None = None
+        self.peer_ip: str | None = None
         self.proto = cp.Connection(cp.Role.CLIENT)
         self.welcome: asyncio.Future[cp.Welcome] = self.loop.create_future()
         self.gone: asyncio.Future[None] = self.loop.create_future()
@@ -680,6 +777,11 @@ class _Connection(asyncio.Protocol):
         # share of messages was handed over (see _act); reading is paused meanwhile.
         self._stash: tuple[list[cp.Frame], int] | None = None
         self._reading_paused = False
+        # Back-pressure (see _check_pressure): whether reading is held for the transport's
+        # listener queues; messages handed over since the last look at them.
+        self._hold = ReadHold()
+        self._handed = 0
+        self._hold_timer: asyncio.TimerHandle | None = None
 
     # -- asyncio.Protocol -------------------------------------------------------------------------
 
@@ -688,6 +790,9 @@ class _Connection(asyncio.Protocol):
         # uvloop's TCPTransport does not derive from asyncio.Transport.
         transport = cast(asyncio.Transport, transport)
         self.transport = transport
+        peer = transport.get_extra_info("peername")
+        #: The daemon's IP address on this connection (CLIENT.IP_MISMATCH compares them).
+        self.peer_ip = peer[0] if isinstance(peer, tuple) and peer else None
         transport.set_write_buffer_limits(_WRITE_HIGH_WATER, _WRITE_LOW_WATER)
         sock = transport.get_extra_info("socket")
         if sock is not None:
@@ -719,7 +824,12 @@ class _Connection(asyncio.Protocol):
             waiting, start = self._stash
             self._stash = (waiting + frames, start)
             return
+        if self._hold.held:  # read just before reading paused: they wait with the backlog
+            self._stash = (frames, 0)
+            return
         self._act(frames, 0, _TURN_MESSAGES)
+        if self._handed >= _PRESSURE_CHECK:
+            self._check_pressure()
 
     def _act(self, frames: list[cp.Frame], start: int, budget: int) -> None:
         """Act on ``frames`` in order, from message ``start`` of the first, handing the
@@ -746,9 +856,11 @@ class _Connection(asyncio.Protocol):
                     end = start + budget
                     if budget:
                         link.on_deliver(wires[start:end])
+                    self._handed += budget
                     self._defer(frames[index:] if index else frames, end)
                     return
                 link.on_deliver(wires[start:] if start else wires)
+                self._handed += count
                 budget -= count
                 start = 0
             elif frame.__class__ is cp.Advisory:
@@ -781,23 +893,64 @@ class _Connection(asyncio.Protocol):
         """Keep ``frames`` (from message ``start`` of the first) for the next loop turn,
         and read nothing more until they are all handed over."""
         self._stash = (frames, start)
-        if not self._reading_paused:
-            transport = self.transport
-            if transport is not None and not transport.is_closing():
-                transport.pause_reading()
-                self._reading_paused = True
-        self.loop.call_soon(self._next_turn)
+        self._apply_reading()
+        if self._handed >= _PRESSURE_CHECK:
+            self._check_pressure()
+        if not self._hold.held:
+            self.loop.call_soon(self._next_turn)
 
     def _next_turn(self) -> None:
+        if self._hold.held:
+            return  # the backlog's relief (_recheck) hands the rest over
         stash, self._stash = self._stash, None
         if stash is None:
             return
         self._act(stash[0], stash[1], _TURN_MESSAGES)
-        if self._stash is None and self._reading_paused:
-            self._reading_paused = False
-            transport = self.transport
-            if transport is not None and not transport.is_closing():
-                transport.resume_reading()
+        self._apply_reading()
+
+    def _apply_reading(self) -> None:
+        """Read the socket unless frames wait for their turn or the listeners are full."""
+        paused = self._stash is not None or self._hold.held
+        if paused == self._reading_paused:
+            return
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return
+        self._reading_paused = paused
+        if paused:
+            transport.pause_reading()
+        else:
+            transport.resume_reading()
+
+    def _check_pressure(self) -> None:
+        """Back-pressure from the listeners' queues to the daemon.
+
+        A consumer that keeps its loop free but awaits slow work would otherwise
+        have every message decoded into its listener's queue, and the process
+        grow without bound. While the transport's listener queues hold half their
+        ``pending_limit`` nothing more is read: the backlog waits in the sockets
+        and the daemon, whose consumer buffer bounds it and whose
+        CLIENT.SLOWCONSUMER reports what it drops (rvasync.transport.backpressure
+        decides, and gives up on a queue nobody reads). Looked at every
+        _PRESSURE_CHECK messages, and every PRESSURE_POLL seconds while held.
+        """
+        self._handed = 0
+        hold = self._hold
+        if hold.held or not hold.check(*self.link.backlog(), self.loop.time()):
+            return
+        self._apply_reading()
+        self._hold_timer = self.loop.call_later(PRESSURE_POLL, self._recheck)
+
+    def _recheck(self) -> None:
+        self._hold_timer = None
+        if self.transport is None:
+            return
+        if self._hold.poll(*self.link.backlog(), self.loop.time(), backpressure.STALL_AFTER):
+            self._hold_timer = self.loop.call_later(PRESSURE_POLL, self._recheck)
+            return
+        if self._stash is not None:
+            self._next_turn()
+        self._apply_reading()
 
     def _act_on_stash(self) -> None:
         """Hand over every frame still waiting, at once (the connection is ending)."""
@@ -807,11 +960,12 @@ class _Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         # What the daemon sent before the end is delivered, not lost with the stash.
+        self._hold.held = False
         self._act_on_stash()
-        for timer in (self._fast_timer, self._heartbeat, self._ack_timer):
+        for timer in (self._fast_timer, self._heartbeat, self._ack_timer, self._hold_timer):
             if timer is not None:
                 timer.cancel()
-        self._fast_timer = self._heartbeat = self._ack_timer = None
+        self._fast_timer = self._heartbeat = self._ack_timer = self._hold_timer = None
         if exc is not None and self._reason == "connection closed by the daemon":
             self._reason = f"connection lost: {exc}"
         if not self.welcome.done():
@@ -914,7 +1068,10 @@ class _Connection(asyncio.Protocol):
             transport.write(self.proto.send(cp.Bye("client closing")))
             transport.close()
 
-    def abort(self) -> None:
+    def abort(self, reason: str | None = None) -> None:
+        """Drop the connection now (``reason``: what RVD.DISCONNECTED will say)."""
+        if reason is not None:
+            self._reason = reason
         if self.transport is not None:
             self.transport.abort()
 
@@ -927,7 +1084,10 @@ class _Connection(asyncio.Protocol):
         self._heartbeat = None
         if self.transport is None:
             return
-        if self.loop.time() - self._last_heard > 3 * HEARTBEAT_INTERVAL:
+        if self._hold.held:
+            # Not reading (back-pressure): the daemon's answers wait in the socket.
+            self._last_heard = self.loop.time()
+        elif self.loop.time() - self._last_heard > 3 * HEARTBEAT_INTERVAL:
             self._fail(f"daemon silent for over {3 * HEARTBEAT_INTERVAL:g} s")
             return
         self.send(cp.Ping(0))

@@ -31,6 +31,7 @@ from typing import Any
 from rvasync._logging import stderr_logger
 from rvasync.advisories import AdvisoryClass, build_advisory
 from rvasync.codec import encode as _encode
+from rvasync.correlation import CorrelationId, check_publisher_correlation
 from rvasync.driverkit.deadline import DeadlineTimer
 from rvasync.errors import MalformedMessage, NotPermitted, TransportClosed
 from rvasync.fieldtypes import FieldType
@@ -43,6 +44,7 @@ from rvasync.protocol.vc import (
     frame_from_message,
     frame_to_message,
 )
+from rvasync.sendpace import pacer_for
 from rvasync.subjects import check_send_subject
 from rvasync.transport.base import BaseTransport, check_reply_subject, not_a_message
 from rvasync.transport.listener import Listener
@@ -93,6 +95,8 @@ class VcTransport(BaseTransport):
         """Use :meth:`accept` or :meth:`connect` (they check the arguments)."""
         super().__init__(description=description)
         self._loop = _running_loop()
+        self._pacer = pacer_for(self._loop)
+        self._ticks = self._pacer.ticks
         self._employed = transport
         self._accepting = connect_subject is None
         inbox = transport.create_inbox()
@@ -209,12 +213,17 @@ class VcTransport(BaseTransport):
 
     # -- sending -------------------------------------------------------------------
 
-    async def send(self, msg: Message) -> None:
-        """Send ``msg`` to the opposite terminal only (its listeners route it by subject)."""
+    async def send(self, msg: Message, *, correlation_id: CorrelationId | None = None) -> None:
+        """Send ``msg`` to the opposite terminal only (its listeners route it by subject).
+
+        ``correlation_id``: the publisher correlation id this message carries.
+        """
         try:
             subject = msg.subject
         except AttributeError:
             raise not_a_message("msg", msg) from None
+        if correlation_id is not None:
+            msg.publisher_correlation = check_publisher_correlation(correlation_id)
         if subject is None:
             await super().send(msg)  # raises the right error
             return
@@ -225,6 +234,10 @@ class VcTransport(BaseTransport):
         wait = self._route(msg)
         if wait is not None:
             await wait
+        if (
+            next(self._ticks) and (turn := self._pacer.look()) is not None
+        ):  # a long run of sends gives the loop a turn (rvasync.sendpace)
+            await turn
 
     def _route(self, msg: Message) -> Any:
         # The wire form is the snapshot: what the sender changes afterwards cannot reach

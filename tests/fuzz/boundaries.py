@@ -376,18 +376,26 @@ def _rm_exchange(frame: ModuleType) -> list[bytes]:
 def host_status_of(ep) -> Message:
     """The HOST.STATUS advisory a daemon publishes from this endpoint's counters, encoded."""
     from rvasync.daemon import advisories as adv
-    from rvasync.daemon.stats import ServiceCounters, host_status_fields
+    from rvasync.daemon.stats import DaemonIdentity, ServiceCounters, host_status_fields
 
-    fields = host_status_fields(
+    who = DaemonIdentity(
         host="127.0.0.1",
+        port=40000,
+        address_hex="7F0000019C40",
+        pid=1,
+        session=ep.session_id,
+        ipport=7500,
+        version="fuzz",
+    )
+    fields = host_status_fields(
+        who=who,
         core=ep.stats,
         counters=ServiceCounters(),
         uptime=1.0,
         clients=1,
         service="7500",
+        service_port=7500,
         network="",
-        ipport=7500,
-        version="fuzz",
     )
     message = adv.host_status("127.0.0.1", fields)
     message.to_bytes()

@@ -35,7 +35,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import faulthandler
-import json
 import os
 import signal
 import sys
@@ -44,14 +43,10 @@ from typing import Any
 
 import rvasync as rv
 from rvasync.errors import RequestTimeout
+from tests.lab.jsonlines import emit, serve, stdin_lines
 
 DATALOSS = "_RV.ERROR.SYSTEM.DATALOSS.>"
 RVD = ("_RV.WARN.SYSTEM.RVD.>", "_RV.INFO.SYSTEM.RVD.>", "_RV.ERROR.SYSTEM.RVD.>")
-
-
-def emit(obj: object) -> None:
-    sys.stdout.write(json.dumps(obj) + "\n")
-    sys.stdout.flush()
 
 
 class Agent:
@@ -164,9 +159,7 @@ async def main() -> None:
     parser.add_argument("--reliability", type=float)
     parser.add_argument("--daemon")
     args = parser.parse_args()
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader()
-    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    reader = await stdin_lines()
     options: dict[str, Any] = {}
     if args.reliability is not None:
         options["reliability"] = args.reliability
@@ -175,18 +168,13 @@ async def main() -> None:
     async with rv.Transport(args.service, args.network, **options) as transport:
         agent = Agent(transport)
         emit({"ready": os.getpid(), "inbox_prefix": transport.link.inbox_prefix})
-        while line := await reader.readline():
-            command = json.loads(line)
-            op = command.pop("op")
-            if op == "exit":
-                break
-            try:
-                if op == "report":
-                    emit(agent.report())
-                else:
-                    emit(await getattr(agent, op)(**command))
-            except Exception as exc:  # an answer, not a dead agent
-                emit({"failed": f"{type(exc).__name__}: {exc}"})
+
+        async def handle(op: str, command: dict[str, Any]) -> Any:
+            if op == "report":
+                return agent.report()
+            return await getattr(agent, op)(**command)
+
+        await serve(reader, handle)
         for task in agent.tasks:
             task.cancel()
     emit({"ok": "exit"})

@@ -14,9 +14,13 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import random
+from pathlib import Path
 from typing import Any
 
-from tests.lab.lab import LAB_RANGE, Host, Lab, run
+from tests.lab.lab import LAB_RANGE, Host, Lab, LabProcess, run
+
+#: The routers' WAN port, inside each router host's own namespace.
+ROUTER_PORT = 7600
 
 
 class MultiLab:
@@ -98,3 +102,45 @@ class MultiLab:
             with contextlib.suppress(Exception):
                 await lan.__aexit__(*exc)
         self.down()
+
+
+def router_config(lab: MultiLab, site: int, service: str, neighbors: list[int]) -> str:
+    """``rvasync router --config`` text for site ``site``'s router (named r<site>), attached
+    to its LAN on ``service`` and linked to the routers of ``neighbors`` (the
+    lower-numbered router of each link dials)."""
+    host = lab.router_host(site)
+    lines = [
+        "[router]",
+        f'name = "r{site}"',
+        f'listen = "{lab.wan_address(site)}:{ROUTER_PORT}"',
+        "retry_min = 0.1",
+        "retry_max = 1.0",
+        "heartbeat = 0.3",
+        "neighbor_timeout = 2.0",
+        "",
+        "[[network]]",
+        f'name = "lan{site}"',
+        f'service = "{service}"',
+        f'network = "{host.network()}"',
+    ]
+    for other in neighbors:
+        lines += ["", "[[neighbor]]", f'name = "r{other}"', "cost = 1"]
+        if other > site:  # the lower-numbered router dials
+            lines.append(f'address = "{lab.wan_address(other)}:{ROUTER_PORT}"')
+    return "\n".join(lines) + "\n"
+
+
+async def start_routers(
+    lab: MultiLab, tmp: Path, service: str, links: list[tuple[int, int]]
+) -> list[LabProcess]:
+    """One router per site (on its router host), linked as ``links`` (pairs of sites)."""
+    procs = []
+    for site in range(len(lab.sites)):
+        neighbors = [b if a == site else a for a, b in links if site in (a, b)]
+        path = tmp / f"r{site}.toml"
+        path.write_text(router_config(lab, site, service, neighbors))
+        proc = await lab.router_host(site).spawn("-m", "rvasync", "router", "--config", str(path))
+        line = await proc.readline(30)
+        assert b"ready" in line, line
+        procs.append(proc)
+    return procs

@@ -177,20 +177,31 @@ async def until(predicate: Any, what: str, timeout: float = 20.0) -> None:
         raise AssertionError(f"timed out waiting for {what}") from None
 
 
-async def test_fault_tolerance_across_hosts_kill_and_partition(
-    lab3: Lab, figures: dict[str, Any]
-) -> None:
+async def start_members(
+    lab: Lab, group: str, weights: list[int], *, activation: float, first_active: bool = False
+) -> list[FtRole]:
+    """One ftpeer.py member per host (heartbeat 0.2 s), host i's with ``weights[i]``, each
+    ready before the next starts (``first_active``: the first one active, too)."""
     service = str(free_port())
     members: list[FtRole] = []
-    for index, host in enumerate(lab3.hosts):
+    for index, (host, weight) in enumerate(zip(lab.hosts, weights, strict=True)):
         proc = await host.spawn(
             str(TESTS / "ftpeer.py"), "member", "--service", service,
-            "--network", host.network(), "--group", "LABGROUP", "--name", f"m{index}",
-            "--weight", str(30 - index * 10), "--heartbeat", "0.2", "--activation", "1.0",
+            "--network", host.network(), "--group", group, "--name", f"m{index}",
+            "--weight", str(weight), "--heartbeat", "0.2", "--activation", str(activation),
         )  # fmt: skip
         member = FtRole(proc, f"m{index}")
         members.append(member)
         await until(lambda m=member: any(e["event"] == "ready" for e in m.events), "ready")
+        if first_active and index == 0:
+            await until(lambda m=member: m.active, "m0 to activate")
+    return members
+
+
+async def test_fault_tolerance_across_hosts_kill_and_partition(
+    lab3: Lab, figures: dict[str, Any]
+) -> None:
+    members = await start_members(lab3, "LABGROUP", [30, 20, 10], activation=1.0)
 
     def active() -> list[str]:
         return [m.name for m in members if m.alive and m.active]
@@ -210,3 +221,26 @@ async def test_fault_tolerance_across_hosts_kill_and_partition(
     await asyncio.sleep(2.0)
     assert active() == ["m1"]
     figures.update(hosts=3, members=3, kills=1, partitions=1, active_after_each_step=1)
+
+
+async def test_an_active_member_busy_sending_keeps_its_standby_on_another_host_standing_by(
+    lab2: Lab, figures: dict[str, Any]
+) -> None:
+    """The active member publishes in a plain loop of sends (ftpeer.py's ``bulk``) for
+    several activation intervals, its datagrams crossing to the standby's host: its
+    heartbeats still go out between the sends, so the standby never activates."""
+    active, standby = await start_members(
+        lab2, "LABBUSY", [50, 10], activation=0.6, first_active=True
+    )
+    await asyncio.sleep(1.2)  # two activation intervals: the standby has heard m0
+    assert not standby.active
+    await active.proc.write("bulk 3.0")
+    await until(
+        lambda: any(e["event"] == "bulk-done" for e in active.events), "the bulk send", 60.0
+    )
+    await asyncio.sleep(0.6)  # a late activation would show by now
+    sent = next(e["sent"] for e in active.events if e["event"] == "bulk-done")
+    actions = [e["action"] for e in standby.events if e["event"] == "action"]
+    assert actions == [], f"the standby {actions} while {sent} messages were sent"
+    assert active.active
+    figures.update(hosts=2, members=2, bulk_seconds=3.0, sent=sent, standby_actions=0)

@@ -11,7 +11,7 @@ conversation, which each side tracks in a :class:`State`:
 side and state         may send                                          moves on with
 =====================  ================================================  =========================
 client ``START``       HELLO, PING, PONG, BYE                            HELLO: ``OPEN``
-client ``OPEN``        LISTEN, UNLISTEN, PUBLISH, PING, PONG, BYE
+client ``OPEN``        LISTEN, UNLISTEN, PUBLISH, RELIABILITY, PING, PONG, BYE
 daemon ``START``       WELCOME (once the client's HELLO is in), ERROR,   WELCOME: ``OPEN``
                        PING, PONG, BYE
 daemon ``OPEN``        DELIVER, ADVISORY, ERROR, PING, PONG, BYE
@@ -63,6 +63,7 @@ from rvasync.protocol.clientproto.frames import (
     Pong,
     ProtocolError,
     Publish,
+    Reliability,
     Unlisten,
     Welcome,
     encode,
@@ -93,13 +94,13 @@ class LocalProtocolError(NotPermitted):
 
 
 _FRAMES_OF = {
-    Role.CLIENT: frozenset({Hello, Listen, Unlisten, Publish, Ping, Pong, Bye}),
+    Role.CLIENT: frozenset({Hello, Listen, Unlisten, Publish, Ping, Pong, Bye, Reliability}),
     Role.DAEMON: frozenset({Welcome, Error, Deliver, Advisory, Ping, Pong, Bye}),
 }
 _MAY_SEND = {
     Role.CLIENT: {
         State.START: frozenset({Hello, Ping, Pong, Bye}),
-        State.OPEN: frozenset({Listen, Unlisten, Publish, Ping, Pong, Bye}),
+        State.OPEN: frozenset({Listen, Unlisten, Publish, Ping, Pong, Bye, Reliability}),
     },
     Role.DAEMON: {
         State.START: frozenset({Welcome, Error, Ping, Pong, Bye}),

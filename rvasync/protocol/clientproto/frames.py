@@ -104,6 +104,7 @@ class FrameType(enum.IntEnum):
     PING = 9
     PONG = 10
     BYE = 11
+    RELIABILITY = 12
 
 
 # Members read once: reading them from the class goes through EnumType.__getattr__,
@@ -232,8 +233,32 @@ class Bye:
     frame_type = FrameType.BYE
 
 
+@dataclass(frozen=True, slots=True)
+class Reliability:
+    """Client -> daemon: this transport now asks for ``seconds`` of reliability.
+
+    The spec's request-reliability call on an open transport: the daemon keeps
+    the largest request of its sessions on the service (within its bounds).
+    """
+
+    seconds: float
+
+    frame_type = FrameType.RELIABILITY
+
+
 Frame = (
-    Hello | Welcome | Error | Listen | Unlisten | Publish | Deliver | Advisory | Ping | Pong | Bye
+    Hello
+    | Welcome
+    | Error
+    | Listen
+    | Unlisten
+    | Publish
+    | Deliver
+    | Advisory
+    | Ping
+    | Pong
+    | Bye
+    | Reliability
 )
 
 
@@ -286,6 +311,8 @@ def encode(frame: Frame) -> bytes:
         body = _pack(frame.token)
     elif frame.__class__ is Bye:
         body = _pack(frame.reason)
+    elif frame.__class__ is Reliability:
+        body = _pack(float(frame.seconds))
     else:
         raise TypeError(f"not a client-protocol frame: {frame!r}")
     return _frame(frame.frame_type, body)
@@ -491,6 +518,11 @@ def _decode(frame_type: int, body: memoryview) -> Frame:
         return _decode_error(body)
     if frame_type == FrameType.BYE:
         return Bye(_text(_unpack(body, "BYE"), "BYE reason"))
+    if frame_type == FrameType.RELIABILITY:
+        seconds = _unpack(body, "RELIABILITY")
+        if isinstance(seconds, bool) or not isinstance(seconds, (int, float)):
+            raise ProtocolError("RELIABILITY body must be a number of seconds")
+        return Reliability(float(seconds))
     raise ProtocolError(f"unknown frame type {frame_type}")
 
 

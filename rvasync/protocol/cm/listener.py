@@ -432,7 +432,9 @@ class ListenerHalf:
 
     # --- registration -------------------------------------------------------------------------
 
-    def _register(self, src: _Source, now: float) -> None:
+    def _register(self, src: _Source, now: float, heard: int = 0) -> None:
+        """Ask ``src``'s sender to certify to us; ``heard``: the sequence of the live
+        labeled message that made us ask (held from now on), 0 if none."""
         ctx = self._ctx
         if src.status != CERTIFIED:
             src.status = PENDING
@@ -441,10 +443,16 @@ class ListenerHalf:
         src.quiet = False
         src.attempts = 1
         src.reg_deadline = now + ctx.timing.register_retry_interval
-        self._send_request(src)
+        self._send_request(src, heard)
 
-    def _send_request(self, src: _Source) -> None:
+    def _send_request(self, src: _Source, heard: int = 0) -> None:
         ctx = self._ctx
+        # The live stream heard while registering is held: the sender need not push it
+        # (a retransmission says nothing of where the stream is).
+        live = [seq for seq, rec in src.held.items() if rec is not None and not rec.retransmit]
+        if heard:
+            live.append(heard)
+        held = min(live) if live else 0
         ctx.send_to(
             src.address,
             RegisterRequest(
@@ -453,6 +461,7 @@ class ListenerHalf:
                 subject=src.subject,
                 require_old=self._require_old,
                 last_confirmed=src.confirmed,
+                held_from=held,
             ),
         )
 
@@ -511,10 +520,10 @@ class ListenerHalf:
             ctx.record(
                 Source(sender=rec.origin, subject=rec.subject, address=rec.address, confirmed=0)
             )
+        seq = rec.sequence
         if src.status == IDLE:
             src.address = rec.address
-            self._register(src, now)
-        seq = rec.sequence
+            self._register(src, now, heard=0 if rec.retransmit else seq)
         if src.status == PENDING:
             src.last_seen = max(src.last_seen, seq)
             if seq not in src.held and seq not in src.seen:

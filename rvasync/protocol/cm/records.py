@@ -144,6 +144,13 @@ class RegisterRequest(Record):
     ``last_confirmed`` is what this listener's ledger says it last confirmed
     from the sender (0 if nothing); with ``require_old`` the sender keeps and
     retransmits what it stored for the listener name, otherwise it drops it.
+    ``held_from`` is the lowest sequence the listener already holds from this
+    sender on the subject (it heard the labeled message and holds it while it
+    registers), 0 for none: the sender pushes only what comes before it (the
+    rest is already there or on its way, and a gap in it is asked for), so a
+    listener that registers while the sender streams (an anticipated one, a
+    restarted one) is not sent everything twice. Senders that do not know the
+    field push everything, as before.
     """
 
     KIND: ClassVar[str] = "register"
@@ -151,9 +158,10 @@ class RegisterRequest(Record):
     subject: str
     require_old: bool
     last_confirmed: int
+    held_from: int = 0
 
     def problem(self) -> str | None:
-        return _nonneg(self, "last_confirmed")
+        return _nonneg(self, "last_confirmed", "held_from")
 
 
 @fast_init

@@ -25,6 +25,7 @@ messages are resolved.
 from __future__ import annotations
 
 import heapq
+import math
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -521,9 +522,11 @@ class SenderHalf:
         )
         if announce:
             ctx.advise(adv.registration_request(subject, listener))
-            # Push what the listener is owed right away rather than wait for it to ask.
+            # Push what the listener is owed right away rather than wait for it to ask,
+            # short of what it says it holds already (it heard it while registering).
+            below = rec.held_from or math.inf
             for seq, message in list(entry.messages.items()):
-                if seq >= reg.begin:
+                if reg.begin <= seq < below:
                     self._retransmit(rec.address, subject, message)
         self._schedule_ask(subject, listener, now)
 
