@@ -85,32 +85,7 @@ def test_chaos_certified_exactly_once(chaos: dict[str, Any], figures: dict) -> N
     _check(chaos, "certified", figures)
 
 
-#: A task completed twice after a scheduler was replaced: the distributed-queue area
-#: (ftcmq, issue #34 items 3 and 4: the rule for a task whose worker or scheduler leaves
-#: mid-task, and the scheduler's fault tolerance), not the routers. Seen in the long tier
-#: (seed 34, 1 task of 1,664, twice in 3 runs): both workers completed the same task
-#: within 0.1 s, 4.5 s after the active scheduler was killed -9 and restarted; and in the
-#: quick tier under load (1 of 451): both within 0.1 s of the schedulers' handover back to
-#: the restarted one, which came after the next fault (the performer's) had struck. The
-#: expectation is the handover (a role change in the 3 s before a completion), whatever
-#: fault struck last.
-QUEUE_TWICE = (
-    "ftcmq, issue #34 items 3-4: a task completed by two workers after the active "
-    "scheduler was killed -9 and restarted (tests/lab/chaos.py, 'tasks completed more "
-    "than once'); the lead flips this once that fix is merged"
-)
-
-
 def test_chaos_queue_tasks_exactly_once(chaos: dict[str, Any], figures: dict) -> None:
-    verdict: Verdict = chaos["verdicts"]["queue"]
-    only_twice = verdict.problems and all(
-        p.startswith("tasks completed more than once") for p in verdict.problems
-    )
-    after = set(verdict.figures.get("twice_after", ()))
-    handover = verdict.figures.get("twice_after_handover", 0) == verdict.figures["completed_twice"]
-    if only_twice and (handover or after <= {"kill scheduler", "kill worker"}):
-        figures.update(kind="queue", **chaos["figures"], **verdict.figures)
-        pytest.xfail(f"{QUEUE_TWICE}: {verdict.problems}")
     _check(chaos, "queue", figures)
 
 

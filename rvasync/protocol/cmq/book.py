@@ -108,6 +108,9 @@ class SchedulerBook:
     due: list[tuple[float, int, TaskId, int]] = field(default_factory=list)
     due_counter: int = 0
     by_worker: dict[str, set[TaskId]] = field(default_factory=dict)
+    #: until when arrivals wait in ``settling`` (a preemption: see QueueMemberCore._activate)
+    settle_until: float = -math.inf
+    settling: dict[TaskId, Task] = field(default_factory=dict)
 
     def place(self, a: Assignment, worker: str | None) -> None:
         """Move ``a`` to ``worker`` (None: the backlog), keeping per-worker loads current."""

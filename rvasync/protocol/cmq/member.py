@@ -65,6 +65,7 @@ from rvasync.protocol.cmq.outputs import DeadLetter, QueueAdvisory, QueueOutputs
 from rvasync.protocol.cmq.params import (
     DEFAULT_REASSIGN_LIMIT,
     DONE_MEMORY_FACTOR,
+    SETTLE_HEARTBEATS,
     group_of,
     validate_backlog_limit,
     validate_complete_time,
@@ -230,8 +231,11 @@ class QueueMemberCore:
         if ft is not None:
             candidates.append(ft)
         candidates.extend(p.heard + self.activation for p in self._peers.values())
-        if self._book is not None:
-            candidates.append(self._book.next_due())
+        book = self._book
+        if book is not None:
+            candidates.append(book.next_due())
+            if book.settling:
+                candidates.append(book.settle_until)
         return min(candidates)
 
     # -- inputs --------------------------------------------------------------
@@ -541,6 +545,8 @@ class QueueMemberCore:
                 self._peer_left(member, now, out)
         book = self._book
         if book is not None:
+            if book.settling and now >= book.settle_until:
+                self._settled(book, now, out)
             self._run_due(book, now, out)
         if now >= self._next_status:
             self._send_status(now, out)
@@ -714,6 +720,12 @@ class QueueMemberCore:
 
     def _activate(self, now: float, out: QueueOutputs) -> None:
         book = self._book = SchedulerBook()
+        if any(m.active and not m.is_self for m in self._ft.ranking()):
+            # A preemption: the member stepping down keeps assigning until it hears
+            # this one, and a worker reports an assignment in its next STATUS only. A
+            # task arriving now (a retransmission of one the other has just assigned)
+            # waits until those reports are in, then is adopted, confirmed or assigned.
+            book.settle_until = now + SETTLE_HEARTBEATS * self.heartbeat
         for peer in self._peers.values():
             peer.unknown = _unknown(book, peer.held)
         out.roles.append(True)
@@ -737,6 +749,10 @@ class QueueMemberCore:
             if a.worker is None and not a.task.certified:
                 self.stats.dropped_uncertified += 1
                 out.advisories.append(self._overflow(a.task, DEACTIVATED_REASON))
+        for task in book.settling.values():
+            if not task.certified:
+                self.stats.dropped_uncertified += 1
+                out.advisories.append(self._overflow(task, DEACTIVATED_REASON))
 
     def _role_advisory(self, condition: str) -> QueueAdvisory:
         return QueueAdvisory("INFO", condition, self.name, (("name", self.name),))
@@ -760,6 +776,9 @@ class QueueMemberCore:
             return
         if tid in book.confirmed:
             out.confirms.append(task)
+            return
+        if now < book.settle_until:
+            book.settling.setdefault(tid, task)
             return
         # Already completed by a worker (heard in its COMPLETE or STATUS)?
         early = book.early_done.pop(tid, None)
@@ -807,6 +826,13 @@ class QueueMemberCore:
             book.backlog.append(tid)
             return
         self._assign(book, a, now, out)
+
+    def _settled(self, book: SchedulerBook, now: float, out: QueueOutputs) -> None:
+        """The settling after a preemption is over: decide the tasks that waited for it."""
+        waiting = list(book.settling.values())
+        book.settling.clear()
+        for task in waiting:
+            self._new_task(book, task, now, out)
 
     def _reported_ids(self) -> set[TaskId]:
         reported: set[TaskId] = set()

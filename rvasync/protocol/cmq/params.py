@@ -16,6 +16,7 @@ from rvasync.protocol.cm.names import check_correspondent_name
 __all__ = [
     "DEFAULT_REASSIGN_LIMIT",
     "DONE_MEMORY_FACTOR",
+    "SETTLE_HEARTBEATS",
     "group_of",
     "validate_backlog_limit",
     "validate_complete_time",
@@ -24,6 +25,14 @@ __all__ = [
     "validate_worker_tasks",
     "validate_worker_weight",
 ]
+
+SETTLE_HEARTBEATS = 2.0
+"""How long, in heartbeat intervals, a scheduler that preempts another holds arrivals.
+
+The member stepping down assigns until it hears the newcomer, and its workers
+report those last assignments in their next STATUS, one heartbeat later; the
+second heartbeat covers network delays and one lost STATUS.
+"""
 
 DONE_MEMORY_FACTOR = 20.0
 """Completed task ids are remembered this many activation intervals.
