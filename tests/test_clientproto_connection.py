@@ -220,7 +220,7 @@ def test_random_frame_orders_are_accepted_exactly_when_legal(data):
     allowed = {
         Role.CLIENT: {
             State.START: {Hello, Ping, Pong, Bye},
-            State.OPEN: {Listen, Unlisten, Publish, Ping, Pong, Bye},
+            State.OPEN: {Listen, Unlisten, Publish, Ping, Pong, Bye, Reliability},
         },
         Role.DAEMON: {
             State.START: {Welcome, Error, Ping, Pong, Bye},
