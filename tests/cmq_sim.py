@@ -33,6 +33,7 @@ from rvasync.protocol.cmq import (
     DEFAULT_REASSIGN_LIMIT,
     GROUP,
     SCHEDULER,
+    QueueAdvisory,
     QueueMemberCore,
     QueueOutputs,
     QueueRecord,
@@ -70,6 +71,8 @@ class Observed:
     refusals: dict[TaskId, list[str]] = field(default_factory=lambda: defaultdict(list))
     dead_letters: list[tuple[str, TaskId, str, int]] = field(default_factory=list)
     """(scheduler, task, reason, moves) of every task given up on."""
+    duplicates: dict[TaskId, list[str]] = field(default_factory=lambda: defaultdict(list))
+    """Members that presented WORKER.DUPLICATE for each task (a second run, reported)."""
 
 
 class QueueSim:
@@ -196,6 +199,10 @@ class QueueSim:
             self.obs.dead_letters.append((mid, dead.task.id, dead.reason, dead.moves))
         for adv in out.advisories:
             self.obs.advisories.append((mid, adv.subject))
+            if isinstance(adv, QueueAdvisory) and adv.condition == "WORKER.DUPLICATE":
+                fields = dict(adv.fields)
+                tid = TaskId(str(fields["sender"]), str(fields["subject"]), int(fields["seqno"]))
+                self.obs.duplicates[tid].append(mid)
 
     def _deliver(self, kind: str, item: Any) -> None:
         if kind == "send":

@@ -210,11 +210,25 @@ def test_records_round_trip_and_malformed_ones_are_named() -> None:
     )
     assert QueueRecord.from_fields(rec.to_fields()) == rec
     fields = rec.to_fields()
+    assert fields["v"] == 5 and fields["b"].count("[[") == 2  # no ``recent``: 5 elements
+    # Version 4 (no ``recent``) is still read.
+    assert QueueRecord.from_fields({**fields, "v": 4}) == rec
+    with_recent = QueueRecord(
+        RecordKind.STATUS,
+        "Q",
+        "a",
+        seq=4,
+        recent=((TaskId("S", "X", 7), True), (TaskId("S", "X", 9), True)),
+    )
+    assert QueueRecord.from_fields(with_recent.to_fields()) == with_recent
     for broken in (
         {**fields, "v": 1},  # version 1 spelled tasks out one by one
         {**fields, "v": 2},  # version 2 had no acknowledgements on an ASSIGN
         {**fields, "v": 3},  # version 3 had no REFUSE or RELEASE
-        {**fields, "v": 5},
+        {**fields, "v": 6},
+        {**fields, "v": [5]},  # unhashable
+        {**fields, "b": "[1,2,3,[],[],[],[]]"},  # a seventh element
+        {**fields, "b": '[1,2,3,[],[],[["S","X",true,[]]]]'},  # an empty recent group
         {**fields, "k": "NOPE"},
         {**fields, "b": "[1,2"},
         {**fields, "b": '[1,2,3,[["S","X",true,["1"]]],[]]'},  # a sequence as text

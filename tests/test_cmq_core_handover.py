@@ -74,8 +74,14 @@ def _twice(sim: QueueSim) -> dict[object, list[str]]:
     }
 
 
-def _check(sim: QueueSim) -> None:
-    twice = {tid: (done, sim.obs.assignments[tid]) for tid, done in _twice(sim).items()}
+def _check(sim: QueueSim, *, reported_ok: bool = False) -> None:
+    """No task completed by two live workers; with ``reported_ok``, unless WORKER.DUPLICATE
+    reported it (the project's rule: run once, or the second run is counted)."""
+    twice = {
+        tid: (done, sim.obs.assignments[tid])
+        for tid, done in _twice(sim).items()
+        if not (reported_ok and sim.obs.duplicates.get(tid))
+    }
     assert twice == {}, f"completed by two live workers (completions, assignments): {twice}"
     assert sim.unconfirmed == set()
     assert sim.obs.confirmed_unprocessed == []
@@ -92,7 +98,8 @@ def test_handover_there_and_back_on_a_perfect_network() -> None:
     _check(sim)
 
 
-#: Root cause of the 'lost-confirmation' case (found by the property): m0 assigns task 1 to m2,
+#: Root cause of the 'lost-confirmation' case (found by the property; a strict xfail until
+#: fixed): m0 assigns task 1 to m2,
 #: m2 completes it, m0 confirms it to the sender and acknowledges m2 (on the next
 #: ASSIGN's ``done``), so m2 stops reporting it. The confirmation is lost on the way to
 #: the sender, and m0 is killed before the sender's next retransmission, which would
@@ -102,11 +109,9 @@ def test_handover_there_and_back_on_a_perfect_network() -> None:
 #: task is assigned to m2 itself), so m9 assigns it afresh to m4: a completed task runs
 #: a second time, silently. This is the specification's "scheduler replacement" case
 #: (a task in flight, from its sender's point of view, during the change), but nothing
-#: counts or reports it.
-LOST_CONFIRM = (
-    "a completed task whose confirmation was lost is run again by the next scheduler, "
-    "unreported (the acknowledged worker stops reporting it; see LOST_CONFIRM's comment)"
-)
+#: counts or reports it. The fix: a worker keeps reporting what it completed (STATUS
+#: ``recent``, RECENT_DONE_FACTOR activation intervals, acknowledged or not), and a
+#: scheduler confirms a task some worker reports completed instead of assigning it.
 
 
 #: Root cause of the lab's defect (the 'preempting-scheduler' case, with no loss at all): the
@@ -131,7 +136,6 @@ LOST_CONFIRM = (
         pytest.param(
             0, 0.05, 0.03125, 1.0, 4.0, 1.0, 120, ["m0", "m9"],
             id="lost-confirmation",
-            marks=pytest.mark.xfail(strict=True, reason=LOST_CONFIRM),
         ),
         pytest.param(
             439760661, 0.0, 0.010720096090188978, 0.9701289356210071,
@@ -159,8 +163,7 @@ def test_found_handover_cases(
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     seed=st.integers(0, 2**32 - 1),
-    # Without loss: a lost confirmation is the LOST_CONFIRM case, still open.
-    loss=st.just(0.0),
+    loss=st.sampled_from([0.0, 0.02, 0.05]),
     delay=st.floats(0.002, 0.05),
     work=st.floats(0.05, 1.0),
     kill_at=st.floats(3.0, 5.0),
@@ -171,4 +174,6 @@ def test_handover_never_gives_a_task_to_two_live_workers(
 ) -> None:
     sim = _queue(seed, loss, delay, work)
     _run(sim, kill_at, restart_after, tasks=120)
-    _check(sim)
+    # With loss, a worker's silence or a lost acceptance can move a task (the counted
+    # exceptions); a second run of a completed task must then be reported.
+    _check(sim, reported_ok=loss > 0)

@@ -25,12 +25,22 @@ from rvasync.protocol.cmq.params import (
     validate_worker_tasks,
     validate_worker_weight,
 )
-from rvasync.protocol.cmq.records import GROUP, SCHEDULER, QueueRecord, RecordKind, TaskId
+from rvasync.protocol.cmq.records import (
+    GROUP,
+    READABLE_VERSIONS,
+    RECORD_VERSION,
+    SCHEDULER,
+    QueueRecord,
+    RecordKind,
+    TaskId,
+)
 
 __all__ = [
     "DEFAULT_REASSIGN_LIMIT",
     "GROUP",
     "PLAIN_PREFIX",
+    "READABLE_VERSIONS",
+    "RECORD_VERSION",
     "SCHEDULER",
     "DeadLetter",
     "QueueAdvisory",

@@ -38,6 +38,8 @@ class PeerView:
     done: dict[TaskId, bool]
     heard: float
     unknown: int = 0
+    #: tasks it completed recently, acknowledged ones too (STATUS ``recent``)
+    recent: set[TaskId] = field(default_factory=set)
 
 
 @dataclass(slots=True)
@@ -84,6 +86,11 @@ class SchedulerStats:
     """Tasks a closing worker gave back unstarted, moved to another worker."""
     dead_lettered: int = 0
     """Tasks given up on (SCHEDULER.DEAD_LETTER): moved too often, or refused by every worker."""
+    duplicates: int = 0
+    """Tasks this worker completed that another worker reported holding or completing
+    (WORKER.DUPLICATE): each task run twice, counted once, by the worker that ran it first."""
+    unreported: int = 0
+    """Completions this worker stopped reporting early (more than RECENT_DONE_LIMIT recent)."""
 
     @property
     def reassigned(self) -> int:

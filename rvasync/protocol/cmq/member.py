@@ -65,6 +65,8 @@ from rvasync.protocol.cmq.outputs import DeadLetter, QueueAdvisory, QueueOutputs
 from rvasync.protocol.cmq.params import (
     DEFAULT_REASSIGN_LIMIT,
     DONE_MEMORY_FACTOR,
+    RECENT_DONE_FACTOR,
+    RECENT_DONE_LIMIT,
     SETTLE_HEARTBEATS,
     group_of,
     validate_backlog_limit,
@@ -109,6 +111,7 @@ NOT_SCHEDULER_REASON = "Uncertified task reached a member that is no longer the 
 CLOSED_REASON = "Worker closed before its program took this uncertified task."
 REASSIGN_LIMIT_REASON = "Task moved between workers more often than the reassignment limit."
 REFUSED_REASON = "Every worker of the queue refused this task."
+DUPLICATE_REASON = "Another worker reports a task this worker completed: it ran twice."
 
 
 class QueueMemberCore:
@@ -146,6 +149,7 @@ class QueueMemberCore:
         self.heartbeat = self._ft.heartbeat
         self.activation = self._ft.activation
         self._memory = DONE_MEMORY_FACTOR * self.activation
+        self._recent_window = RECENT_DONE_FACTOR * self.activation
         self._joined = False
         self._left = False
         self._now = -math.inf
@@ -162,6 +166,10 @@ class QueueMemberCore:
         self._assigner: dict[TaskId, str] = {}
         self._done_unacked: dict[TaskId, tuple[bool, float]] = {}
         self._done_memory: dict[TaskId, float] = {}
+        #: completions reported in STATUS ``recent`` (oldest first): id -> (certified, when)
+        self._recent: dict[TaskId, tuple[bool, float]] = {}
+        #: tasks already presented as WORKER.DUPLICATE: id -> when
+        self._duplicates_told: dict[TaskId, float] = {}
         #: tasks given back to another scheduler, not yet acknowledged:
         #: id -> (certified, refused (else released), when)
         self._returned: dict[TaskId, tuple[bool, bool, float]] = {}
@@ -491,6 +499,7 @@ class QueueMemberCore:
         del self._held[tid]
         assigner = self._assigner.pop(tid, self.member_id)
         self._done_memory[tid] = now
+        self._remember_recent(tid, task.certified, now)
         book = self._book
         if book is not None:
             self._completed(book, tid, task.certified, self.member_id, now, out)
@@ -511,6 +520,51 @@ class QueueMemberCore:
                     tasks=((tid, task.certified),),
                 )
             )
+
+    def _remember_recent(self, tid: TaskId, certified: bool, now: float) -> None:
+        """Report ``tid`` as completed in every STATUS for the recent window (LOST_CONFIRM).
+
+        The newest RECENT_DONE_LIMIT only: one pushed out before its time is
+        counted (``stats.unreported``); a second run of it is then detected
+        by :meth:`_check_duplicates` instead of prevented.
+        """
+        recent = self._recent
+        recent[tid] = (certified, now)
+        if len(recent) > RECENT_DONE_LIMIT:
+            oldest = next(iter(recent))
+            _, when = recent.pop(oldest)
+            if when > now - self._recent_window:
+                self.stats.unreported += 1
+
+    def _recent_to_report(self, now: float) -> tuple[tuple[TaskId, bool], ...]:
+        """STATUS ``recent``: the window's completions (the unacknowledged go in ``done``)."""
+        recent, horizon = self._recent, now - self._recent_window
+        while recent:
+            oldest = next(iter(recent))
+            if recent[oldest][1] > horizon:
+                break
+            del recent[oldest]
+        unacked = self._done_unacked
+        return tuple((tid, c) for tid, (c, _) in recent.items() if tid not in unacked)
+
+    def _check_duplicates(self, rec: QueueRecord, now: float, out: QueueOutputs) -> None:
+        """Present WORKER.DUPLICATE for each task this worker completed that ``rec``'s sender
+        also holds or completed: a second run nothing prevented (see RECENT_DONE_LIMIT)."""
+        memory = self._done_memory
+        tasks = {tid: c for tid, c in (*rec.tasks, *rec.done, *rec.recent)}
+        if memory.keys().isdisjoint(tasks):
+            return
+        told = self._duplicates_told
+        for tid, certified in tasks.items():
+            if tid in memory and tid not in told:
+                told[tid] = now
+                self.stats.duplicates += 1
+                task = Task(tid, certified, b"")
+                out.advisories.append(
+                    self._task_advisory(
+                        "WORKER.DUPLICATE", task, DUPLICATE_REASON, ("worker", rec.member)
+                    )
+                )
 
     def set_worker_weight(self, weight: int, now: float) -> QueueOutputs:
         self._worker_weight = validate_worker_weight(weight)
@@ -614,6 +668,7 @@ class QueueMemberCore:
                 capacity=self._worker_tasks,
                 tasks=tuple((tid, t.certified) for tid, t in self._held.items()),
                 done=tuple((tid, c) for tid, (c, _) in self._done_unacked.items()),
+                recent=self._recent_to_report(now),
             )
         )
         if self._returned:
@@ -645,6 +700,8 @@ class QueueMemberCore:
             del self._done_memory[tid]
         for member in [k for k, t in self._gone.items() if t < horizon]:
             del self._gone[member]
+        for tid in [k for k, t in self._duplicates_told.items() if t < horizon]:
+            del self._duplicates_told[tid]
         for tid in [k for k, (_, t) in self._done_unacked.items() if t < horizon]:
             del self._done_unacked[tid]
         for tid in [k for k, (_, _, t) in self._returned.items() if t < horizon]:
@@ -667,6 +724,7 @@ class QueueMemberCore:
             return
         held = {tid for tid, _ in rec.tasks}
         done = dict(rec.done)
+        recent = {tid for tid, _ in rec.recent}
         self._reported = None
         if peer is None:
             peer = PeerView(rec.member, rec.seq, rec.weight, rec.capacity, held, done, now)
@@ -674,6 +732,9 @@ class QueueMemberCore:
         else:
             peer.seq, peer.weight, peer.capacity = rec.seq, rec.weight, rec.capacity
             peer.held, peer.done, peer.heard = held, done, now
+        peer.recent = recent
+        if self._done_memory:
+            self._check_duplicates(rec, now, out)
         book = self._book
         if book is None:
             return
@@ -791,7 +852,12 @@ class QueueMemberCore:
             if tid in self._done_memory and tid not in self._held:
                 doer = self.member_id
             elif reported:
-                doer = next((p.member for p in self._peers.values() if tid in p.done), None)
+                # Completed: unacknowledged (done), or acknowledged by a scheduler whose
+                # confirmation the sender may never have had (recent, LOST_CONFIRM).
+                doer = next(
+                    (p.member for p in self._peers.values() if tid in p.done or tid in p.recent),
+                    None,
+                )
         self.stats.tasks += 1
         if doer is not None:
             book.confirmed[tid] = now
@@ -839,6 +905,7 @@ class QueueMemberCore:
         for p in self._peers.values():
             reported.update(p.held)
             reported.update(p.done)
+            reported.update(p.recent)
         self._reported = reported
         return reported
 

@@ -16,6 +16,8 @@ from rvasync.protocol.cm.names import check_correspondent_name
 __all__ = [
     "DEFAULT_REASSIGN_LIMIT",
     "DONE_MEMORY_FACTOR",
+    "RECENT_DONE_FACTOR",
+    "RECENT_DONE_LIMIT",
     "SETTLE_HEARTBEATS",
     "group_of",
     "validate_backlog_limit",
@@ -39,6 +41,28 @@ DONE_MEMORY_FACTOR = 20.0
 
 A retransmitted assignment or task that arrives later than that is treated as
 new. Twenty intervals outlast any retransmission the protocols make.
+"""
+
+RECENT_DONE_FACTOR = 4.0
+"""A worker reports a completed task (STATUS ``recent``) this many activation intervals.
+
+Even after a scheduler acknowledged it: the scheduler's confirmation to the
+sender may be lost, and the scheduler killed before the sender asks again.
+The sender then delivers the task to the next scheduler, which must learn
+from the workers that it was done. That scheduler takes over one activation
+interval after the kill, and the sender repeats an unconfirmed task within
+its confirmation request interval (2 s by default); four activation
+intervals (14 s by default) cover both, with room for lost records.
+"""
+
+RECENT_DONE_LIMIT = 2048
+"""At most this many recent completions in one STATUS (the newest).
+
+It bounds a STATUS's size for a fast worker (about 6 bytes a task). A
+completion pushed out by newer ones before its time is up is no longer
+reported: the worker counts it (``SchedulerStats.unreported``), and a
+second run of that task by another worker is still detected and presented
+as WORKER.DUPLICATE (see QueueMemberCore).
 """
 
 

@@ -7,8 +7,11 @@ records (:mod:`rvasync.protocol.ft`); these records carry the work:
 ``STATUS``   every member, every heartbeat interval, to the group: its worker
              weight and task capacity, the tasks it holds (accepted, not yet
              complete) and the tasks it completed that no scheduler has
-             acknowledged yet. State, not events: a lost record is repaired by
-             the next one, and a new scheduler learns at once who holds what.
+             acknowledged yet (``done``), and the ids of the tasks it completed
+             recently, acknowledged or not (``recent``, version 5: see
+             :data:`~rvasync.protocol.cmq.params.RECENT_DONE_FACTOR`). State, not
+             events: a lost record is repaired by the next one, and a new
+             scheduler learns at once who holds what and what was done.
 ``ASSIGN``   scheduler to one worker: the task, its payload and whether it is
              certified. Repeated until accepted. Several tasks for the same
              worker may travel in one ASSIGN (``payloads``, one per task), and
@@ -41,16 +44,29 @@ from typing import Any, NamedTuple
 
 from rvasync.errors import MalformedMessage
 
-__all__ = ["GROUP", "RECORD_VERSION", "SCHEDULER", "QueueRecord", "RecordKind", "TaskId"]
+__all__ = [
+    "GROUP",
+    "READABLE_VERSIONS",
+    "RECORD_VERSION",
+    "SCHEDULER",
+    "QueueRecord",
+    "RecordKind",
+    "TaskId",
+]
 
-RECORD_VERSION = 4
+RECORD_VERSION = 5
 """2: task lists travel grouped by (sender, subject, certified), one run of sequence
 numbers per group (version 1 spelled out every task in full). 3: an ASSIGN's
 ``done`` lists completions the scheduler acknowledges to that worker (an ACK
 merged into it, see coalesce); version 2 ignored it. 4: REFUSE and RELEASE
 (version 3 would drop them as malformed, and the tasks would stay with a
-worker that no longer holds them). Members of one queue run one version; a
-record of another version is refused by name."""
+worker that no longer holds them). 5: a STATUS's ``recent`` list, a sixth
+element of the body, written only when not empty; a version 4 record (which
+has none) is still read. A version 4 member refuses version 5 records by
+name, so a queue is upgraded all at once. Other versions are refused by name."""
+
+READABLE_VERSIONS = frozenset({4, RECORD_VERSION})
+"""Record versions this implementation reads (4: a STATUS without ``recent``)."""
 
 GROUP = ""
 """Destination of a record for every member."""
@@ -104,7 +120,9 @@ class QueueRecord:
     the scheduler acknowledges to that worker (an ACK riding along, version
     3). An ASSIGN carries its task's message in ``payload``, or, listing
     several tasks, their messages in ``payloads`` (in the order of
-    ``tasks``); :meth:`task_payloads` gives either as one tuple.
+    ``tasks``); :meth:`task_payloads` gives either as one tuple. ``recent``
+    is a STATUS's recently completed tasks, acknowledged ones included
+    (version 5), which a new scheduler confirms instead of assigning again.
     """
 
     kind: RecordKind
@@ -118,6 +136,7 @@ class QueueRecord:
     done: tuple[tuple[TaskId, bool], ...] = ()
     payload: bytes = b""
     payloads: tuple[bytes, ...] = ()
+    recent: tuple[tuple[TaskId, bool], ...] = ()
 
     def task_payloads(self) -> tuple[bytes, ...]:
         """The payload of each task in ``tasks``, in order (an ASSIGN's)."""
@@ -129,7 +148,8 @@ class QueueRecord:
         # json.dumps builds a new encoder per call, most of a small record's cost.
         body = (
             f"[{_int_text(self.seq)},{_int_text(self.weight)},{_int_text(self.capacity)},"
-            f"{_groups_text(_grouped(self.tasks))},{_groups_text(_grouped(self.done))}]"
+            f"{_groups_text(_grouped(self.tasks))},{_groups_text(_grouped(self.done))}"
+            + (f",{_groups_text(_grouped(self.recent))}]" if self.recent else "]")
         )
         fields: dict[str, str | int | bytes] = {
             "v": RECORD_VERSION,
@@ -156,7 +176,11 @@ class QueueRecord:
             # KeyError: a missing field or an unknown kind (the text is in the message);
             # TypeError: an unhashable kind value.
             raise MalformedMessage(f"distributed queue record lacks or garbles {exc}") from None
-        if version != RECORD_VERSION or isinstance(version, bool):
+        if (
+            not isinstance(version, int)
+            or isinstance(version, bool)
+            or version not in READABLE_VERSIONS
+        ):
             raise MalformedMessage(f"distributed queue record version {version!r} is not supported")
         if not (isinstance(queue, str) and isinstance(member, str) and member):
             raise MalformedMessage("distributed queue record needs string queue and member fields")
@@ -172,7 +196,10 @@ class QueueRecord:
                 raise MalformedMessage("distributed queue record payloads must be bytes")
             payloads = _unframe(bytes(framed))
         try:
-            seq, weight, capacity, tasks, done = json.loads(body)
+            seq, weight, capacity, tasks, done, *more = json.loads(body)
+            if len(more) > 1:
+                _bad(f"{5 + len(more)} body elements, at most 6")
+            recent = _tasks(more[0]) if more else ()
             counters = (seq, weight, capacity)
             ok = all(isinstance(x, int) and not isinstance(x, bool) for x in counters)
             rows = _tasks(tasks)
@@ -191,6 +218,7 @@ class QueueRecord:
                     _tasks(done),
                     bytes(payload),
                     payloads,
+                    recent,
                 )
                 if ok
                 else _bad("counters must be integers")
