@@ -18,6 +18,7 @@ occurrences. docs/queues.md, "Events through queues", tells the rules.
 
 from __future__ import annotations
 
+import abc
 import asyncio
 import enum
 import inspect
@@ -93,7 +94,7 @@ class TimerEvent:
         return f"<TimerEvent ticks={self.ticks} of {self.timer!r}>"
 
 
-class EventSource:
+class EventSource(abc.ABC):
     """What timers and I/O events share: their queue, callback and lifetime.
 
     A subclass sets ``_queue``, ``_callback``, ``_destroyed`` and ``_task``
@@ -122,8 +123,9 @@ class EventSource:
     def destroyed(self) -> bool:
         return self._destroyed
 
+    @abc.abstractmethod
     def destroy(self) -> None:
-        raise NotImplementedError
+        """Stop the source for good: no more events; what its queue holds is dropped."""
 
     async def __aenter__(self) -> Any:
         return self
